@@ -1,0 +1,103 @@
+package contracts
+
+import (
+	"errors"
+	"strings"
+)
+
+// ErrorClass is the prefix of a failed job's error. It tells a user at a
+// glance why the job ended: it never ran for lack of capacity, ran out of
+// time, was cancelled, lost its worker too often, failed in its handler, or
+// was given bad input.
+type ErrorClass string
+
+// The error classes, in the order a job meets them.
+const (
+	ClassCapacity  ErrorClass = "capacity"
+	ClassTimeout   ErrorClass = "timeout"
+	ClassCancelled ErrorClass = "cancelled"
+	ClassStale     ErrorClass = "stale"
+	ClassHandler   ErrorClass = "handler"
+	ClassInput     ErrorClass = "input"
+)
+
+var classes = []ErrorClass{ClassCapacity, ClassTimeout, ClassCancelled, ClassStale, ClassHandler, ClassInput}
+
+// JobError formats a job error message with its class: "capacity: …".
+func JobError(class ErrorClass, msg string) string {
+	return string(class) + ": " + msg
+}
+
+// ClassOf returns the class a job error message starts with, or "" when it
+// has none.
+func ClassOf(msg string) ErrorClass {
+	for _, c := range classes {
+		if strings.HasPrefix(msg, string(c)+":") {
+			return c
+		}
+	}
+	return ""
+}
+
+// ClassedError is an error that carries its own job error class, so a
+// handler can say "input: …" instead of the default "handler: …".
+type ClassedError struct {
+	Class ErrorClass
+	Err   error
+}
+
+// Error implements error as "class: message".
+func (e *ClassedError) Error() string { return JobError(e.Class, e.Err.Error()) }
+
+// Unwrap returns the wrapped error.
+func (e *ClassedError) Unwrap() error { return e.Err }
+
+// Classify turns a handler error into a job error message. Errors that carry
+// a class (a *ClassedError, or a message already starting with a class)
+// keep it; anything else is a handler error.
+func Classify(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ce *ClassedError
+	if errors.As(err, &ce) {
+		return ce.Error()
+	}
+	msg := err.Error()
+	if ClassOf(msg) != "" {
+		return msg
+	}
+	return JobError(ClassHandler, msg)
+}
+
+// HTTP and NATS API error codes: the "code" of an ErrorBody.
+const (
+	CodeBadRequest       = "bad_request"
+	CodeInvalidJSON      = "invalid_json"
+	CodeTooLarge         = "payload_too_large"
+	CodeUnsupportedMedia = "unsupported_media_type"
+	CodeValidation       = "validation_failed"
+	CodeUnauthorized     = "unauthorized"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeConflict         = "conflict"
+	CodeGlobalCap        = "global_cap_reached"
+	CodeTenantCap        = "tenant_cap_reached"
+	CodeRateLimited      = "rate_limited"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
+)
+
+// ErrorDetail is the inside of an API error: a stable machine code and a
+// message for people.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Limit names the admission limit that was hit ("global" or "tenant"), on 429s only.
+	Limit string `json:"limit,omitempty"`
+}
+
+// ErrorBody is the JSON body of every HTTP error: {"error":{"code","message"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}

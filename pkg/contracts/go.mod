@@ -1,0 +1,3 @@
+module github.com/sluicehq/sluice/pkg/contracts
+
+go 1.26

@@ -1,0 +1,76 @@
+package contracts
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Job is a job as the store keeps it and the API shows it.
+type Job struct {
+	ID          string          `json:"id"`
+	Tenant      string          `json:"tenant"`
+	Kind        string          `json:"kind"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Key         string          `json:"key,omitempty"`
+	Priority    int             `json:"priority"`
+	State       JobState        `json:"state"`
+	Attempt     int64           `json:"attempt"`
+	Runs        int             `json:"runs"`
+	MaxAttempts int             `json:"max_attempts"`
+	Worker      string          `json:"worker,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Progress    *Progress       `json:"progress,omitempty"`
+
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+
+	CreatedAt        time.Time  `json:"created_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+	StartedAt        *time.Time `json:"started_at,omitempty"`
+	FinishedAt       *time.Time `json:"finished_at,omitempty"`
+	NextDispatchAt   *time.Time `json:"next_dispatch_at,omitempty"`
+	DispatchDeadline time.Time  `json:"dispatch_deadline"`
+	ClaimUntil       *time.Time `json:"claim_until,omitempty"`
+	HeartbeatAt      *time.Time `json:"heartbeat_at,omitempty"`
+}
+
+// Progress is what a handler last reported about a running job.
+type Progress struct {
+	Percent float64 `json:"percent"`
+	Stage   string  `json:"stage,omitempty"`
+	Message string  `json:"message,omitempty"`
+}
+
+// Lease names one attempt of one job: the fencing token of every heartbeat
+// and result.
+type Lease struct {
+	JobID   string `json:"job_id"`
+	Attempt int64  `json:"attempt"`
+}
+
+// JobPage is one page of GET /v1/jobs.
+type JobPage struct {
+	Jobs []Job `json:"jobs"`
+	// NextCursor fetches the next (older) page; empty on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Stats is the body of GET /v1/stats.
+type Stats struct {
+	MaxActive       int              `json:"max_active"`
+	TenantMaxActive int              `json:"tenant_max_active"`
+	Active          int              `json:"active"`
+	Counts          map[JobState]int `json:"counts"`
+	TenantActive    map[string]int   `json:"tenant_active,omitempty"`
+	Workers         []WorkerInfo     `json:"workers"`
+}
+
+// WorkerInfo is one live worker as the roster last heard of it.
+type WorkerInfo struct {
+	ID       string    `json:"id"`
+	Kinds    []string  `json:"kinds"`
+	Capacity int       `json:"capacity"`
+	InFlight int       `json:"in_flight"`
+	Draining bool      `json:"draining,omitempty"`
+	SeenAt   time.Time `json:"seen_at"`
+}

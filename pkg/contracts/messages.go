@@ -1,0 +1,308 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Due says a job should be offered to workers now.
+type Due struct {
+	JobID string `json:"job_id"`
+}
+
+// Requeue reasons, set by the reaper or a worker giving a job back.
+const (
+	ReasonStale    = "stale"    // running, heartbeat older than the stale threshold
+	ReasonLost     = "lost"     // pending, its due message never arrived
+	ReasonTimeout  = "timeout"  // running longer than the hard max runtime
+	ReasonShutdown = "shutdown" // the worker stopped before the handler finished
+)
+
+// Requeue asks the scheduler to take an attempt back and dispatch the job
+// again. It applies only while the job is still at State and Attempt.
+type Requeue struct {
+	JobID   string   `json:"job_id"`
+	Attempt int64    `json:"attempt"`
+	State   JobState `json:"state"`
+	Reason  string   `json:"reason"`
+}
+
+// Result is a worker's outcome for one attempt of a job.
+type Result struct {
+	JobID    string          `json:"job_id"`
+	Attempt  int64           `json:"attempt"`
+	WorkerID string          `json:"worker_id"`
+	State    JobState        `json:"state"`
+	Error    string          `json:"error,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+}
+
+// JobSpec is what a worker needs to run one attempt.
+type JobSpec struct {
+	ID       string          `json:"id"`
+	Tenant   string          `json:"tenant"`
+	Kind     string          `json:"kind"`
+	Attempt  int64           `json:"attempt"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	Key      string          `json:"key,omitempty"`
+	Priority int             `json:"priority"`
+}
+
+// Offer asks one worker to take one attempt.
+type Offer struct {
+	Job JobSpec `json:"job"`
+}
+
+// OfferStatus is a worker's answer to an Offer.
+type OfferStatus string
+
+// Offer answers. Only accepted takes the job; the others rotate to the next worker.
+const (
+	OfferAccepted OfferStatus = "accepted"
+	OfferBusy     OfferStatus = "busy"
+	OfferRefused  OfferStatus = "refused" // unknown kind, draining, or a malformed offer
+)
+
+// OfferReply is a worker's answer, with its load so the scheduler's view of
+// free capacity stays current.
+type OfferReply struct {
+	Status   OfferStatus `json:"status"`
+	WorkerID string      `json:"worker_id"`
+	InFlight int         `json:"in_flight"`
+	Capacity int         `json:"capacity"`
+	Reason   string      `json:"reason,omitempty"`
+}
+
+// Heartbeat renews a worker's leases. The first heartbeat of an attempt
+// (sent right after "accepted", before the handler starts) also records the
+// job as running.
+type Heartbeat struct {
+	WorkerID string  `json:"worker_id"`
+	Leases   []Lease `json:"leases"`
+}
+
+// HeartbeatAck answers a Heartbeat: leases the worker no longer holds (it
+// must stop that work) and leases whose job a user asked to cancel.
+type HeartbeatAck struct {
+	Lost   []Lease `json:"lost,omitempty"`
+	Cancel []Lease `json:"cancel,omitempty"`
+}
+
+// Announce is a worker telling everyone it is alive and how loaded it is.
+type Announce struct {
+	WorkerID string   `json:"worker_id"`
+	Kinds    []string `json:"kinds"`
+	Capacity int      `json:"capacity"` // 0 = no limit
+	InFlight int      `json:"in_flight"`
+	Draining bool     `json:"draining,omitempty"`
+	Leaving  bool     `json:"leaving,omitempty"`
+	// IntervalMS is how often the worker announces; a view entry older than a few intervals is dropped.
+	IntervalMS int64 `json:"interval_ms"`
+}
+
+// Free reports the announced free slots; -1 means unlimited.
+func (a Announce) Free() int {
+	if a.Capacity == 0 {
+		return -1
+	}
+	if f := a.Capacity - a.InFlight; f > 0 {
+		return f
+	}
+	return 0
+}
+
+// CancelJob asks a worker to stop one attempt.
+type CancelJob struct {
+	JobID   string `json:"job_id"`
+	Attempt int64  `json:"attempt"`
+}
+
+var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidWorkerID reports whether id can be used as a worker id: 1–64 letters,
+// digits, '-' or '_' (it becomes a NATS subject token).
+func ValidWorkerID(id string) bool { return tokenRE.MatchString(id) }
+
+// ValidJobID reports whether id has the shape of a job id.
+func ValidJobID(id string) bool { return idRE.MatchString(id) }
+
+// decodeStrict decodes exactly one JSON value into v, rejecting unknown
+// fields and trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	if dec.More() {
+		return errors.New("decode: trailing data after the JSON value")
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); err == nil {
+		return errors.New("decode: trailing data after the JSON value")
+	}
+	return nil
+}
+
+func checkLease(l Lease) error {
+	if !ValidJobID(l.JobID) {
+		return fmt.Errorf("job_id %q is not a job id", l.JobID)
+	}
+	if l.Attempt < 1 {
+		return fmt.Errorf("attempt %d must be at least 1", l.Attempt)
+	}
+	return nil
+}
+
+// DecodeDue decodes and checks a Due message.
+func DecodeDue(data []byte) (Due, error) {
+	var m Due
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if !ValidJobID(m.JobID) {
+		return m, fmt.Errorf("due: job_id %q is not a job id", m.JobID)
+	}
+	return m, nil
+}
+
+// DecodeRequeue decodes and checks a Requeue message.
+func DecodeRequeue(data []byte) (Requeue, error) {
+	var m Requeue
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if !ValidJobID(m.JobID) || m.Attempt < 0 {
+		return m, fmt.Errorf("requeue: job_id %q attempt %d is not a lease", m.JobID, m.Attempt)
+	}
+	if !m.State.Active() {
+		return m, fmt.Errorf("requeue: state %q is not pending or running", m.State)
+	}
+	switch m.Reason {
+	case ReasonStale, ReasonLost, ReasonTimeout, ReasonShutdown:
+	default:
+		return m, fmt.Errorf("requeue: unknown reason %q", m.Reason)
+	}
+	return m, nil
+}
+
+// DecodeResult decodes and checks a Result message.
+func DecodeResult(data []byte) (Result, error) {
+	var m Result
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if err := checkLease(Lease{JobID: m.JobID, Attempt: m.Attempt}); err != nil {
+		return m, fmt.Errorf("result: %w", err)
+	}
+	if !ValidWorkerID(m.WorkerID) {
+		return m, fmt.Errorf("result: worker_id %q is not a worker id", m.WorkerID)
+	}
+	if !m.State.Final() {
+		return m, fmt.Errorf("result: state %q is not final", m.State)
+	}
+	if m.State != StateSucceeded && ClassOf(m.Error) == "" {
+		return m, fmt.Errorf("result: error %q has no class prefix", m.Error)
+	}
+	return m, nil
+}
+
+// DecodeOffer decodes and checks an Offer.
+func DecodeOffer(data []byte) (Offer, error) {
+	var m Offer
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if err := checkLease(Lease{JobID: m.Job.ID, Attempt: m.Job.Attempt}); err != nil {
+		return m, fmt.Errorf("offer: %w", err)
+	}
+	if !ValidKind(m.Job.Kind) {
+		return m, fmt.Errorf("offer: kind %q is not a kind", m.Job.Kind)
+	}
+	return m, nil
+}
+
+// DecodeOfferReply decodes and checks a worker's answer to an offer.
+func DecodeOfferReply(data []byte) (OfferReply, error) {
+	var m OfferReply
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	switch m.Status {
+	case OfferAccepted, OfferBusy, OfferRefused:
+	default:
+		return m, fmt.Errorf("offer reply: unknown status %q", m.Status)
+	}
+	if m.InFlight < 0 || m.Capacity < 0 {
+		return m, errors.New("offer reply: negative in_flight or capacity")
+	}
+	return m, nil
+}
+
+// MaxLeasesPerHeartbeat bounds one heartbeat message.
+const MaxLeasesPerHeartbeat = 10000
+
+// DecodeHeartbeat decodes and checks a Heartbeat.
+func DecodeHeartbeat(data []byte) (Heartbeat, error) {
+	var m Heartbeat
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if !ValidWorkerID(m.WorkerID) {
+		return m, fmt.Errorf("heartbeat: worker_id %q is not a worker id", m.WorkerID)
+	}
+	if len(m.Leases) > MaxLeasesPerHeartbeat {
+		return m, fmt.Errorf("heartbeat: %d leases, at most %d", len(m.Leases), MaxLeasesPerHeartbeat)
+	}
+	for _, l := range m.Leases {
+		if err := checkLease(l); err != nil {
+			return m, fmt.Errorf("heartbeat: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// DecodeHeartbeatAck decodes a scheduler's answer to a heartbeat.
+func DecodeHeartbeatAck(data []byte) (HeartbeatAck, error) {
+	var m HeartbeatAck
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// DecodeAnnounce decodes and checks a worker announcement.
+func DecodeAnnounce(data []byte) (Announce, error) {
+	var m Announce
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if !ValidWorkerID(m.WorkerID) {
+		return m, fmt.Errorf("announce: worker_id %q is not a worker id", m.WorkerID)
+	}
+	if m.Capacity < 0 || m.InFlight < 0 || m.IntervalMS < 0 {
+		return m, errors.New("announce: negative capacity, in_flight or interval_ms")
+	}
+	for _, k := range m.Kinds {
+		if !ValidKind(k) {
+			return m, fmt.Errorf("announce: kind %q is not a kind", k)
+		}
+	}
+	return m, nil
+}
+
+// DecodeCancelJob decodes and checks a cancel request.
+func DecodeCancelJob(data []byte) (CancelJob, error) {
+	var m CancelJob
+	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if err := checkLease(Lease{JobID: m.JobID, Attempt: m.Attempt}); err != nil {
+		return m, fmt.Errorf("cancel: %w", err)
+	}
+	return m, nil
+}

@@ -1,0 +1,165 @@
+package contracts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// SubmitRequest is the body of POST /v1/jobs and of a SubjectSubmit request.
+type SubmitRequest struct {
+	Kind        string          `json:"kind"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Key         string          `json:"key,omitempty"`
+	Priority    int             `json:"priority,omitempty"`
+	Deadline    string          `json:"deadline,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	Items       json.RawMessage `json:"items,omitempty"`
+	Concurrency int             `json:"concurrency,omitempty"`
+}
+
+// SubmitReply is the answer on SubjectSubmit: the HTTP status the same
+// request would have had, and the job or the error.
+type SubmitReply struct {
+	Status       int          `json:"status"`
+	RetryAfterMS int64        `json:"retry_after_ms,omitempty"`
+	Job          *Job         `json:"job,omitempty"`
+	Error        *ErrorDetail `json:"error,omitempty"`
+}
+
+// Limits bound what a submit request may ask for.
+type Limits struct {
+	// MaxDispatchDeadline is the longest a job may wait for a worker.
+	MaxDispatchDeadline time.Duration
+	// DefaultMaxAttempts applies when the request gives none.
+	DefaultMaxAttempts int
+}
+
+// Submission is a validated SubmitRequest, ready to be admitted.
+type Submission struct {
+	Kind             string
+	Payload          json.RawMessage
+	Key              string
+	Priority         int
+	MaxAttempts      int
+	DispatchDeadline time.Time
+}
+
+// Bounds of submit fields.
+const (
+	MaxKeyLen      = 256
+	MinPriority    = 0
+	MaxPriority    = 9
+	MaxMaxAttempts = 100
+)
+
+var kindRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// ValidKind reports whether k is a job kind: 1–64 lowercase letters, digits,
+// '_', '.' or '-', starting with a letter or digit.
+func ValidKind(k string) bool { return kindRE.MatchString(k) }
+
+// FieldError is a submit field that failed validation (HTTP 422).
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+// Error implements error as "field: reason".
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// DecodeSubmit strictly decodes a submit body: one JSON object, no unknown
+// fields, no trailing data. Its errors are syntax or type errors (HTTP 400).
+func DecodeSubmit(data []byte) (SubmitRequest, error) {
+	var r SubmitRequest
+	trimmed := strings.TrimSpace(string(data))
+	if trimmed == "" {
+		return r, errors.New("decode: empty body, want a JSON object")
+	}
+	if trimmed[0] != '{' {
+		return r, errors.New("decode: body must be a JSON object")
+	}
+	if err := decodeStrict(data, &r); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// Validate checks a decoded request against the limits at time now and
+// fills defaults. Its errors are *FieldError (HTTP 422).
+func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
+	s := Submission{Kind: r.Kind, Key: r.Key, Priority: r.Priority, MaxAttempts: r.MaxAttempts}
+	if r.Kind == "" {
+		return s, &FieldError{"kind", "is required"}
+	}
+	if !ValidKind(r.Kind) {
+		return s, &FieldError{"kind", "must be 1-64 lowercase letters, digits, '_', '.' or '-'"}
+	}
+	if len(r.Key) > MaxKeyLen {
+		return s, &FieldError{"key", fmt.Sprintf("is longer than %d bytes", MaxKeyLen)}
+	}
+	for _, c := range r.Key {
+		if !unicode.IsPrint(c) || c == unicode.ReplacementChar {
+			return s, &FieldError{"key", "must be printable text"}
+		}
+	}
+	if r.Priority < MinPriority || r.Priority > MaxPriority {
+		return s, &FieldError{"priority", fmt.Sprintf("must be between %d and %d", MinPriority, MaxPriority)}
+	}
+	switch {
+	case r.MaxAttempts == 0:
+		s.MaxAttempts = lim.DefaultMaxAttempts
+		if s.MaxAttempts <= 0 {
+			s.MaxAttempts = 1
+		}
+	case r.MaxAttempts < 1 || r.MaxAttempts > MaxMaxAttempts:
+		return s, &FieldError{"max_attempts", fmt.Sprintf("must be between 1 and %d", MaxMaxAttempts)}
+	}
+	if len(r.Items) > 0 || r.Concurrency != 0 {
+		return s, &FieldError{"items", "fan-out (items, concurrency) is not supported by this server yet"}
+	}
+	if len(r.Payload) > 0 {
+		if !json.Valid(r.Payload) {
+			return s, &FieldError{"payload", "is not valid JSON"}
+		}
+		s.Payload = append(json.RawMessage(nil), r.Payload...)
+	}
+	limit := now.Add(lim.MaxDispatchDeadline)
+	s.DispatchDeadline = limit
+	if r.Deadline != "" {
+		at, err := parseDeadline(r.Deadline, now)
+		if err != nil {
+			return s, &FieldError{"deadline", err.Error()}
+		}
+		if !at.After(now) {
+			return s, &FieldError{"deadline", "is in the past"}
+		}
+		if lim.MaxDispatchDeadline > 0 && at.After(limit) {
+			return s, &FieldError{"deadline", fmt.Sprintf("is later than the maximum dispatch deadline (%s)", lim.MaxDispatchDeadline)}
+		}
+		s.DispatchDeadline = at
+	}
+	return s, nil
+}
+
+// parseDeadline reads a Go duration ("90s", relative to now) or an RFC 3339 time.
+func parseDeadline(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, errors.New("must be a positive duration")
+		}
+		if d > 100*365*24*time.Hour {
+			return time.Time{}, errors.New("is absurdly far in the future")
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, errors.New("must be a Go duration like \"90s\" or an RFC 3339 time")
+	}
+	return t, nil
+}

@@ -1,0 +1,171 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// Store is what the services need from the database. Implementations are
+// safe for concurrent use by many goroutines and many processes.
+type Store interface {
+	// Admit inserts job (state pending) if the admission caps allow it, all
+	// in one atomic step. When job.Key is set and the tenant already has an
+	// active job with that key, that job is returned with Joined and nothing
+	// is written. A rejection writes nothing.
+	Admit(ctx context.Context, job contracts.Job, caps Caps) (contracts.Job, Admission, error)
+
+	// Get returns one job by id, or ErrNotFound.
+	Get(ctx context.Context, id string) (contracts.Job, error)
+
+	// List returns a page of jobs, newest first, and the cursor of the next page.
+	List(ctx context.Context, q Query) ([]contracts.Job, string, error)
+
+	// Transition applies ch to the job if it is still at exp (compare-and-set)
+	// and returns the job as it is afterwards. A miss is ErrConflict (or
+	// ErrNotFound); a change the state machine forbids is ErrBadTransition.
+	// Moving an active job to a final state releases its admission slot and
+	// its dedup key.
+	Transition(ctx context.Context, exp Expect, ch Change) (contracts.Job, error)
+
+	// Heartbeat renews the leases workerID holds and records pending claims
+	// the worker accepted as running. Each lease ends in exactly one of the
+	// outcome's lists.
+	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (HeartbeatOutcome, error)
+
+	// Stale returns up to q.Limit jobs the reaper must look at: running jobs
+	// whose heartbeat is older than q.HeartbeatBefore or that started before
+	// q.StartedBefore, and pending jobs with no live claim whose
+	// next_dispatch_at is older than q.DispatchBefore.
+	Stale(ctx context.Context, q StaleQuery) ([]contracts.Job, error)
+
+	// Purge deletes up to limit finished jobs that finished before the given
+	// time and says how many went.
+	Purge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)
+
+	// Stats counts jobs by state and active jobs by tenant.
+	Stats(ctx context.Context) (Counts, error)
+
+	// Reconcile repairs any admission counters from the jobs themselves and
+	// reports how far they had drifted (zero when exact).
+	Reconcile(ctx context.Context) (int, error)
+
+	// Ping checks the database answers.
+	Ping(ctx context.Context) error
+
+	// Close releases the driver's resources.
+	Close() error
+}
+
+// Caps are the admission limits; 0 means no limit.
+type Caps struct {
+	Global int
+	Tenant int
+}
+
+// Admission is the outcome of Admit.
+type Admission int
+
+// Admission outcomes.
+const (
+	// Admitted: the job was inserted.
+	Admitted Admission = iota + 1
+	// Joined: an active job with the same key exists and was returned.
+	Joined
+	// RejectedGlobal: the global cap is reached; nothing was written.
+	RejectedGlobal
+	// RejectedTenant: the tenant's cap is reached; nothing was written.
+	RejectedTenant
+)
+
+// String names the outcome for logs and metrics.
+func (a Admission) String() string {
+	switch a {
+	case Admitted:
+		return "admitted"
+	case Joined:
+		return "joined"
+	case RejectedGlobal:
+		return "rejected_global"
+	case RejectedTenant:
+		return "rejected_tenant"
+	}
+	return "unknown"
+}
+
+// Expect is the compare side of a compare-and-set.
+type Expect struct {
+	ID      string
+	State   contracts.JobState
+	Attempt int64
+	// ClaimFreeAt, when set, also requires that the job holds no dispatch
+	// claim lasting past this time.
+	ClaimFreeAt time.Time
+}
+
+// Change is the set side of a compare-and-set. Fields left nil keep their
+// value. The driver sets updated_at to Now, and on a final State also sets
+// finished_at and clears the claim, next_dispatch_at and the dedup key.
+type Change struct {
+	Now   time.Time
+	State contracts.JobState
+	// Attempt, when non-zero, is the new attempt; it must be larger than the old one.
+	Attempt int64
+	// IncRuns counts one more run (the job went running).
+	IncRuns bool
+
+	Worker          *string
+	ClaimUntil      *time.Time // set; see ClearClaim
+	ClearClaim      bool
+	NextDispatchAt  *time.Time
+	StartedAt       *time.Time
+	HeartbeatAt     *time.Time
+	Error           *string
+	Result          json.RawMessage
+	Progress        *contracts.Progress
+	CancelRequested *bool
+}
+
+// Query selects a page of jobs.
+type Query struct {
+	Tenant string // "" = every tenant
+	State  contracts.JobState
+	Kind   string
+	Limit  int
+	Cursor string
+}
+
+// StaleQuery selects the jobs the reaper must look at. A zero time disables
+// that part of the query.
+type StaleQuery struct {
+	Now             time.Time
+	HeartbeatBefore time.Time
+	StartedBefore   time.Time
+	DispatchBefore  time.Time
+	Limit           int
+}
+
+// HeartbeatOutcome sorts a heartbeat's leases.
+type HeartbeatOutcome struct {
+	// Renewed leases were running on this worker at that attempt.
+	Renewed []contracts.Lease
+	// Promoted leases were pending claims at that attempt and are now running on this worker.
+	Promoted []contracts.Lease
+	// Lost leases are no longer this worker's: it must stop that work.
+	Lost []contracts.Lease
+	// Cancel lists held leases whose job a user asked to cancel.
+	Cancel []contracts.Lease
+}
+
+// Counts is what Stats returns.
+type Counts struct {
+	ByState      map[contracts.JobState]int
+	TenantActive map[string]int
+}
+
+// Active is pending + running.
+func (c Counts) Active() int {
+	return c.ByState[contracts.StatePending] + c.ByState[contracts.StateRunning]
+}
