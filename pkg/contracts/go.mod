@@ -1,3 +1,3 @@
 module github.com/sluicehq/sluice/pkg/contracts
 
-go 1.26
+go 1.26.0

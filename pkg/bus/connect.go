@@ -1,0 +1,83 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+)
+
+// ConnectOptions say where and how to connect.
+type ConnectOptions struct {
+	// URL of the NATS server(s); ignored when InProcess is set.
+	URL string
+	// InProcess connects to an embedded server without a socket.
+	InProcess *server.Server
+	// Name is the client name the server shows (the service name).
+	Name string
+	// Token, User and Password authenticate, when set.
+	Token, User, Password string
+}
+
+// Connect dials NATS, retrying with exponential backoff until it succeeds or
+// ctx ends. The connection reconnects forever afterwards and logs each
+// disconnect and reconnect.
+func Connect(ctx context.Context, o ConnectOptions, log zerolog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(o.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.Timeout(2 * time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn().Err(err).Msg("nats disconnected")
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("nats reconnected")
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			ev := log.Warn().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			ev.Msg("nats async error")
+		}),
+	}
+	if o.InProcess != nil {
+		opts = append(opts, nats.InProcessServer(o.InProcess))
+	}
+	if o.Token != "" {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	if o.User != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	url := o.URL
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	b := backoff.WithContext(backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(100*time.Millisecond),
+		backoff.WithMaxInterval(5*time.Second),
+		backoff.WithMaxElapsedTime(0),
+	), ctx)
+	var nc *nats.Conn
+	err := backoff.RetryNotify(func() error {
+		c, err := nats.Connect(url, opts...)
+		if err != nil {
+			return err
+		}
+		nc = c
+		return nil
+	}, b, func(err error, next time.Duration) {
+		log.Warn().Err(err).Dur("retry_in", next).Msg("nats connect failed")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect nats %s: %w", url, err)
+	}
+	return nc, nil
+}

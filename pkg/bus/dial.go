@@ -1,0 +1,77 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Env is the NATS part of every service's configuration.
+type Env struct {
+	// URL of the NATS server; empty runs an embedded server in this process.
+	URL string `env:"SLUICE_NATS_URL"`
+	// Listen is where an embedded server accepts clients ("" = loopback, any free port).
+	Listen string `env:"SLUICE_NATS_LISTEN"`
+	// User and Password authenticate against a secured server.
+	User     string `env:"SLUICE_NATS_USER"`
+	Password string `env:"SLUICE_NATS_PASSWORD"`
+}
+
+// Link is an open NATS connection, its JetStream context and, when the
+// service embeds the server, that server.
+type Link struct {
+	Conn     *nats.Conn
+	JS       jetstream.JetStream
+	Embedded *server.Server
+}
+
+// Dial connects as described by env. With an empty URL it starts an
+// embedded server storing JetStream under dataDir/nats and connects to it in
+// process. Close the Link when done.
+func Dial(ctx context.Context, env Env, dataDir, name string, log zerolog.Logger) (*Link, error) {
+	l := &Link{}
+	opts := ConnectOptions{URL: env.URL, Name: name, User: env.User, Password: env.Password}
+	if env.URL == "" {
+		ns, err := StartEmbedded(EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: env.Listen, ServerName: name})
+		if err != nil {
+			return nil, err
+		}
+		l.Embedded = ns
+		opts.InProcess = ns
+		log.Info().Str("url", ns.ClientURL()).Msg("embedded nats server started")
+	}
+	nc, err := Connect(ctx, opts, log)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.Conn = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	l.JS = js
+	return l, nil
+}
+
+// Close drains the connection and stops an embedded server.
+func (l *Link) Close() error {
+	var errs []error
+	if l.Conn != nil {
+		if err := l.Conn.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if l.Embedded != nil {
+		l.Embedded.Shutdown()
+		l.Embedded.WaitForShutdown()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,89 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedOptions configure an in-process NATS server.
+type EmbeddedOptions struct {
+	// Dir holds JetStream's files; it is created if missing.
+	Dir string
+	// Listen is host:port for client connections; port 0 picks a free one.
+	// Empty means "127.0.0.1:0".
+	Listen string
+	// NoListen serves in-process connections only.
+	NoListen bool
+	// ServerName names the server in logs and monitoring.
+	ServerName string
+	// ConfigFile, when set, is loaded first (accounts, permissions); the
+	// fields above override its listen address and store directory.
+	ConfigFile string
+	// StartTimeout bounds the wait for the server to accept connections.
+	StartTimeout time.Duration
+}
+
+// StartEmbedded starts a NATS server with JetStream (file storage) in this
+// process and waits until it accepts connections. Shut it down with
+// Shutdown and WaitForShutdown.
+func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
+	if o.Dir == "" {
+		return nil, errors.New("embedded nats: Dir is required")
+	}
+	if err := os.MkdirAll(o.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("embedded nats: create dir: %w", err)
+	}
+	opts := &server.Options{}
+	if o.ConfigFile != "" {
+		loaded, err := server.ProcessConfigFile(o.ConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: config %s: %w", o.ConfigFile, err)
+		}
+		opts = loaded
+	}
+	opts.ServerName = o.ServerName
+	if opts.ServerName == "" {
+		opts.ServerName = "sluice-embedded"
+	}
+	opts.JetStream = true
+	opts.StoreDir = filepath.Join(o.Dir, "jetstream")
+	opts.NoSigs = true
+	opts.NoLog = true
+	opts.DontListen = o.NoListen
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	if o.Listen != "" {
+		host, port, err := net.SplitHostPort(o.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: listen %q: %w", o.Listen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 0 || p > 65535 {
+			return nil, fmt.Errorf("embedded nats: listen %q: bad port", o.Listen)
+		}
+		if p == 0 {
+			p = server.RANDOM_PORT
+		}
+		opts.Host, opts.Port = host, p
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	ns.Start()
+	wait := o.StartTimeout
+	if wait <= 0 {
+		wait = 10 * time.Second
+	}
+	if !ns.ReadyForConnections(wait) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded nats: not ready after %s", wait)
+	}
+	return ns, nil
+}

@@ -1,0 +1,136 @@
+// Package roster keeps a live view of the workers from their announcements:
+// who is up, which kinds each runs, and how many free slots each has. The
+// scheduler offers jobs from it; the gateway shows it in /v1/stats.
+package roster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// expiryIntervals is how many announce intervals a worker may stay silent
+// before the roster forgets it.
+const expiryIntervals = 3
+
+// defaultInterval applies when an announcement gives none.
+const defaultInterval = 5 * time.Second
+
+// Roster is the set of live workers. It is safe for concurrent use.
+type Roster struct {
+	now     func() time.Time
+	mu      sync.Mutex
+	workers map[string]*entry
+	version uint64
+}
+
+type entry struct {
+	info    contracts.WorkerInfo
+	expires time.Time
+}
+
+// New returns an empty roster that reads the time from now.
+func New(now func() time.Time) *Roster {
+	if now == nil {
+		now = time.Now
+	}
+	return &Roster{now: now, workers: map[string]*entry{}}
+}
+
+// Observe records an announcement (or an offer reply's load figures).
+// A leaving worker is removed at once.
+func (r *Roster) Observe(a contracts.Announce) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.version++
+	if a.Leaving {
+		delete(r.workers, a.WorkerID)
+		return
+	}
+	iv := time.Duration(a.IntervalMS) * time.Millisecond
+	if iv <= 0 {
+		iv = defaultInterval
+	}
+	e, ok := r.workers[a.WorkerID]
+	if !ok {
+		e = &entry{}
+		r.workers[a.WorkerID] = e
+	}
+	e.info = contracts.WorkerInfo{
+		ID: a.WorkerID, Kinds: slices.Clone(a.Kinds), Capacity: a.Capacity,
+		InFlight: a.InFlight, Draining: a.Draining, SeenAt: now,
+	}
+	e.expires = now.Add(expiryIntervals * iv)
+}
+
+// Load updates a known worker's in-flight count (from an offer reply or a
+// local acceptance) without renewing its liveness.
+func (r *Roster) Load(id string, inFlight, capacity int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.workers[id]; ok {
+		e.info.InFlight, e.info.Capacity = inFlight, capacity
+		r.version++
+	}
+}
+
+// Remove forgets a worker until it announces itself again (eviction).
+func (r *Roster) Remove(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.workers, id)
+	r.version++
+}
+
+// Workers returns the live workers sorted by id, dropping the expired ones.
+func (r *Roster) Workers() []contracts.WorkerInfo {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]contracts.WorkerInfo, 0, len(r.workers))
+	for id, e := range r.workers {
+		if now.After(e.expires) {
+			delete(r.workers, id)
+			continue
+		}
+		out = append(out, e.info)
+	}
+	slices.SortFunc(out, func(a, b contracts.WorkerInfo) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Subscribe feeds the roster from announcements on nc and asks every worker
+// to announce itself now. The subscription lives until ctx ends.
+func (r *Roster) Subscribe(ctx context.Context, nc *nats.Conn) error {
+	sub, err := nc.Subscribe(contracts.SubjectAnnounce, func(m *nats.Msg) {
+		a, err := contracts.DecodeAnnounce(m.Data)
+		if err != nil {
+			return // a malformed announcement changes nothing
+		}
+		r.Observe(a)
+	})
+	if err != nil {
+		return fmt.Errorf("roster: subscribe %s: %w", contracts.SubjectAnnounce, err)
+	}
+	if err := nc.Publish(contracts.SubjectDiscover, nil); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("roster: publish %s: %w", contracts.SubjectDiscover, err)
+	}
+	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	return nil
+}

@@ -1,0 +1,101 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// StreamConfig is the job stream: a file-backed work queue, so a message is
+// removed once its consumer acknowledges it. The store is the truth; losing
+// this stream loses no job (the reaper republishes from the store).
+func StreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        contracts.StreamName,
+		Description: "Sluice job messages: due, requeue, result",
+		Subjects:    []string{contracts.StreamSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  2 * time.Minute,
+		Replicas:    1,
+	}
+}
+
+// ConsumerConfig is the durable pull consumer named name reading subject.
+// It never gives up on a message (MaxDeliver -1: a nak is a delivery, and
+// overflow naks a due message many times) and allows any number of
+// outstanding messages, because a job waiting for capacity stays
+// outstanding until its delayed redelivery.
+func ConsumerConfig(name, subject string, ackWait time.Duration) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       name,
+		FilterSubject: subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// EnsureStream creates the job stream or brings its config up to date.
+func EnsureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	s, err := js.CreateOrUpdateStream(ctx, StreamConfig())
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", contracts.StreamName, err)
+	}
+	return s, nil
+}
+
+// EnsureConsumer creates the stream if needed and then the durable consumer.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	if _, err := EnsureStream(ctx, js); err != nil {
+		return nil, err
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, contracts.StreamName, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ensure consumer %s: %w", cfg.Durable, err)
+	}
+	return c, nil
+}
+
+// Publish sends v as JSON to a stream subject and waits for JetStream's
+// acknowledgement. When the stream is missing (deleted, or a wiped server)
+// it recreates it once and tries again. msgID, when set, lets JetStream
+// drop duplicates within its window; correctness never depends on it.
+func Publish(ctx context.Context, js jetstream.JetStream, subject string, v any, msgID string) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("publish %s: encode: %w", subject, err)
+	}
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	var opts []jetstream.PublishOpt
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	_, err = js.PublishMsg(ctx, msg, opts...)
+	if err == nil {
+		return nil
+	}
+	if isNoStream(err) {
+		if _, serr := EnsureStream(ctx, js); serr != nil {
+			return fmt.Errorf("publish %s: %w (and %w)", subject, err, serr)
+		}
+		if _, err = js.PublishMsg(ctx, msg, opts...); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("publish %s: %w", subject, err)
+}
+
+func isNoStream(err error) bool {
+	return err == jetstream.ErrNoStreamResponse || err == nats.ErrNoResponders ||
+		err == jetstream.ErrStreamNotFound
+}

@@ -1,0 +1,45 @@
+package observe
+
+import (
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Log field names used across services.
+const (
+	FieldJobID    = "job_id"
+	FieldWorkerID = "worker_id"
+	FieldAttempt  = "attempt"
+	FieldSubject  = "subject"
+	FieldTenant   = "tenant"
+)
+
+// NewLogger returns a JSON logger for a service writing to w (stderr when
+// nil), at the level named by SLUICE_LOG_LEVEL-style text ("debug", "info",
+// "warn", "error"; default info). When SLUICE_LOG_FORMAT is "console" the
+// output is human-readable instead.
+func NewLogger(service string, w io.Writer, level, format string) zerolog.Logger {
+	if w == nil {
+		w = os.Stderr
+	}
+	if strings.EqualFold(format, "console") {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
+	if err != nil || level == "" {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Str("service", service).Logger()
+}
+
+// Env is the logging part of every service's configuration.
+type Env struct {
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `env:"SLUICE_LOG_LEVEL" envDefault:"info"`
+	// LogFormat is json (default) or console.
+	LogFormat string `env:"SLUICE_LOG_FORMAT" envDefault:"json"`
+}

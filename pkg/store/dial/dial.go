@@ -1,0 +1,70 @@
+// Package dial opens the store a service is configured for: MongoDB when
+// SLUICE_STORE is a mongodb:// URL, otherwise the embedded SQLite store
+// under SLUICE_DATA_DIR.
+package dial
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/sqlite"
+)
+
+// Env is the store part of every service's configuration.
+type Env struct {
+	// Store is a mongodb:// URL, or empty for the embedded store.
+	Store string `env:"SLUICE_STORE"`
+	// DataDir holds the embedded store and the embedded NATS files.
+	DataDir string `env:"SLUICE_DATA_DIR" envDefault:"./.sluice"`
+}
+
+// Validate checks the store settings.
+func (e Env) Validate() error {
+	switch {
+	case e.Store == "":
+		if e.DataDir == "" {
+			return fmt.Errorf("SLUICE_DATA_DIR: must not be empty when SLUICE_STORE is empty")
+		}
+	case strings.HasPrefix(e.Store, "mongodb://"), strings.HasPrefix(e.Store, "mongodb+srv://"):
+	case strings.HasPrefix(e.Store, "sqlite://"):
+	default:
+		return fmt.Errorf("SLUICE_STORE: %q is neither a mongodb:// URL nor empty", redact(e.Store))
+	}
+	return nil
+}
+
+// Path is the embedded database file for this configuration.
+func (e Env) Path() string {
+	if p, ok := strings.CutPrefix(e.Store, "sqlite://"); ok {
+		return p
+	}
+	return filepath.Join(e.DataDir, "sluice.db")
+}
+
+// Open opens the configured store.
+func Open(ctx context.Context, e Env) (store.Store, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(e.Store, "mongodb") {
+		return nil, fmt.Errorf("SLUICE_STORE: the MongoDB driver is not built into this version")
+	}
+	s, err := sqlite.Open(ctx, e.Path())
+	if err != nil {
+		return nil, fmt.Errorf("open embedded store %s: %w", e.Path(), err)
+	}
+	return s, nil
+}
+
+// redact hides credentials in a URL for error messages.
+func redact(u string) string {
+	if at := strings.LastIndex(u, "@"); at >= 0 {
+		if i := strings.Index(u, "://"); i >= 0 && i < at {
+			return u[:i+3] + "***" + u[at:]
+		}
+	}
+	return u
+}

@@ -1,0 +1,150 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// jobColumns lists the jobs table in the order scanJob reads it.
+const jobColumns = `id, tenant, kind, payload, key, priority, state, attempt, runs,
+	max_attempts, worker, error, result, progress, cancel_requested,
+	created_at, updated_at, started_at, finished_at, next_dispatch_at,
+	dispatch_deadline, claim_until, heartbeat_at`
+
+// activeStates is the SQL list of the states counted against the caps.
+const activeStates = `('pending', 'running')`
+
+// rowScanner is *sql.Row or *sql.Rows.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// scanJob reads one row of jobColumns. It returns sql.ErrNoRows unwrapped so
+// callers can test for it.
+func scanJob(sc rowScanner) (contracts.Job, error) {
+	var (
+		j                                     contracts.Job
+		state                                 string
+		payload, result, progress             sql.NullString
+		cancel                                int64
+		created, updated                      int64
+		started, finished, next, deadline     sql.NullInt64
+		claim, beat                           sql.NullInt64
+	)
+	err := sc.Scan(&j.ID, &j.Tenant, &j.Kind, &payload, &j.Key, &j.Priority, &state,
+		&j.Attempt, &j.Runs, &j.MaxAttempts, &j.Worker, &j.Error, &result, &progress,
+		&cancel, &created, &updated, &started, &finished, &next, &deadline, &claim, &beat)
+	if err != nil {
+		return contracts.Job{}, err
+	}
+	j.State = contracts.JobState(state)
+	j.Payload = rawJSON(payload)
+	j.Result = rawJSON(result)
+	if progress.Valid && progress.String != "" {
+		var p contracts.Progress
+		if err := json.Unmarshal([]byte(progress.String), &p); err != nil {
+			return contracts.Job{}, fmt.Errorf("decode progress of job %s: %w", j.ID, err)
+		}
+		j.Progress = &p
+	}
+	j.CancelRequested = cancel != 0
+	j.CreatedAt = fromNanos(created)
+	j.UpdatedAt = fromNanos(updated)
+	j.StartedAt = fromNullNanos(started)
+	j.FinishedAt = fromNullNanos(finished)
+	j.NextDispatchAt = fromNullNanos(next)
+	if deadline.Valid {
+		j.DispatchDeadline = fromNanos(deadline.Int64)
+	}
+	j.ClaimUntil = fromNullNanos(claim)
+	j.HeartbeatAt = fromNullNanos(beat)
+	return j, nil
+}
+
+// scanJobs reads every row of rows and closes it.
+func scanJobs(rows *sql.Rows) ([]contracts.Job, error) {
+	defer func() { _ = rows.Close() }()
+	var jobs []contracts.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+func rawJSON(s sql.NullString) json.RawMessage {
+	if !s.Valid || s.String == "" {
+		return nil
+	}
+	return json.RawMessage(s.String)
+}
+
+// jsonArg binds a JSON document as TEXT, or NULL when it is empty.
+func jsonArg(m json.RawMessage) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return string(m)
+}
+
+// progressArg binds a progress report as JSON TEXT, or NULL.
+func progressArg(p *contracts.Progress) (any, error) {
+	if p == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode progress: %w", err)
+	}
+	return string(b), nil
+}
+
+// nanos is the column value of a time: UTC unix nanoseconds, or NULL for
+// the zero time.
+func nanos(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// ptrNanos is nanos for an optional time: nil (or zero) is NULL.
+func ptrNanos(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return nanos(*t)
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNullNanos(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromNanos(n.Int64)
+	return &t
+}
+
+func boolArg(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// tenantScope is the counters row of a tenant.
+func tenantScope(tenant string) string { return "tenant:" + tenant }
+
+// globalScope is the counters row of the whole store.
+const globalScope = "global"

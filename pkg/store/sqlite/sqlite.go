@@ -1,0 +1,276 @@
+// Package sqlite is the embedded store.Store driver: every job lives in one
+// SQLite file that several Sluice processes (gateway, scheduler, reaper) may
+// open at the same time.
+//
+// The file runs in WAL mode with synchronous=NORMAL, so a process killed in
+// the middle of a write leaves the database at its last committed
+// transaction. Every write is a BEGIN IMMEDIATE transaction: it takes the
+// write lock up front and waits up to the busy timeout for another process
+// to let go of it. Inside one process all writes go through a single
+// connection (Go serializes them) and reads use a small pool of read-only
+// connections.
+//
+// Admission is exact: the active job counts live in a counters table that
+// the same transactions which insert or finish jobs keep up to date.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/store"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// SchemaVersion is the schema this driver writes, kept in PRAGMA user_version.
+const SchemaVersion = 1
+
+const (
+	defaultBusyTimeout = 10 * time.Second
+	defaultReadConns   = 4
+)
+
+// schema is applied in order, idempotently, at every Open.
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS jobs (
+		id                TEXT    NOT NULL PRIMARY KEY,
+		tenant            TEXT    NOT NULL,
+		kind              TEXT    NOT NULL,
+		payload           TEXT,
+		key               TEXT    NOT NULL DEFAULT '',
+		priority          INTEGER NOT NULL DEFAULT 0,
+		state             TEXT    NOT NULL,
+		attempt           INTEGER NOT NULL DEFAULT 0,
+		runs              INTEGER NOT NULL DEFAULT 0,
+		max_attempts      INTEGER NOT NULL DEFAULT 0,
+		worker            TEXT    NOT NULL DEFAULT '',
+		error             TEXT    NOT NULL DEFAULT '',
+		result            TEXT,
+		progress          TEXT,
+		cancel_requested  INTEGER NOT NULL DEFAULT 0,
+		created_at        INTEGER NOT NULL,
+		updated_at        INTEGER NOT NULL,
+		started_at        INTEGER,
+		finished_at       INTEGER,
+		next_dispatch_at  INTEGER,
+		dispatch_deadline INTEGER,
+		claim_until       INTEGER,
+		heartbeat_at      INTEGER
+	) STRICT`,
+	// Admission counters: scope "global" and "tenant:<name>".
+	`CREATE TABLE IF NOT EXISTS counters (
+		scope  TEXT    NOT NULL PRIMARY KEY,
+		active INTEGER NOT NULL
+	) STRICT`,
+	`INSERT OR IGNORE INTO counters (scope, active) VALUES ('global', 0)`,
+	// At most one active job per tenant and key.
+	`CREATE UNIQUE INDEX IF NOT EXISTS jobs_active_key ON jobs (tenant, key)
+		WHERE key != '' AND state IN ('pending', 'running')`,
+	// List: newest first, optionally per tenant or state.
+	`CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at, id)`,
+	`CREATE INDEX IF NOT EXISTS jobs_tenant_created ON jobs (tenant, created_at, id)`,
+	`CREATE INDEX IF NOT EXISTS jobs_state_created ON jobs (state, created_at, id)`,
+	// Stats: active jobs per tenant.
+	`CREATE INDEX IF NOT EXISTS jobs_state_tenant ON jobs (state, tenant)`,
+	// Stale: the reaper's three range scans.
+	`CREATE INDEX IF NOT EXISTS jobs_running_beat ON jobs (coalesce(heartbeat_at, started_at, updated_at))
+		WHERE state = 'running'`,
+	`CREATE INDEX IF NOT EXISTS jobs_running_started ON jobs (started_at)
+		WHERE state = 'running'`,
+	`CREATE INDEX IF NOT EXISTS jobs_pending_dispatch ON jobs (next_dispatch_at)
+		WHERE state = 'pending'`,
+	// Purge.
+	`CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at)
+		WHERE finished_at IS NOT NULL`,
+}
+
+// Store is the SQLite implementation of store.Store. It is safe for
+// concurrent use by many goroutines, and other processes may open the same
+// file at the same time.
+type Store struct {
+	path string
+	w    *sql.DB // one connection: every write transaction
+	r    *sql.DB // a few read-only connections
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option tunes Open.
+type Option func(*config)
+
+type config struct {
+	busyTimeout time.Duration
+	readConns   int
+}
+
+// WithBusyTimeout sets how long a statement waits for another process's
+// lock before it fails (default 10s).
+func WithBusyTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.busyTimeout = d
+		}
+	}
+}
+
+// WithReadConns sets the size of the read connection pool (default 4).
+func WithReadConns(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.readConns = n
+		}
+	}
+}
+
+// Open opens (creating if needed, with its parent directory) the database
+// file at path and brings its schema up to date.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	cfg := config{busyTimeout: defaultBusyTimeout, readConns: defaultReadConns}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if path == "" {
+		return nil, errors.New("sqlite: open: empty database path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: create directory: %w", abs, err)
+	}
+
+	w, err := sql.Open("sqlite", dsn(abs, cfg, true))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, w); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+
+	r, err := sql.Open("sqlite", dsn(abs, cfg, false))
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	r.SetMaxOpenConns(cfg.readConns)
+	r.SetMaxIdleConns(cfg.readConns)
+	r.SetConnMaxIdleTime(5 * time.Minute)
+	s := &Store{path: abs, w: w, r: r}
+	if err := s.Ping(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// dsn builds a modernc.org/sqlite URI for path. The writer takes the write
+// lock at BEGIN (_txlock=immediate); readers are query-only.
+func dsn(path string, cfg config, writer bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.busyTimeout.Milliseconds()))
+	q.Add("_pragma", "synchronous(NORMAL)")
+	if writer {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Set("_txlock", "immediate")
+	} else {
+		q.Add("_pragma", "query_only(1)")
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// migrate applies the schema in one write transaction and records its version.
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var version int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return fmt.Errorf("migrate: read schema version: %w", err)
+	}
+	if version > SchemaVersion {
+		return fmt.Errorf("migrate: database schema version %d is newer than this driver's %d", version, SchemaVersion)
+	}
+	for _, stmt := range schema {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	if version < SchemaVersion {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, SchemaVersion)); err != nil {
+			return fmt.Errorf("migrate: write schema version: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// Path is the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Ping checks that both connection pools answer.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.r.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes both connection pools.
+func (s *Store) Close() error {
+	err := errors.Join(s.r.Close(), s.w.Close())
+	if err != nil {
+		return fmt.Errorf("sqlite: close: %w", err)
+	}
+	return nil
+}
+
+// write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it
+// when fn returns nil. Errors get the "sqlite: op: " prefix.
+func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: begin: %w", op, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: %s: commit: %w", op, err)
+	}
+	return nil
+}
+
+// read runs fn in one read-only transaction: a consistent snapshot.
+func (s *Store) read(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: begin: %w", op, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	return nil
+}
