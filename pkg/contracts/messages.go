@@ -89,6 +89,9 @@ type Heartbeat struct {
 type HeartbeatAck struct {
 	Lost   []Lease `json:"lost,omitempty"`
 	Cancel []Lease `json:"cancel,omitempty"`
+	// Error is set when the heartbeat was malformed or could not be applied;
+	// the worker treats it as no acknowledgement.
+	Error string `json:"error,omitempty"`
 }
 
 // Announce is a worker telling everyone it is alive and how loaded it is.

@@ -1,0 +1,148 @@
+// Package sweep is one pass of the reaper: find running jobs whose worker
+// went quiet or that ran too long, and pending jobs whose due message was
+// lost, and publish a requeue event for each; purge finished jobs past
+// retention; repair admission counters. Every pass is idempotent, so any
+// number of reapers may run.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Jobs is the part of the store a sweep uses.
+type Jobs interface {
+	Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job, error)
+	Purge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)
+	Reconcile(ctx context.Context) (int, error)
+}
+
+// Publisher sends one requeue event durably.
+type Publisher interface {
+	Requeue(ctx context.Context, rq contracts.Requeue) error
+}
+
+// Config holds the thresholds of a sweep.
+type Config struct {
+	// StaleThreshold is the heartbeat age that makes a running job stale.
+	StaleThreshold time.Duration
+	// LostAfter is how long past its next_dispatch_at a pending job with no
+	// live claim must be before its due message counts as lost.
+	LostAfter time.Duration
+	// MaxRuntime is the hard limit of one run; 0 = none.
+	MaxRuntime time.Duration
+	// Retention keeps finished jobs this long; 0 = forever.
+	Retention time.Duration
+	// Batch bounds how many jobs one query returns or one purge deletes.
+	Batch int
+	// MaxPurgeBatches bounds the purge work of one sweep.
+	MaxPurgeBatches int
+}
+
+// Report says what one sweep did.
+type Report struct {
+	Requeued map[string]int // by reason
+	Purged   int
+	Drift    int
+}
+
+// Sweeper runs sweeps.
+type Sweeper struct {
+	cfg  Config
+	jobs Jobs
+	pub  Publisher
+	now  func() time.Time
+}
+
+// New returns a sweeper.
+func New(cfg Config, jobs Jobs, pub Publisher, now func() time.Time) *Sweeper {
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	if cfg.MaxPurgeBatches <= 0 {
+		cfg.MaxPurgeBatches = 20
+	}
+	return &Sweeper{cfg: cfg, jobs: jobs, pub: pub, now: now}
+}
+
+// Reason says why the reaper requeues a job it found, or "" if it should not.
+func Reason(j contracts.Job, now time.Time, cfg Config) string {
+	switch j.State {
+	case contracts.StateRunning:
+		if cfg.MaxRuntime > 0 && j.StartedAt != nil && now.Sub(*j.StartedAt) >= cfg.MaxRuntime {
+			return contracts.ReasonTimeout
+		}
+		last := j.HeartbeatAt
+		if last == nil {
+			last = j.StartedAt
+		}
+		if last == nil || now.Sub(*last) >= cfg.StaleThreshold {
+			return contracts.ReasonStale
+		}
+	case contracts.StatePending:
+		if j.ClaimUntil != nil && j.ClaimUntil.After(now) {
+			return ""
+		}
+		if j.NextDispatchAt == nil || now.Sub(*j.NextDispatchAt) >= cfg.LostAfter {
+			return contracts.ReasonLost
+		}
+	}
+	return ""
+}
+
+// Run does one sweep. It goes on past a failing step and returns every
+// error it met.
+func (s *Sweeper) Run(ctx context.Context) (Report, error) {
+	rep := Report{Requeued: map[string]int{}}
+	now := s.now()
+	q := store.StaleQuery{
+		Now:             now,
+		HeartbeatBefore: now.Add(-s.cfg.StaleThreshold),
+		DispatchBefore:  now.Add(-s.cfg.LostAfter),
+		Limit:           s.cfg.Batch,
+	}
+	if s.cfg.MaxRuntime > 0 {
+		q.StartedBefore = now.Add(-s.cfg.MaxRuntime)
+	}
+	var errs []error
+	jobs, err := s.jobs.Stale(ctx, q)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("find stale jobs: %w", err))
+	}
+	for _, j := range jobs {
+		reason := Reason(j, now, s.cfg)
+		if reason == "" {
+			continue
+		}
+		rq := contracts.Requeue{JobID: j.ID, Attempt: j.Attempt, State: j.State, Reason: reason}
+		if err := s.pub.Requeue(ctx, rq); err != nil {
+			errs = append(errs, fmt.Errorf("publish requeue for job %s: %w", j.ID, err))
+			break // the bus is down; the next sweep tries again
+		}
+		rep.Requeued[reason]++
+	}
+	if s.cfg.Retention > 0 {
+		for range s.cfg.MaxPurgeBatches {
+			n, err := s.jobs.Purge(ctx, now.Add(-s.cfg.Retention), s.cfg.Batch)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("purge: %w", err))
+				break
+			}
+			rep.Purged += n
+			if n < s.cfg.Batch {
+				break
+			}
+		}
+	}
+	drift, err := s.jobs.Reconcile(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("reconcile counters: %w", err))
+	}
+	rep.Drift = drift
+	return rep, errors.Join(errs...)
+}

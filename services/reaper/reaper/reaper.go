@@ -1,0 +1,137 @@
+// Package reaper is the Sluice reaper as a library: on boot and every tick
+// it requeues stale and lost jobs through JetStream (the scheduler applies
+// each event with a compare-and-set), fails jobs past the hard max runtime,
+// purges finished jobs past retention and repairs admission counters.
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/reaper/internal/sweep"
+)
+
+// Deps are the reaper's dependencies, wired by hand.
+type Deps struct {
+	Store store.Store
+	NC    *nats.Conn
+	JS    jetstream.JetStream
+	Log   zerolog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Registry receives the metrics and serves /metrics; nil makes a private one.
+	Registry *prometheus.Registry
+}
+
+// Reaper runs sweeps on a timer.
+type Reaper struct {
+	cfg     Config
+	deps    Deps
+	sweeper *sweep.Sweeper
+	probe   *observe.Probe
+
+	duration prometheus.Histogram
+	requeued *prometheus.CounterVec
+	purged   prometheus.Counter
+	drift    prometheus.Counter
+}
+
+// New builds a reaper.
+func New(cfg Config, d Deps) (*Reaper, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Store == nil || d.JS == nil {
+		return nil, fmt.Errorf("reaper: store and jetstream are required")
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	r := &Reaper{cfg: cfg, deps: d,
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sluice_reaper_sweep_duration_seconds", Help: "Duration of one reaper sweep.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 3, 12),
+		}),
+		requeued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_reaper_requeues_total", Help: "Requeue events published, by reason.",
+		}, []string{"reason"}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_reaper_purged_jobs_total", Help: "Finished jobs purged after retention.",
+		}),
+		drift: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_reaper_counter_drift_total", Help: "Admission counter drift repaired.",
+		}),
+	}
+	d.Registry.MustRegister(r.duration, r.requeued, r.purged, r.drift)
+	r.sweeper = sweep.New(sweep.Config{
+		StaleThreshold: cfg.StaleThreshold, LostAfter: cfg.LostAfter, MaxRuntime: cfg.MaxRuntime,
+		Retention: cfg.Retention, Batch: cfg.Batch,
+	}, d.Store, publisher{js: d.JS}, d.Now)
+	r.probe = observe.NewProbe(d.Log, d.Registry)
+	r.probe.AddCheck("store", d.Store.Ping)
+	r.probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, d.NC, d.JS) })
+	return r, nil
+}
+
+// Probe returns the reaper's health and readiness checks.
+func (r *Reaper) Probe() *observe.Probe { return r.probe }
+
+// Sweep runs one sweep now and records its metrics.
+func (r *Reaper) Sweep(ctx context.Context) (sweep.Report, error) {
+	start := time.Now()
+	rep, err := r.sweeper.Run(ctx)
+	r.duration.Observe(time.Since(start).Seconds())
+	for reason, n := range rep.Requeued {
+		r.requeued.WithLabelValues(reason).Add(float64(n))
+	}
+	r.purged.Add(float64(rep.Purged))
+	r.drift.Add(float64(rep.Drift))
+	return rep, err
+}
+
+// Run sweeps on boot and every interval until ctx ends.
+func (r *Reaper) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.probe.Serve(gctx, r.cfg.HTTPAddr) })
+	g.Go(func() error {
+		t := time.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		for {
+			rep, err := r.Sweep(gctx)
+			if err != nil && gctx.Err() == nil {
+				r.deps.Log.Warn().Err(err).Msg("sweep incomplete; retrying next tick")
+			}
+			if n := len(rep.Requeued); n > 0 || rep.Purged > 0 || rep.Drift > 0 {
+				r.deps.Log.Info().Interface("requeued", rep.Requeued).Int("purged", rep.Purged).Int("drift", rep.Drift).Msg("sweep")
+			}
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+	return g.Wait()
+}
+
+// publisher sends requeue events to JetStream.
+type publisher struct{ js jetstream.JetStream }
+
+func (p publisher) Requeue(ctx context.Context, rq contracts.Requeue) error {
+	return bus.Publish(ctx, p.js, contracts.SubjectRequeue, rq, "")
+}

@@ -1,0 +1,59 @@
+// Package apply records what workers and the reaper report: results and
+// heartbeats from workers, requeue events from the reaper. Every write is a
+// compare-and-set on the job's attempt, so a late report from an old
+// attempt changes nothing.
+package apply
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
+)
+
+// Jobs is the part of the store the applier uses.
+type Jobs interface {
+	Get(ctx context.Context, id string) (contracts.Job, error)
+	Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error)
+	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (store.HeartbeatOutcome, error)
+}
+
+// Notifier sends the messages applying a report can cause.
+type Notifier interface {
+	// Due publishes a due message for the job.
+	Due(ctx context.Context, jobID string) error
+	// Cancel asks a worker to stop an attempt.
+	Cancel(workerID string, l contracts.Lease) error
+}
+
+// Config holds the thresholds requeues are checked against.
+type Config struct {
+	StaleThreshold time.Duration
+	// MaxRuntime is the hard limit on one run; 0 = none.
+	MaxRuntime time.Duration
+}
+
+// Applier applies results, heartbeats and requeue events.
+type Applier struct {
+	cfg    Config
+	jobs   Jobs
+	notify Notifier
+	now    func() time.Time
+	log    zerolog.Logger
+	m      *metrics.Scheduler
+}
+
+// New returns an applier.
+func New(cfg Config, jobs Jobs, n Notifier, now func() time.Time, log zerolog.Logger, m *metrics.Scheduler) *Applier {
+	return &Applier{cfg: cfg, jobs: jobs, notify: n, now: now, log: log, m: m}
+}
+
+// storeRetry is how soon a message comes back when the store did not answer.
+const storeRetry = time.Second
+
+// maxPasses bounds re-reads after compare-and-set misses in one delivery.
+const maxPasses = 5

@@ -1,0 +1,39 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+)
+
+// Heartbeat renews a worker's leases and returns the encoded answer. The
+// first heartbeat of an attempt records the job as running; leases the
+// worker no longer holds come back as lost so it stops that work.
+func (a *Applier) Heartbeat(ctx context.Context, data []byte) []byte {
+	hb, err := contracts.DecodeHeartbeat(data)
+	if err != nil {
+		return encodeAck(contracts.HeartbeatAck{Error: "malformed heartbeat: " + err.Error()})
+	}
+	out, err := a.jobs.Heartbeat(ctx, hb.WorkerID, hb.Leases, a.now())
+	if err != nil {
+		a.log.Warn().Err(err).Str(observe.FieldWorkerID, hb.WorkerID).Msg("heartbeat not applied")
+		return encodeAck(contracts.HeartbeatAck{Error: "store unavailable"})
+	}
+	a.m.Heartbeats.WithLabelValues("renewed").Add(float64(len(out.Renewed)))
+	a.m.Heartbeats.WithLabelValues("promoted").Add(float64(len(out.Promoted)))
+	a.m.Heartbeats.WithLabelValues("lost").Add(float64(len(out.Lost)))
+	for _, l := range out.Lost {
+		a.log.Info().Str(observe.FieldWorkerID, hb.WorkerID).Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).Msg("lease lost; worker told to stop")
+	}
+	return encodeAck(contracts.HeartbeatAck{Lost: out.Lost, Cancel: out.Cancel})
+}
+
+func encodeAck(ack contracts.HeartbeatAck) []byte {
+	b, err := json.Marshal(ack)
+	if err != nil {
+		return []byte(`{"error":"encode"}`)
+	}
+	return b
+}

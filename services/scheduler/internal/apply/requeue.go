@@ -1,0 +1,120 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+)
+
+// Requeue applies a requeue event from the reaper (or a worker that shut
+// down mid-job). The event only applies while the job is still at the
+// event's state and attempt, and its reason is checked again here.
+func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Settle {
+	rq, err := contracts.DecodeRequeue(data)
+	if err != nil {
+		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectRequeue).Msg("malformed requeue dropped")
+		return consume.Poison()
+	}
+	log := a.log.With().Str(observe.FieldJobID, rq.JobID).Int64(observe.FieldAttempt, rq.Attempt).Str("reason", rq.Reason).Logger()
+	job, err := a.jobs.Get(ctx, rq.JobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return consume.Ack()
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("store unavailable; requeue retried")
+		return consume.RetryIn(storeRetry)
+	}
+	if job.State != rq.State || job.Attempt != rq.Attempt {
+		return consume.Ack() // the job moved on; the event is stale
+	}
+	now := a.now()
+	if job.State == contracts.StatePending {
+		return a.redeliver(ctx, job, now, log)
+	}
+	switch rq.Reason {
+	case contracts.ReasonTimeout:
+		if a.cfg.MaxRuntime <= 0 || job.StartedAt == nil || now.Sub(*job.StartedAt) < a.cfg.MaxRuntime {
+			return consume.Ack()
+		}
+		return a.fail(ctx, job, now, contracts.JobError(contracts.ClassTimeout,
+			fmt.Sprintf("ran longer than the maximum runtime %s", a.cfg.MaxRuntime)), "timeout", log)
+	case contracts.ReasonStale:
+		if !a.stale(job, now) {
+			return consume.Ack()
+		}
+		if job.Runs >= job.MaxAttempts {
+			return a.fail(ctx, job, now, contracts.JobError(contracts.ClassStale, fmt.Sprintf(
+				"worker %s stopped heartbeating; the job ran %d times (max_attempts %d)", job.Worker, job.Runs, job.MaxAttempts)), "stale_failed", log)
+		}
+	}
+	return a.requeueRunning(ctx, job, now, rq.Reason, log)
+}
+
+// stale reports whether a running job's last sign of life is older than the threshold.
+func (a *Applier) stale(job contracts.Job, now time.Time) bool {
+	last := job.HeartbeatAt
+	if last == nil {
+		last = job.StartedAt
+	}
+	return last == nil || now.Sub(*last) >= a.cfg.StaleThreshold
+}
+
+// redeliver republishes a due message for a pending job whose message was lost.
+func (a *Applier) redeliver(ctx context.Context, job contracts.Job, now time.Time, log zerolog.Logger) consume.Settle {
+	if job.ClaimUntil != nil && job.ClaimUntil.After(now) {
+		return consume.Ack() // a scheduler is offering it right now
+	}
+	if err := a.notify.Due(ctx, job.ID); err != nil {
+		log.Warn().Err(err).Msg("due not republished; requeue retried")
+		return consume.RetryIn(storeRetry)
+	}
+	a.m.Requeues.WithLabelValues(contracts.ReasonLost).Inc()
+	log.Info().Msg("lost pending job dispatched again")
+	return consume.Ack()
+}
+
+// requeueRunning takes the attempt back (attempt + 1) and dispatches again.
+func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now time.Time, reason string, log zerolog.Logger) consume.Settle {
+	none := ""
+	_, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Attempt: job.Attempt},
+		store.Change{Now: now, State: contracts.StatePending, Attempt: job.Attempt + 1, Worker: &none, NextDispatchAt: &now, ClearClaim: true})
+	switch {
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+		return consume.Ack()
+	case err != nil:
+		log.Warn().Err(err).Msg("store unavailable; requeue retried")
+		return consume.RetryIn(storeRetry)
+	}
+	a.m.Requeues.WithLabelValues(reason).Inc()
+	log.Info().Str(observe.FieldWorkerID, job.Worker).Msg("job requeued")
+	if err := a.notify.Due(ctx, job.ID); err != nil {
+		// The job is pending in the store; the reaper republishes it.
+		log.Warn().Err(err).Msg("due not published after requeue")
+	}
+	return consume.Ack()
+}
+
+func (a *Applier) fail(ctx context.Context, job contracts.Job, now time.Time, msg, label string, log zerolog.Logger) consume.Settle {
+	_, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
+		store.Change{Now: now, State: contracts.StateFailed, Error: &msg})
+	switch {
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+		return consume.Ack()
+	case err != nil:
+		return consume.RetryIn(storeRetry)
+	}
+	a.m.Requeues.WithLabelValues(label).Inc()
+	log.Info().Str("error", msg).Msg("job failed")
+	if job.Worker != "" {
+		_ = a.notify.Cancel(job.Worker, contracts.Lease{JobID: job.ID, Attempt: job.Attempt})
+	}
+	return consume.Ack()
+}

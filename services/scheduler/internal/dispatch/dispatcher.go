@@ -1,0 +1,221 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
+	"github.com/sluicehq/sluice/services/scheduler/internal/picker"
+)
+
+// Jobs is the part of the store the dispatcher uses.
+type Jobs interface {
+	Get(ctx context.Context, id string) (contracts.Job, error)
+	Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error)
+}
+
+// Requester sends an offer and waits for the answer; *nats.Conn is one.
+type Requester interface {
+	RequestWithContext(ctx context.Context, subj string, data []byte) (*nats.Msg, error)
+}
+
+// Config tunes dispatching.
+type Config struct {
+	// RetryInterval is the base delay before an overflowed job is offered again.
+	RetryInterval time.Duration
+	// ClaimTTL is how long a dispatch claim keeps other schedulers off a
+	// job; it must outlast an offer round and a worker's start heartbeat.
+	ClaimTTL time.Duration
+	// OfferTimeout bounds one offer request.
+	OfferTimeout time.Duration
+}
+
+// Dispatcher handles due messages.
+type Dispatcher struct {
+	cfg    Config
+	jobs   Jobs
+	nc     Requester
+	picker *picker.Picker
+	now    func() time.Time
+	jitter func() float64
+	log    zerolog.Logger
+	m      *metrics.Scheduler
+}
+
+// New returns a dispatcher. jitter returns a number in [0,1).
+func New(cfg Config, jobs Jobs, nc Requester, p *picker.Picker, now func() time.Time, jitter func() float64, log zerolog.Logger, m *metrics.Scheduler) *Dispatcher {
+	return &Dispatcher{cfg: cfg, jobs: jobs, nc: nc, picker: p, now: now, jitter: jitter, log: log, m: m}
+}
+
+// storeRetry is how soon a message comes back when the store did not answer.
+const storeRetry = time.Second
+
+// maxPasses bounds re-reads after compare-and-set misses in one delivery.
+const maxPasses = 3
+
+// Handle processes one due message.
+func (d *Dispatcher) Handle(ctx context.Context, data []byte, progress func()) consume.Settle {
+	due, err := contracts.DecodeDue(data)
+	if err != nil {
+		d.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectDue).Msg("malformed due message dropped")
+		return consume.Poison()
+	}
+	for range maxPasses {
+		job, err := d.jobs.Get(ctx, due.JobID)
+		if errors.Is(err, store.ErrNotFound) {
+			return consume.Ack()
+		}
+		if err != nil {
+			d.log.Warn().Err(err).Str(observe.FieldJobID, due.JobID).Msg("store unavailable; due message retried")
+			return consume.RetryIn(storeRetry)
+		}
+		settle, again := d.step(ctx, job, progress)
+		if !again {
+			return settle
+		}
+	}
+	return consume.RetryIn(100 * time.Millisecond)
+}
+
+// step acts on one read of the job; again asks for a fresh read after a
+// compare-and-set miss.
+func (d *Dispatcher) step(ctx context.Context, job contracts.Job, progress func()) (consume.Settle, bool) {
+	now := d.now()
+	plan := Decide(job, now)
+	switch plan.Action {
+	case Drop:
+		d.m.Dispatches.WithLabelValues("dropped").Inc()
+		return consume.Ack(), false
+	case Wait:
+		return consume.RetryIn(plan.Delay), false
+	case FailCapacity:
+		return d.failCapacity(ctx, job, now)
+	}
+	return d.offer(ctx, job, now, progress)
+}
+
+func (d *Dispatcher) failCapacity(ctx context.Context, job contracts.Job, now time.Time) (consume.Settle, bool) {
+	msg := contracts.JobError(contracts.ClassCapacity, fmt.Sprintf(
+		"no worker accepted the job before its dispatch deadline %s (%d dispatch attempts)",
+		job.DispatchDeadline.UTC().Format(time.RFC3339), job.Attempt))
+	_, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
+		store.Change{Now: now, State: contracts.StateFailed, Error: &msg})
+	if errors.Is(err, store.ErrConflict) {
+		return consume.Settle{}, true
+	}
+	if err != nil {
+		return consume.RetryIn(storeRetry), false
+	}
+	d.m.Dispatches.WithLabelValues("capacity_failed").Inc()
+	d.log.Info().Str(observe.FieldJobID, job.ID).Msg("job failed: dispatch deadline passed")
+	return consume.Ack(), false
+}
+
+// offer claims the job and offers it to the candidates in order.
+func (d *Dispatcher) offer(ctx context.Context, job contracts.Job, now time.Time, progress func()) (consume.Settle, bool) {
+	ids, _ := d.picker.Candidates(job.Kind)
+	if len(ids) == 0 {
+		// Overflow known without asking anyone: no claim, no attempt spent.
+		return d.reschedule(ctx, job, job.Attempt, now, store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: job.Attempt, ClaimFreeAt: now})
+	}
+	claimUntil := now.Add(d.cfg.ClaimTTL)
+	claimed, err := d.jobs.Transition(ctx,
+		store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: job.Attempt, ClaimFreeAt: now},
+		store.Change{Now: now, State: contracts.StatePending, Attempt: job.Attempt + 1, ClaimUntil: &claimUntil})
+	if errors.Is(err, store.ErrConflict) {
+		return consume.Settle{}, true
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return consume.Ack(), false
+	}
+	if err != nil {
+		return consume.RetryIn(storeRetry), false
+	}
+	body, err := json.Marshal(contracts.Offer{Job: contracts.JobSpec{
+		ID: claimed.ID, Tenant: claimed.Tenant, Kind: claimed.Kind, Attempt: claimed.Attempt,
+		Payload: claimed.Payload, Key: claimed.Key, Priority: claimed.Priority,
+	}})
+	if err != nil {
+		return consume.Poison(), false
+	}
+	for i, id := range ids {
+		if i > 0 && i%4 == 0 {
+			progress()
+		}
+		outcome, reply := d.offerTo(ctx, id, body)
+		if ctx.Err() != nil {
+			// Shutting down: the claim expires and another scheduler takes over.
+			return consume.RetryIn(d.cfg.ClaimTTL), false
+		}
+		if d.picker.Record(id, outcome, reply) {
+			d.m.Evictions.Inc()
+			d.log.Warn().Str(observe.FieldWorkerID, id).Msg("worker evicted after repeated failed offers")
+		}
+		d.m.Offers.WithLabelValues(outcome.String()).Inc()
+		if outcome == picker.Accepted {
+			d.m.Dispatches.WithLabelValues("dispatched").Inc()
+			d.m.OffersPerDispatch.Observe(float64(i + 1))
+			d.m.QueueWait.Observe(d.now().Sub(job.CreatedAt).Seconds())
+			d.log.Debug().Str(observe.FieldJobID, job.ID).Int64(observe.FieldAttempt, claimed.Attempt).
+				Str(observe.FieldWorkerID, id).Msg("job accepted")
+			return consume.Ack(), false
+		}
+	}
+	return d.reschedule(ctx, claimed, claimed.Attempt, d.now(), store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: claimed.Attempt})
+}
+
+// reschedule keeps an overflowed job pending until its next attempt time
+// and redelivers its message then.
+func (d *Dispatcher) reschedule(ctx context.Context, job contracts.Job, attempt int64, now time.Time, exp store.Expect) (consume.Settle, bool) {
+	next := NextAttemptAt(now, d.cfg.RetryInterval, d.jitter(), job.DispatchDeadline)
+	_, err := d.jobs.Transition(ctx, exp, store.Change{Now: now, State: contracts.StatePending, ClearClaim: true, NextDispatchAt: &next})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		// A worker's start heartbeat may have won (an offer that timed out
+		// was accepted after all); read again and act on what is there.
+		return consume.Settle{}, true
+	case errors.Is(err, store.ErrNotFound):
+		return consume.Ack(), false
+	case err != nil:
+		return consume.RetryIn(storeRetry), false
+	}
+	d.m.Dispatches.WithLabelValues("overflow").Inc()
+	d.log.Debug().Str(observe.FieldJobID, job.ID).Int64(observe.FieldAttempt, attempt).Time("next_dispatch_at", next).Msg("no worker has room; job stays pending")
+	return consume.RetryIn(next.Sub(now)), false
+}
+
+// offerTo sends one offer and classifies the outcome.
+func (d *Dispatcher) offerTo(ctx context.Context, workerID string, body []byte) (picker.Outcome, *contracts.OfferReply) {
+	octx, cancel := context.WithTimeout(ctx, d.cfg.OfferTimeout)
+	defer cancel()
+	msg, err := d.nc.RequestWithContext(octx, contracts.WorkerOfferSubject(workerID), body)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return picker.NoResponders, nil
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return picker.Timeout, nil
+	case err != nil:
+		return picker.Failed, nil
+	}
+	reply, err := contracts.DecodeOfferReply(msg.Data)
+	if err != nil {
+		return picker.Failed, nil
+	}
+	switch reply.Status {
+	case contracts.OfferAccepted:
+		return picker.Accepted, &reply
+	case contracts.OfferBusy:
+		return picker.Busy, &reply
+	}
+	return picker.Refused, &reply
+}

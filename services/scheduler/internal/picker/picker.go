@@ -1,0 +1,127 @@
+// Package picker decides which workers a job is offered to and in which
+// order: every live worker that runs the job's kind, sorted by worker id (a
+// stable priority order, so load concentrates on the low-ordered workers and
+// the tail drains to idle), skipping workers the view says are full.
+// Outcomes of offers feed back into the view: busy answers and acceptances
+// update a worker's load, repeated errors and timeouts evict it until it
+// announces itself again.
+package picker
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// Outcome is how one offer to one worker ended.
+type Outcome int
+
+// Offer outcomes.
+const (
+	Accepted Outcome = iota + 1
+	Busy
+	Refused
+	NoResponders
+	Timeout
+	Failed // transport or decoding error
+)
+
+// String names the outcome for metrics and logs.
+func (o Outcome) String() string {
+	switch o {
+	case Accepted:
+		return "accepted"
+	case Busy:
+		return "busy"
+	case Refused:
+		return "refused"
+	case NoResponders:
+		return "no_responders"
+	case Timeout:
+		return "timeout"
+	case Failed:
+		return "error"
+	}
+	return "unknown"
+}
+
+// View is the live worker list the picker reads and corrects; roster.Roster
+// implements it.
+type View interface {
+	Workers() []contracts.WorkerInfo
+	Load(id string, inFlight, capacity int)
+	Remove(id string)
+}
+
+// DefaultEvictAfter is how many failed offers in a row evict a worker.
+const DefaultEvictAfter = 3
+
+// Picker orders workers for offers and learns from the outcomes.
+type Picker struct {
+	view       View
+	evictAfter int
+
+	mu       sync.Mutex
+	failures map[string]int
+}
+
+// New returns a picker over view; evictAfter ≤ 0 uses DefaultEvictAfter.
+func New(view View, evictAfter int) *Picker {
+	if evictAfter <= 0 {
+		evictAfter = DefaultEvictAfter
+	}
+	return &Picker{view: view, evictAfter: evictAfter, failures: map[string]int{}}
+}
+
+// Candidates returns, in stable worker-id order, the workers to offer a job
+// of this kind to: live, not draining, running the kind, and with a free
+// slot as far as the view knows. An empty list means overflow without a
+// single request. full counts the workers left out for being full.
+func (p *Picker) Candidates(kind string) (ids []string, full int) {
+	for _, w := range p.view.Workers() {
+		if w.Draining || !slices.Contains(w.Kinds, kind) {
+			continue
+		}
+		if w.Capacity > 0 && w.InFlight >= w.Capacity {
+			full++
+			continue
+		}
+		ids = append(ids, w.ID)
+	}
+	return ids, full
+}
+
+// Record feeds one offer's outcome back. reply is the worker's answer when
+// there was one. It reports whether the worker was evicted.
+func (p *Picker) Record(id string, o Outcome, reply *contracts.OfferReply) bool {
+	switch o {
+	case Accepted, Busy, Refused:
+		p.mu.Lock()
+		delete(p.failures, id)
+		p.mu.Unlock()
+		if reply != nil {
+			p.view.Load(id, reply.InFlight, reply.Capacity)
+		}
+	case NoResponders, Timeout, Failed:
+		p.mu.Lock()
+		p.failures[id]++
+		evict := p.failures[id] >= p.evictAfter
+		if evict {
+			delete(p.failures, id)
+		}
+		p.mu.Unlock()
+		if evict {
+			p.view.Remove(id)
+		}
+		return evict
+	}
+	return false
+}
+
+// Failures returns a worker's current count of failed offers in a row.
+func (p *Picker) Failures(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failures[id]
+}

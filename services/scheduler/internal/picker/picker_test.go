@@ -1,0 +1,146 @@
+package picker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/bus/roster"
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+func setup(t *testing.T, workers ...contracts.Announce) (*Picker, *roster.Roster) {
+	t.Helper()
+	now := time.Unix(1_700_000_000, 0)
+	r := roster.New(func() time.Time { return now })
+	for _, w := range workers {
+		if w.Kinds == nil {
+			w.Kinds = []string{"sleep"}
+		}
+		w.IntervalMS = 1000
+		r.Observe(w)
+	}
+	return New(r, 3), r
+}
+
+func TestCandidatesStableOrder(t *testing.T) {
+	t.Parallel()
+	p, _ := setup(t,
+		contracts.Announce{WorkerID: "w-c", Capacity: 1},
+		contracts.Announce{WorkerID: "w-a", Capacity: 1},
+		contracts.Announce{WorkerID: "w-b", Capacity: 1},
+	)
+	for range 5 {
+		ids, full := p.Candidates("sleep")
+		require.Equal(t, []string{"w-a", "w-b", "w-c"}, ids)
+		require.Zero(t, full)
+	}
+}
+
+func TestCandidatesFilter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		workers  []contracts.Announce
+		kind     string
+		wantIDs  []string
+		wantFull int
+	}{
+		{"no workers is overflow", nil, "sleep", nil, 0},
+		{"full workers skipped", []contracts.Announce{
+			{WorkerID: "a", Capacity: 2, InFlight: 2},
+			{WorkerID: "b", Capacity: 2, InFlight: 1},
+		}, "sleep", []string{"b"}, 1},
+		{"all full is overflow without requests", []contracts.Announce{
+			{WorkerID: "a", Capacity: 1, InFlight: 1},
+			{WorkerID: "b", Capacity: 1, InFlight: 1},
+		}, "sleep", nil, 2},
+		{"unlimited capacity always a candidate", []contracts.Announce{
+			{WorkerID: "a", Capacity: 0, InFlight: 500},
+		}, "sleep", []string{"a"}, 0},
+		{"draining skipped", []contracts.Announce{
+			{WorkerID: "a", Capacity: 1, Draining: true},
+			{WorkerID: "b", Capacity: 1},
+		}, "sleep", []string{"b"}, 0},
+		{"kind must match", []contracts.Announce{
+			{WorkerID: "a", Capacity: 1, Kinds: []string{"exec"}},
+			{WorkerID: "b", Capacity: 1, Kinds: []string{"exec", "sleep"}},
+		}, "sleep", []string{"b"}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := setup(t, tc.workers...)
+			ids, full := p.Candidates(tc.kind)
+			require.Equal(t, tc.wantIDs, ids)
+			require.Equal(t, tc.wantFull, full)
+		})
+	}
+}
+
+func TestBusyReplyUpdatesLoad(t *testing.T) {
+	t.Parallel()
+	p, _ := setup(t,
+		contracts.Announce{WorkerID: "a", Capacity: 2},
+		contracts.Announce{WorkerID: "b", Capacity: 2},
+	)
+	p.Record("a", Busy, &contracts.OfferReply{Status: contracts.OfferBusy, InFlight: 2, Capacity: 2})
+	ids, full := p.Candidates("sleep")
+	require.Equal(t, []string{"b"}, ids, "a busy worker is skipped until it frees a slot")
+	require.Equal(t, 1, full)
+
+	p.Record("b", Accepted, &contracts.OfferReply{Status: contracts.OfferAccepted, InFlight: 1, Capacity: 2})
+	ids, _ = p.Candidates("sleep")
+	require.Equal(t, []string{"b"}, ids, "b still has one slot")
+	p.Record("b", Accepted, &contracts.OfferReply{Status: contracts.OfferAccepted, InFlight: 2, Capacity: 2})
+	ids, full = p.Candidates("sleep")
+	require.Empty(t, ids)
+	require.Equal(t, 2, full)
+}
+
+func TestEvictionAfterRepeatedFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		outcomes []Outcome
+		evicted  bool
+	}{
+		{"two timeouts keep it", []Outcome{Timeout, Timeout}, false},
+		{"three timeouts evict", []Outcome{Timeout, Timeout, Timeout}, true},
+		{"mixed errors evict", []Outcome{Failed, NoResponders, Timeout}, true},
+		{"a success resets the count", []Outcome{Timeout, Timeout, Busy, Timeout, Timeout}, false},
+		{"refusal resets too", []Outcome{Timeout, Timeout, Refused, Timeout}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, r := setup(t, contracts.Announce{WorkerID: "a", Capacity: 4}, contracts.Announce{WorkerID: "b", Capacity: 4})
+			for _, o := range tc.outcomes {
+				var reply *contracts.OfferReply
+				if o == Busy || o == Refused {
+					reply = &contracts.OfferReply{InFlight: 1, Capacity: 4}
+				}
+				p.Record("a", o, reply)
+			}
+			ids, _ := p.Candidates("sleep")
+			if tc.evicted {
+				require.Equal(t, []string{"b"}, ids)
+				// It comes back when it announces itself again.
+				r.Observe(contracts.Announce{WorkerID: "a", Kinds: []string{"sleep"}, Capacity: 4, IntervalMS: 1000})
+				ids, _ = p.Candidates("sleep")
+				require.Equal(t, []string{"a", "b"}, ids)
+				require.Zero(t, p.Failures("a"))
+			} else {
+				require.Equal(t, []string{"a", "b"}, ids)
+			}
+		})
+	}
+}
+
+func TestOutcomeNames(t *testing.T) {
+	t.Parallel()
+	for o, want := range map[Outcome]string{Accepted: "accepted", Busy: "busy", Refused: "refused", NoResponders: "no_responders", Timeout: "timeout", Failed: "error", 0: "unknown"} {
+		require.Equal(t, want, o.String())
+	}
+}

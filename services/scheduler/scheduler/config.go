@@ -1,0 +1,79 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store/dial"
+)
+
+// Config is everything the scheduler reads from the environment.
+type Config struct {
+	// NATS, Store and Log are the settings every service shares.
+	NATS  bus.Env
+	Store dial.Env
+	Log   observe.Env
+
+	// RetryInterval is the re-offer period for overflow (plus up to 25% jitter).
+	RetryInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s"`
+	// StaleThreshold is the heartbeat age that makes a running job stale.
+	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s"`
+	// MaxRuntime fails a job running longer than this; 0 = no limit.
+	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s"`
+	// OfferTimeout bounds one offer request to one worker.
+	OfferTimeout time.Duration `env:"SLUICE_OFFER_TIMEOUT" envDefault:"1s"`
+	// ClaimTTL is how long a dispatch claim keeps other schedulers off a job.
+	ClaimTTL time.Duration `env:"SLUICE_CLAIM_TTL" envDefault:"30s"`
+	// AckWait is JetStream's redelivery timer for an unacknowledged message.
+	AckWait time.Duration `env:"SLUICE_ACK_WAIT" envDefault:"30s"`
+	// Concurrency is how many due messages one scheduler handles at once.
+	Concurrency int `env:"SLUICE_SCHEDULER_CONCURRENCY" envDefault:"64"`
+	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
+	HTTPAddr string `env:"SLUICE_SCHEDULER_HTTP_ADDR"`
+	// ShutdownTimeout bounds the drain on shutdown.
+	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+}
+
+// LoadConfig parses the environment (the process's when environ is nil),
+// fills defaults and validates.
+func LoadConfig(environ map[string]string) (Config, error) {
+	var c Config
+	if err := env.ParseWithOptions(&c, env.Options{Environment: environ}); err != nil {
+		return c, fmt.Errorf("scheduler config: %w", err)
+	}
+	return c, c.Validate()
+}
+
+// Validate checks the settings and names the variable at fault.
+func (c Config) Validate() error {
+	var errs []error
+	pos := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive, got %s", name, d))
+		}
+	}
+	pos("SLUICE_RETRY_INTERVAL", c.RetryInterval)
+	pos("SLUICE_STALE_THRESHOLD", c.StaleThreshold)
+	pos("SLUICE_OFFER_TIMEOUT", c.OfferTimeout)
+	pos("SLUICE_CLAIM_TTL", c.ClaimTTL)
+	pos("SLUICE_ACK_WAIT", c.AckWait)
+	pos("SLUICE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	if c.MaxRuntime < 0 {
+		errs = append(errs, fmt.Errorf("SLUICE_MAX_RUNTIME: must not be negative, got %s", c.MaxRuntime))
+	}
+	if c.Concurrency < 1 || c.Concurrency > 4096 {
+		errs = append(errs, fmt.Errorf("SLUICE_SCHEDULER_CONCURRENCY: must be between 1 and 4096, got %d", c.Concurrency))
+	}
+	if c.ClaimTTL > 0 && c.OfferTimeout > 0 && c.ClaimTTL < 2*c.OfferTimeout {
+		errs = append(errs, fmt.Errorf("SLUICE_CLAIM_TTL: %s must be at least twice SLUICE_OFFER_TIMEOUT (%s)", c.ClaimTTL, c.OfferTimeout))
+	}
+	if err := c.Store.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,156 @@
+// Package scheduler is the Sluice scheduler as a library: it pulls due jobs
+// from JetStream, offers each to workers in a stable order, keeps overflow
+// pending until its deadline, and applies results, heartbeats and requeue
+// events. Any number of schedulers may share one store and one stream.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/roster"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/scheduler/internal/apply"
+	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+	"github.com/sluicehq/sluice/services/scheduler/internal/dispatch"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
+	"github.com/sluicehq/sluice/services/scheduler/internal/picker"
+)
+
+// Deps are the scheduler's dependencies, wired by hand.
+type Deps struct {
+	Store store.Store
+	NC    *nats.Conn
+	JS    jetstream.JetStream
+	Log   zerolog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Registry receives the metrics and serves /metrics; nil makes a private one.
+	Registry *prometheus.Registry
+}
+
+// Scheduler is one scheduler replica.
+type Scheduler struct {
+	cfg      Config
+	deps     Deps
+	roster   *roster.Roster
+	dispatch *dispatch.Dispatcher
+	apply    *apply.Applier
+	probe    *observe.Probe
+}
+
+// New builds a scheduler from its configuration and dependencies.
+func New(cfg Config, d Deps) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Store == nil || d.NC == nil || d.JS == nil {
+		return nil, fmt.Errorf("scheduler: store, nats connection and jetstream are required")
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	m := metrics.New(d.Registry)
+	r := roster.New(d.Now)
+	s := &Scheduler{cfg: cfg, deps: d, roster: r}
+	s.dispatch = dispatch.New(dispatch.Config{RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout},
+		d.Store, d.NC, picker.New(r, 0), d.Now, rand.Float64, d.Log, m)
+	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime},
+		d.Store, notifier{nc: d.NC, js: d.JS}, d.Now, d.Log, m)
+	s.probe = observe.NewProbe(d.Log, d.Registry)
+	s.probe.AddCheck("store", d.Store.Ping)
+	s.probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, d.NC, d.JS) })
+	return s, nil
+}
+
+// Probe returns the scheduler's health and readiness checks.
+func (s *Scheduler) Probe() *observe.Probe { return s.probe }
+
+// Run schedules until ctx ends, then drains.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if err := s.roster.Subscribe(ctx, s.deps.NC); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	consumer := func(name, subject string, conc int, h consume.Handler) {
+		g.Go(func() error {
+			return consume.Run(gctx, s.deps.JS, consume.Options{
+				Config: bus.ConsumerConfig(name, subject, s.cfg.AckWait), Concurrency: conc, Log: s.deps.Log,
+			}, h)
+		})
+	}
+	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.Concurrency, s.dispatch.Handle)
+	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.Concurrency, s.apply.Result)
+	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)
+	g.Go(func() error { return s.serveHeartbeats(gctx) })
+	g.Go(func() error { return s.probe.Serve(gctx, s.cfg.HTTPAddr) })
+	return g.Wait()
+}
+
+// heartbeatWorkers is how many heartbeats one scheduler applies at once.
+const heartbeatWorkers = 8
+
+// serveHeartbeats answers heartbeat requests (queue group shared by every
+// scheduler replica) until ctx ends.
+func (s *Scheduler) serveHeartbeats(ctx context.Context) error {
+	ch := make(chan *nats.Msg, 1024)
+	sub, err := s.deps.NC.ChanQueueSubscribe(contracts.SubjectHeartbeat, contracts.QueueScheduler, ch)
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", contracts.SubjectHeartbeat, err)
+	}
+	var wg sync.WaitGroup
+	for range heartbeatWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m := <-ch:
+					_ = m.Respond(s.apply.Heartbeat(ctx, m.Data))
+				}
+			}
+		}()
+	}
+	<-ctx.Done()
+	_ = sub.Unsubscribe()
+	wg.Wait()
+	return nil
+}
+
+// notifier publishes due messages and worker cancels.
+type notifier struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+func (n notifier) Due(ctx context.Context, jobID string) error {
+	id := "due-" + jobID + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	return bus.Publish(ctx, n.js, contracts.SubjectDue, contracts.Due{JobID: jobID}, id)
+}
+
+func (n notifier) Cancel(workerID string, l contracts.Lease) error {
+	b, err := json.Marshal(contracts.CancelJob{JobID: l.JobID, Attempt: l.Attempt})
+	if err != nil {
+		return err
+	}
+	return n.nc.Publish(contracts.WorkerCancelSubject(workerID), b)
+}
