@@ -1,0 +1,40 @@
+# Sluice — the two commands a newcomer needs are `make run` and `make test`.
+
+GO       ?= go
+MODULES  := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
+PKGS     := $(addsuffix /...,$(MODULES))
+BIN      := bin
+SERVICES := gateway scheduler worker reaper
+
+.PHONY: run test build bench vet fmt tidy clean
+
+## run: start the whole system on the embedded default (NATS + store in ./.sluice)
+run:
+	$(GO) run ./cmd/sluice dev
+
+## test: every module of the workspace, with the race detector
+test:
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## build: one binary per service, plus the sluice CLI, into ./bin
+build:
+	@mkdir -p $(BIN)
+	@for s in $(SERVICES); do $(GO) build -o $(BIN)/$$s ./services/$$s || exit 1; done
+	$(GO) build -o $(BIN)/sluice ./cmd/sluice
+
+## bench: throughput, latency and memory figures on the embedded default
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 20m ./bench/...
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -l -w $(MODULES)
+
+## tidy: go mod tidy in every module
+tidy:
+	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy) || exit 1; done
+
+clean:
+	rm -rf $(BIN) .sluice

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/devstack"
+	"github.com/sluicehq/sluice/pkg/observe"
+)
+
+// dev runs the all-in-one stack until interrupted.
+func dev(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	workers := fs.Int("workers", 2, "number of workers")
+	natsListen := fs.String("nats-listen", envOr("SLUICE_NATS_LISTEN", "127.0.0.1:4222"), "where the embedded NATS server accepts outside clients")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *workers < 0 {
+		fmt.Fprintln(stderr, "sluice dev: --workers must not be negative")
+		return exitUsage
+	}
+	if *workers == 0 {
+		*workers = -1
+	}
+	log := observe.NewLogger("sluice-dev", stderr, os.Getenv("SLUICE_LOG_LEVEL"), envOr("SLUICE_LOG_FORMAT", "console"))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := devstack.Start(ctx, devstack.Options{Workers: *workers, NATSListen: *natsListen, Log: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice dev:", err)
+		return exitFail
+	}
+	fmt.Fprintf(stdout, `Sluice is running.
+  HTTP API   http://%[1]s   (dashboard of counts: GET /v1/stats)
+  NATS       %[2]s
+  data dir   %[3]s
+
+Submit a job:
+  curl -s -XPOST http://%[1]s/v1/jobs -H 'Content-Type: application/json' -d '{"kind":"sleep","payload":{"ms":500}}'
+Watch it:
+  curl -s http://%[1]s/v1/jobs/<id>
+Stop with Ctrl-C.
+`, s.HTTPAddr, s.NATSURL, dataDir())
+	if err := s.Run(ctx); err != nil {
+		fmt.Fprintln(stderr, "sluice dev:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func dataDir() string { return envOr("SLUICE_DATA_DIR", "./.sluice") }

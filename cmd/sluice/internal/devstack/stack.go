@@ -1,0 +1,241 @@
+// Package devstack runs the whole of Sluice in one process: an embedded
+// NATS server with JetStream, the embedded store, a gateway, schedulers,
+// workers and a reaper, each with its own NATS connection as if it were
+// its own process. It is what `make run` and `sluice dev` start, and what
+// the end-to-end tests drive.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/dial"
+	"github.com/sluicehq/sluice/services/gateway/gateway"
+	"github.com/sluicehq/sluice/services/reaper/reaper"
+	"github.com/sluicehq/sluice/services/scheduler/scheduler"
+	"github.com/sluicehq/sluice/services/worker/worker"
+)
+
+// Options shape a stack. The zero value runs the default: settings from the
+// process environment, two workers, one scheduler.
+type Options struct {
+	// Environ replaces the process environment for every service's config.
+	Environ map[string]string
+	// Workers is how many workers to run (default 2; -1 = none).
+	Workers int
+	// Schedulers is how many scheduler replicas to run (default 1).
+	Schedulers int
+	// NoReaper leaves the reaper out.
+	NoReaper bool
+	// NATSListen is where the embedded NATS server accepts outside clients
+	// (default 127.0.0.1:4222; "127.0.0.1:0" picks a free port).
+	NATSListen string
+	// HTTPListener, when set, serves the gateway instead of SLUICE_HTTP_ADDR.
+	HTTPListener net.Listener
+	// WorkerOptions are passed to every worker (test clocks, kinds).
+	WorkerOptions []worker.Option
+	// SetupWorker runs on each worker before it starts (register kinds).
+	SetupWorker func(i int, w *worker.Worker) error
+	// Log receives every service's logs.
+	Log zerolog.Logger
+}
+
+// Stack is a running all-in-one Sluice.
+type Stack struct {
+	// NATS is the embedded server; NATSURL reaches it from outside.
+	NATS    *server.Server
+	NATSURL string
+	// Store is the embedded store every service shares.
+	Store store.Store
+	// HTTPAddr is the gateway's address.
+	HTTPAddr string
+	// Gateway, Schedulers, Workers and Reaper are the services.
+	Gateway    *gateway.Gateway
+	Schedulers []*scheduler.Scheduler
+	Workers    []*worker.Worker
+	Reaper     *reaper.Reaper
+	// Registry holds every service's metrics.
+	Registry *prometheus.Registry
+
+	conns []*nats.Conn
+	ln    net.Listener
+	opts  Options
+}
+
+// Start builds the stack; Run runs it. On error everything already started
+// is stopped.
+func Start(ctx context.Context, o Options) (s *Stack, err error) {
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
+	if o.Schedulers <= 0 {
+		o.Schedulers = 1
+	}
+	if o.NATSListen == "" {
+		o.NATSListen = "127.0.0.1:4222"
+	}
+	gcfg, err := gateway.LoadConfig(o.Environ)
+	if err != nil {
+		return nil, err
+	}
+	scfg, err := scheduler.LoadConfig(o.Environ)
+	if err != nil {
+		return nil, err
+	}
+	rcfg, err := reaper.LoadConfig(o.Environ)
+	if err != nil {
+		return nil, err
+	}
+	wcfg, err := worker.LoadConfig(o.Environ)
+	if err != nil {
+		return nil, err
+	}
+	s = &Stack{opts: o, Registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	dataDir := gcfg.Store.DataDir
+	s.NATS, err = bus.StartEmbedded(bus.EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: o.NATSListen, ServerName: "sluice-dev"})
+	if err != nil {
+		return nil, err
+	}
+	s.NATSURL = s.NATS.ClientURL()
+	s.Store, err = dial.Open(ctx, gcfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	connect := func(name string) (*nats.Conn, jetstream.JetStream, error) {
+		nc, err := bus.Connect(ctx, bus.ConnectOptions{InProcess: s.NATS, Name: name}, o.Log)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.conns = append(s.conns, nc)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("jetstream: %w", err)
+		}
+		return nc, js, nil
+	}
+	if _, js, err := connect("sluice-dev-setup"); err != nil {
+		return nil, err
+	} else if _, err := bus.EnsureStream(ctx, js); err != nil {
+		return nil, err
+	}
+
+	nc, js, err := connect("sluice-gateway")
+	if err != nil {
+		return nil, err
+	}
+	s.Gateway, err = gateway.New(gcfg, gateway.Deps{Store: s.Store, NC: nc, JS: js, Log: svcLog(o.Log, "gateway"), Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"service": "gateway"}, s.Registry), Gatherer: s.Registry})
+	if err != nil {
+		return nil, err
+	}
+	if o.HTTPListener != nil {
+		s.ln = o.HTTPListener
+	} else if s.ln, err = net.Listen("tcp", gcfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("SLUICE_HTTP_ADDR: listen %s: %w", gcfg.HTTPAddr, err)
+	}
+	s.HTTPAddr = s.ln.Addr().String()
+
+	for i := range o.Schedulers {
+		nc, js, err := connect(fmt.Sprintf("sluice-scheduler-%d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		sc, err := scheduler.New(scfg, scheduler.Deps{Store: s.Store, NC: nc, JS: js, Log: svcLog(o.Log, "scheduler"), Registry: prometheus.NewRegistry()})
+		if err != nil {
+			return nil, err
+		}
+		s.Schedulers = append(s.Schedulers, sc)
+	}
+	for i := range max(o.Workers, 0) {
+		nc, js, err := connect(fmt.Sprintf("sluice-worker-%d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		c := wcfg
+		if c.ID == "" || o.Workers > 1 {
+			c.ID = fmt.Sprintf("worker-%02d", i+1)
+		}
+		w, err := worker.New(c, nc, js, svcLog(o.Log, "worker"), o.WorkerOptions...)
+		if err != nil {
+			return nil, err
+		}
+		if o.SetupWorker != nil {
+			if err := o.SetupWorker(i, w); err != nil {
+				return nil, err
+			}
+		}
+		s.Workers = append(s.Workers, w)
+	}
+	if !o.NoReaper {
+		nc, js, err := connect("sluice-reaper")
+		if err != nil {
+			return nil, err
+		}
+		s.Reaper, err = reaper.New(rcfg, reaper.Deps{Store: s.Store, NC: nc, JS: js, Log: svcLog(o.Log, "reaper"), Registry: prometheus.NewRegistry()})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func svcLog(l zerolog.Logger, name string) zerolog.Logger {
+	return l.With().Str("service", name).Logger()
+}
+
+// Run runs every service until ctx ends or one fails, then stops them all
+// and closes the store and the NATS server.
+func (s *Stack) Run(ctx context.Context) error {
+	defer s.close()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.Gateway.Serve(gctx, s.ln) })
+	for _, sc := range s.Schedulers {
+		g.Go(func() error { return sc.Run(gctx) })
+	}
+	for _, w := range s.Workers {
+		g.Go(func() error { return w.Run(gctx) })
+	}
+	if s.Reaper != nil {
+		g.Go(func() error { return s.Reaper.Run(gctx) })
+	}
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// close releases everything Start opened, in reverse order.
+func (s *Stack) close() {
+	for _, nc := range s.conns {
+		nc.Close()
+	}
+	s.conns = nil
+	if s.Store != nil {
+		_ = s.Store.Close()
+	}
+	if s.NATS != nil {
+		s.NATS.Shutdown()
+		s.NATS.WaitForShutdown()
+	}
+}
+
+// ShutdownGrace is how long Run may take to stop after its context ends.
+const ShutdownGrace = 30 * time.Second
