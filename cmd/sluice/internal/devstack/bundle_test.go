@@ -1,0 +1,182 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// bundle is one running stack and a client for it.
+type bundle struct {
+	t       *testing.T
+	stack   *Stack
+	dataDir string
+	base    string
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// testEnv is the configuration every end-to-end test starts from: fast
+// retries, heartbeats and staleness so recovery happens in about a second.
+func testEnv(dataDir string, extra map[string]string) map[string]string {
+	env := map[string]string{
+		"SLUICE_DATA_DIR":                    dataDir,
+		"SLUICE_HTTP_ADDR":                   "127.0.0.1:0",
+		"SLUICE_RETRY_INTERVAL":              "100ms",
+		"SLUICE_HEARTBEAT_INTERVAL":          "100ms",
+		"SLUICE_STALE_THRESHOLD":             "1s",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "1",
+		"SLUICE_SHUTDOWN_TIMEOUT":            "2s",
+		"SLUICE_CLAIM_TTL":                   "5s",
+		"SLUICE_LOG_LEVEL":                   "warn",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
+
+// setup starts a fresh stack in its own data dir.
+func setup(t *testing.T, o Options, extra map[string]string) *bundle {
+	t.Helper()
+	return start(t, t.TempDir(), o, extra)
+}
+
+// start runs a stack on dataDir until the test ends (or stop is called).
+func start(t *testing.T, dataDir string, o Options, extra map[string]string) *bundle {
+	t.Helper()
+	o.Environ = testEnv(dataDir, extra)
+	o.NATSListen = "127.0.0.1:0"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	o.HTTPListener = ln
+	if os.Getenv("SLUICE_TEST_LOGS") != "" {
+		o.Log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
+	} else {
+		o.Log = zerolog.Nop()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Start(ctx, o)
+	if err != nil {
+		cancel()
+		_ = ln.Close()
+		require.NoError(t, err)
+	}
+	b := &bundle{t: t, stack: s, dataDir: dataDir, base: "http://" + s.HTTPAddr, cancel: cancel, done: make(chan error, 1)}
+	go func() { b.done <- s.Run(ctx) }()
+	t.Cleanup(b.stop)
+	b.waitReady()
+	return b
+}
+
+// stop shuts the stack down and waits for it.
+func (b *bundle) stop() {
+	if b.cancel == nil {
+		return
+	}
+	b.cancel()
+	b.cancel = nil
+	select {
+	case err := <-b.done:
+		require.NoError(b.t, err)
+	case <-time.After(ShutdownGrace):
+		b.t.Fatal("stack did not stop")
+	}
+}
+
+func (b *bundle) waitReady() {
+	require.Eventually(b.t, func() bool {
+		resp, err := http.Get(b.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "stack never became ready")
+	if len(b.stack.Workers) > 0 {
+		require.Eventually(b.t, func() bool {
+			var st contracts.Stats
+			b.getJSON("/v1/stats", &st)
+			return len(st.Workers) == len(b.stack.Workers)
+		}, 10*time.Second, 20*time.Millisecond, "workers never announced")
+	}
+}
+
+// submit posts a job and returns the status and the job.
+func (b *bundle) submit(req contracts.SubmitRequest) (int, contracts.Job) {
+	b.t.Helper()
+	body, err := json.Marshal(req)
+	require.NoError(b.t, err)
+	resp, err := http.Post(b.base+"/v1/jobs", "application/json", bytes.NewReader(body))
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(b.t, err)
+	var j contracts.Job
+	if resp.StatusCode < 300 {
+		require.NoError(b.t, json.Unmarshal(data, &j), string(data))
+	}
+	return resp.StatusCode, j
+}
+
+// mustSubmit submits and requires a 202.
+func (b *bundle) mustSubmit(kind string, payload any) contracts.Job {
+	b.t.Helper()
+	raw, err := json.Marshal(payload)
+	require.NoError(b.t, err)
+	code, j := b.submit(contracts.SubmitRequest{Kind: kind, Payload: raw})
+	require.Equal(b.t, http.StatusAccepted, code)
+	return j
+}
+
+func (b *bundle) getJSON(path string, v any) int {
+	b.t.Helper()
+	resp, err := http.Get(b.base + path)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		require.NoError(b.t, json.NewDecoder(resp.Body).Decode(v))
+	}
+	return resp.StatusCode
+}
+
+func (b *bundle) job(id string) contracts.Job {
+	b.t.Helper()
+	var j contracts.Job
+	require.Equal(b.t, http.StatusOK, b.getJSON("/v1/jobs/"+id, &j))
+	return j
+}
+
+// waitFinal waits for a job to reach a final state and returns it.
+func (b *bundle) waitFinal(id string, within time.Duration) contracts.Job {
+	b.t.Helper()
+	var j contracts.Job
+	require.Eventually(b.t, func() bool {
+		j = b.job(id)
+		return j.State.Final()
+	}, within, 10*time.Millisecond, fmt.Sprintf("job %s not final (last seen %s)", id, j.State))
+	return j
+}
+
+// waitState waits until a job is in state.
+func (b *bundle) waitState(id string, state contracts.JobState, within time.Duration) contracts.Job {
+	b.t.Helper()
+	var j contracts.Job
+	require.Eventually(b.t, func() bool {
+		j = b.job(id)
+		return j.State == state
+	}, within, 5*time.Millisecond, fmt.Sprintf("job %s never %s (last seen %s)", id, state, j.State))
+	return j
+}

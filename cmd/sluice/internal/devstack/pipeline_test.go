@@ -1,0 +1,156 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/worker/worker"
+)
+
+// TestEndToEndBoundedPerWorker pushes 500 sleep jobs through the gateway,
+// the scheduler and three workers limited to two jobs each: every job
+// succeeds, and no worker is ever seen running more than two.
+func TestEndToEndBoundedPerWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: 3}, map[string]string{
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
+		"SLUICE_RETRY_INTERVAL":              "200ms",
+	})
+	const jobs = 500
+	ids := make([]string, jobs)
+	for i := range jobs {
+		ids[i] = b.mustSubmit("sleep", map[string]int{"ms": i % 7}).ID
+	}
+
+	// Sample the store and the workers while the jobs run.
+	var maxPerWorker, maxInFlight atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			running, _, err := b.stack.Store.List(context.Background(), store.Query{State: contracts.StateRunning, Limit: 1000})
+			if err == nil {
+				per := map[string]int64{}
+				for _, j := range running {
+					per[j.Worker]++
+					if per[j.Worker] > maxPerWorker.Load() {
+						maxPerWorker.Store(per[j.Worker])
+					}
+				}
+			}
+			for _, w := range b.stack.Workers {
+				if n := int64(w.InFlight()); n > maxInFlight.Load() {
+					maxInFlight.Store(n)
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	for _, id := range ids {
+		j := b.waitFinal(id, 60*time.Second)
+		require.Equal(t, contracts.StateSucceeded, j.State, "job %s: %s", id, j.Error)
+	}
+	close(stop)
+	wg.Wait()
+	require.LessOrEqual(t, maxPerWorker.Load(), int64(2), "a worker was recorded running more than its limit")
+	require.LessOrEqual(t, maxInFlight.Load(), int64(2), "a worker ran more than its limit")
+	require.Positive(t, maxInFlight.Load())
+	var st contracts.Stats
+	b.getJSON("/v1/stats", &st)
+	require.Equal(t, jobs, st.Counts[contracts.StateSucceeded])
+	require.Zero(t, st.Active)
+}
+
+// TestOverflowRunsWhenAWorkerFreesUp fills the only slot, so the next job
+// overflows: it stays pending with a later next_dispatch_at and runs once
+// the first job is done.
+func TestOverflowRunsWhenAWorkerFreesUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_RETRY_INTERVAL": "300ms"})
+	first := b.mustSubmit("sleep", map[string]int{"ms": 700})
+	b.waitState(first.ID, contracts.StateRunning, 5*time.Second)
+	second := b.mustSubmit("sleep", map[string]int{"ms": 0})
+
+	// It overflows: still pending, rescheduled at least one retry interval later.
+	var seen contracts.Job
+	require.Eventually(t, func() bool {
+		seen = b.job(second.ID)
+		return seen.State == contracts.StatePending && seen.NextDispatchAt != nil &&
+			seen.NextDispatchAt.Sub(seen.CreatedAt) >= 300*time.Millisecond
+	}, 3*time.Second, 5*time.Millisecond, "second job never rescheduled")
+	require.LessOrEqual(t, seen.NextDispatchAt.Sub(seen.CreatedAt), 2*time.Second)
+
+	f := b.waitFinal(first.ID, 5*time.Second)
+	s := b.waitFinal(second.ID, 5*time.Second)
+	require.Equal(t, contracts.StateSucceeded, f.State)
+	require.Equal(t, contracts.StateSucceeded, s.State)
+	require.False(t, s.StartedAt.Before(*f.FinishedAt), "the overflowed job started before the slot was free")
+}
+
+// TestDispatchDeadlineFailsWithCapacity: with no worker at all, a job waits
+// until its dispatch deadline and then fails with a capacity: error.
+func TestDispatchDeadlineFailsWithCapacity(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: -1}, map[string]string{"SLUICE_DISPATCH_DEADLINE": "1s", "SLUICE_RETRY_INTERVAL": "200ms"})
+	j := b.mustSubmit("sleep", map[string]int{"ms": 1})
+	got := b.waitFinal(j.ID, 10*time.Second)
+	require.Equal(t, contracts.StateFailed, got.State)
+	require.Equal(t, contracts.ClassCapacity, contracts.ClassOf(got.Error), got.Error)
+	require.False(t, got.FinishedAt.Before(j.DispatchDeadline), "failed before its deadline")
+
+	// A job whose own deadline is shorter fails sooner.
+	code, short := b.submit(contracts.SubmitRequest{Kind: "sleep", Deadline: "300ms"})
+	require.Equal(t, http.StatusAccepted, code)
+	got = b.waitFinal(short.ID, 5*time.Second)
+	require.True(t, strings.HasPrefix(got.Error, "capacity:"), got.Error)
+}
+
+// TestRunningOnAcceptance: a handler's first step already sees its job
+// recorded as running.
+func TestRunningOnAcceptance(t *testing.T) {
+	t.Parallel()
+	seen := make(chan contracts.JobState, 1)
+	var st atomic.Value // store.Store, set before any job is submitted
+	b := setup(t, Options{Workers: 1, SetupWorker: func(_ int, w *worker.Worker) error {
+		return w.Handle("probe", func(ctx context.Context, job worker.Job) (worker.Result, error) {
+			j, err := st.Load().(store.Store).Get(ctx, job.ID)
+			if err != nil {
+				return nil, err
+			}
+			seen <- j.State
+			return worker.JSON(map[string]string{"seen": string(j.State)})
+		})
+	}}, nil)
+	st.Store(b.stack.Store)
+	j := b.mustSubmit("probe", nil)
+	select {
+	case state := <-seen:
+		require.Equal(t, contracts.StateRunning, state)
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler never ran")
+	}
+	done := b.waitFinal(j.ID, 5*time.Second)
+	require.Equal(t, contracts.StateSucceeded, done.State)
+	var res map[string]string
+	require.NoError(t, json.Unmarshal(done.Result, &res))
+	require.Equal(t, "running", res["seen"])
+	require.NotEmpty(t, done.Worker)
+	require.Equal(t, 1, done.Runs)
+}

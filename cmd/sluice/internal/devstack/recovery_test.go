@@ -1,0 +1,195 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/worker"
+)
+
+// workerBinary is the real worker service, built once for the crash tests.
+var workerBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	workerBinary = filepath.Join(dir, "worker")
+	out, err := exec.Command("go", "build", "-o", workerBinary, "github.com/sluicehq/sluice/services/worker").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build worker: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startWorkerProcess runs the real worker binary against the stack's NATS
+// server and kills it (by pid) when the test ends.
+func startWorkerProcess(t *testing.T, b *bundle, id string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(workerBinary)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"SLUICE_NATS_URL=" + b.stack.NATSURL,
+		"SLUICE_WORKER_ID=" + id,
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS=1",
+		"SLUICE_HEARTBEAT_INTERVAL=100ms",
+		"SLUICE_STALE_THRESHOLD=1s",
+		"SLUICE_LOG_LEVEL=warn",
+	}
+	if os.Getenv("SLUICE_TEST_LOGS") != "" {
+		cmd.Stderr = os.Stderr
+	}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+		_, _ = cmd.Process.Wait()
+	})
+	return cmd
+}
+
+// TestOrphanRecovery kills a worker process mid-job: the reaper finds the
+// job stale, the scheduler requeues it, it completes on another worker, and
+// a late result from the dead attempt changes nothing.
+func TestOrphanRecovery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: 1}, nil) // in-process worker-01
+	proc := startWorkerProcess(t, b, "worker-00")
+	require.Eventually(t, func() bool {
+		var st contracts.Stats
+		b.getJSON("/v1/stats", &st)
+		return len(st.Workers) == 2
+	}, 10*time.Second, 20*time.Millisecond)
+
+	// worker-00 sorts first, so it gets the job.
+	j := b.mustSubmit("sleep", map[string]int{"ms": 1500})
+	running := b.waitState(j.ID, contracts.StateRunning, 5*time.Second)
+	require.Equal(t, "worker-00", running.Worker)
+
+	require.NoError(t, syscall.Kill(proc.Process.Pid, syscall.SIGKILL))
+	_, _ = proc.Process.Wait()
+
+	done := b.waitFinal(j.ID, 15*time.Second)
+	require.Equal(t, contracts.StateSucceeded, done.State, done.Error)
+	require.Equal(t, "worker-01", done.Worker)
+	require.Greater(t, done.Attempt, running.Attempt)
+	require.Equal(t, 2, done.Runs)
+
+	// The dead attempt's result arrives late: it is ignored.
+	nc, err := nats.Connect(b.stack.NATSURL)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	late := contracts.Result{JobID: j.ID, Attempt: running.Attempt, WorkerID: "worker-00",
+		State: contracts.StateFailed, Error: contracts.JobError(contracts.ClassHandler, "late")}
+	require.NoError(t, bus.Publish(context.Background(), js, contracts.SubjectResult, late, ""))
+	// And a heartbeat for it is told the lease is lost.
+	ack := heartbeat(t, nc, "worker-00", contracts.Lease{JobID: j.ID, Attempt: running.Attempt})
+	require.Equal(t, []contracts.Lease{{JobID: j.ID, Attempt: running.Attempt}}, ack.Lost)
+	require.Eventually(t, func() bool {
+		// The late result has been consumed once the consumer has nothing pending.
+		info, err := js.Consumer(context.Background(), contracts.StreamName, contracts.ConsumerResult)
+		if err != nil {
+			return false
+		}
+		ci, err := info.Info(context.Background())
+		return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
+	}, 5*time.Second, 10*time.Millisecond)
+	after := b.job(j.ID)
+	require.Equal(t, contracts.StateSucceeded, after.State)
+	require.Equal(t, done.Attempt, after.Attempt)
+	require.Empty(t, after.Error)
+}
+
+func heartbeat(t *testing.T, nc *nats.Conn, workerID string, leases ...contracts.Lease) contracts.HeartbeatAck {
+	t.Helper()
+	data, err := json.Marshal(contracts.Heartbeat{WorkerID: workerID, Leases: leases})
+	require.NoError(t, err)
+	msg, err := nc.Request(contracts.SubjectHeartbeat, data, 2*time.Second)
+	require.NoError(t, err)
+	ack, err := contracts.DecodeHeartbeatAck(msg.Data)
+	require.NoError(t, err)
+	return ack
+}
+
+// TestStreamLossLosesNoJob deletes the JetStream stream while jobs wait for
+// a worker: the store is the truth, so every job still completes.
+func TestStreamLossLosesNoJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: -1}, map[string]string{"SLUICE_RETRY_INTERVAL": "200ms"})
+	var ids []string
+	for range 20 {
+		ids = append(ids, b.mustSubmit("sleep", map[string]int{"ms": 1}).ID)
+	}
+	nc, err := nats.Connect(b.stack.NATSURL)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, js.DeleteStream(context.Background(), contracts.StreamName))
+
+	// Now a worker shows up.
+	runWorker(t, b, "worker-late")
+	for _, id := range ids {
+		j := b.waitFinal(id, 30*time.Second)
+		require.Equal(t, contracts.StateSucceeded, j.State, j.Error)
+	}
+}
+
+// runWorker starts one more in-process worker on its own connection.
+func runWorker(t *testing.T, b *bundle, id string) {
+	t.Helper()
+	nc, err := nats.Connect(b.stack.NATSURL)
+	require.NoError(t, err)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	cfg, err := worker.LoadConfig(testEnv(b.dataDir, map[string]string{"SLUICE_WORKER_ID": id}))
+	require.NoError(t, err)
+	w, err := worker.New(cfg, nc, js, b.stack.opts.Log)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		nc.Close()
+	})
+}
+
+// TestRestartKeepsPendingJobs stops the whole stack with jobs pending and
+// starts it again on the same data dir: every job is still there and runs.
+func TestRestartKeepsPendingJobs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first := start(t, dir, Options{Workers: -1}, nil)
+	var ids []string
+	for range 10 {
+		ids = append(ids, first.mustSubmit("sleep", map[string]int{"ms": 1}).ID)
+	}
+	first.stop()
+
+	second := start(t, dir, Options{Workers: 2}, nil)
+	for _, id := range ids {
+		j := second.waitFinal(id, 30*time.Second)
+		require.Equal(t, contracts.StateSucceeded, j.State, j.Error)
+	}
+}
