@@ -1,0 +1,224 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/sqlite"
+	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
+)
+
+type fakeNotifier struct {
+	mu      sync.Mutex
+	due     []string
+	cancels []contracts.Lease
+}
+
+func (n *fakeNotifier) Due(_ context.Context, id string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.due = append(n.due, id)
+	return nil
+}
+
+func (n *fakeNotifier) Cancel(_ string, l contracts.Lease) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cancels = append(n.cancels, l)
+	return nil
+}
+
+type bundle struct {
+	t     *testing.T
+	store store.Store
+	n     *fakeNotifier
+	a     *Applier
+	now   time.Time
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	b := &bundle{t: t, store: st, n: &fakeNotifier{}, now: time.Now().UTC()}
+	b.a = New(Config{StaleThreshold: time.Second, MaxRuntime: time.Hour}, st, b.n, func() time.Time { return b.now }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
+	return b
+}
+
+// running admits a job and runs it on worker w at attempt 1.
+func (b *bundle) running(id, w string, maxAttempts int) contracts.Job {
+	b.t.Helper()
+	ctx := context.Background()
+	j := contracts.Job{ID: id, Tenant: "t", Kind: "sleep", State: contracts.StatePending, MaxAttempts: maxAttempts,
+		CreatedAt: b.now, UpdatedAt: b.now, NextDispatchAt: &b.now, DispatchDeadline: b.now.Add(time.Hour)}
+	_, _, err := b.store.Admit(ctx, j, store.Caps{})
+	require.NoError(b.t, err)
+	claim := b.now.Add(time.Minute)
+	_, err = b.store.Transition(ctx, store.Expect{ID: id, State: contracts.StatePending}, store.Change{Now: b.now, State: contracts.StatePending, Attempt: 1, ClaimUntil: &claim})
+	require.NoError(b.t, err)
+	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: id, Attempt: 1}}, b.now)
+	require.NoError(b.t, err)
+	require.Len(b.t, out.Promoted, 1)
+	return b.get(id)
+}
+
+func (b *bundle) get(id string) contracts.Job {
+	j, err := b.store.Get(context.Background(), id)
+	require.NoError(b.t, err)
+	return j
+}
+
+func enc(t *testing.T, v any) []byte {
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	return data
+}
+
+func TestCurrent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		job     contracts.Job
+		attempt int64
+		worker  string
+		want    bool
+	}{
+		{"running, same attempt and worker", contracts.Job{State: contracts.StateRunning, Attempt: 2, Worker: "w"}, 2, "w", true},
+		{"running, other worker", contracts.Job{State: contracts.StateRunning, Attempt: 2, Worker: "w"}, 2, "x", false},
+		{"running, old attempt", contracts.Job{State: contracts.StateRunning, Attempt: 3, Worker: "w"}, 2, "w", false},
+		{"pending claim at that attempt", contracts.Job{State: contracts.StatePending, Attempt: 2}, 2, "w", true},
+		{"finished", contracts.Job{State: contracts.StateSucceeded, Attempt: 2, Worker: "w"}, 2, "w", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, Current(tc.job, tc.attempt, tc.worker))
+		})
+	}
+}
+
+func TestResultAppliedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.running("j1", "w1", 3)
+	res := contracts.Result{JobID: "j1", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded, Result: json.RawMessage(`{"ok":true}`)}
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+	got := b.get("j1")
+	require.Equal(t, contracts.StateSucceeded, got.State)
+	require.JSONEq(t, `{"ok":true}`, string(got.Result))
+
+	// A duplicate delivery changes nothing.
+	res.State, res.Error = contracts.StateFailed, "handler: boom"
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+	require.Equal(t, contracts.StateSucceeded, b.get("j1").State)
+}
+
+func TestResultFromWrongAttemptOrWorkerIgnored(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.running("j1", "w1", 3)
+	for _, res := range []contracts.Result{
+		{JobID: "j1", Attempt: 2, WorkerID: "w1", State: contracts.StateSucceeded},
+		{JobID: "j1", Attempt: 1, WorkerID: "w2", State: contracts.StateSucceeded},
+		{JobID: "missing", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded},
+	} {
+		require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+	}
+	require.Equal(t, contracts.StateRunning, b.get("j1").State)
+	require.Equal(t, consume.Poison(), b.a.Result(context.Background(), []byte(`{"job_id":"j1"}`), nil))
+}
+
+func TestRequeueStaleRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.running("j1", "w1", 3)
+	rq := contracts.Requeue{JobID: "j1", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
+
+	// Not stale yet: the event is checked again and ignored.
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, contracts.StateRunning, b.get("j1").State)
+
+	b.now = b.now.Add(2 * time.Second)
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	got := b.get("j1")
+	require.Equal(t, contracts.StatePending, got.State)
+	require.Equal(t, int64(2), got.Attempt)
+	require.Empty(t, got.Worker)
+	require.Equal(t, []string{"j1"}, b.n.due)
+
+	// The old worker's heartbeat is now told its lease is lost.
+	out, err := b.store.Heartbeat(context.Background(), "w1", []contracts.Lease{{JobID: "j1", Attempt: 1}}, b.now)
+	require.NoError(t, err)
+	require.Len(t, out.Lost, 1)
+
+	// Applying the same event again does nothing.
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, int64(2), b.get("j1").Attempt)
+}
+
+func TestRequeueStaleAtMaxAttemptsFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.running("j1", "w1", 1)
+	b.now = b.now.Add(2 * time.Second)
+	rq := contracts.Requeue{JobID: "j1", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	got := b.get("j1")
+	require.Equal(t, contracts.StateFailed, got.State)
+	require.Equal(t, contracts.ClassStale, contracts.ClassOf(got.Error))
+}
+
+func TestRequeueTimeoutFailsAndCancels(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.running("j1", "w1", 3)
+	rq := contracts.Requeue{JobID: "j1", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonTimeout}
+	b.now = b.now.Add(2 * time.Hour)
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	got := b.get("j1")
+	require.Equal(t, contracts.StateFailed, got.State)
+	require.Equal(t, contracts.ClassTimeout, contracts.ClassOf(got.Error))
+	require.Equal(t, []contracts.Lease{{JobID: "j1", Attempt: 1}}, b.n.cancels)
+}
+
+func TestRequeueLostPendingRedelivers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := contracts.Job{ID: "p1", Tenant: "t", Kind: "sleep", State: contracts.StatePending, MaxAttempts: 1,
+		CreatedAt: b.now, UpdatedAt: b.now, NextDispatchAt: &b.now, DispatchDeadline: b.now.Add(time.Hour)}
+	_, _, err := b.store.Admit(context.Background(), j, store.Caps{})
+	require.NoError(t, err)
+	rq := contracts.Requeue{JobID: "p1", Attempt: 0, State: contracts.StatePending, Reason: contracts.ReasonLost}
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, []string{"p1"}, b.n.due)
+	// A stale event (the job moved on) is dropped.
+	rq.Attempt = 7
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Len(t, b.n.due, 1)
+}
+
+func TestHeartbeatReplies(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.running("j1", "w1", 3)
+	ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(context.Background(), enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "j1", Attempt: 1}, {JobID: "gone", Attempt: 1}}})))
+	require.NoError(t, err)
+	require.Equal(t, []contracts.Lease{{JobID: "gone", Attempt: 1}}, ack.Lost)
+	require.Empty(t, ack.Error)
+
+	ack, err = contracts.DecodeHeartbeatAck(b.a.Heartbeat(context.Background(), []byte(`{"worker_id":"bad id"}`)))
+	require.NoError(t, err)
+	require.Contains(t, ack.Error, "malformed heartbeat")
+}

@@ -1,0 +1,224 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/roster"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/sqlite"
+	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
+	"github.com/sluicehq/sluice/services/scheduler/internal/picker"
+)
+
+type bundle struct {
+	t      *testing.T
+	nc     *nats.Conn
+	store  store.Store
+	roster *roster.Roster
+	picker *picker.Picker
+	d      *Dispatcher
+
+	mu     sync.Mutex
+	offers []string // worker ids in the order they were offered a job
+}
+
+const retry = 200 * time.Millisecond
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	r := roster.New(time.Now)
+	p := picker.New(r, 3)
+	b := &bundle{t: t, nc: nc, store: st, roster: r, picker: p}
+	b.d = New(Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond},
+		st, nc, p, time.Now, func() float64 { return 0.5 }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
+	return b
+}
+
+// worker announces a fake worker that answers offers with status, or
+// never subscribes when status is "".
+func (b *bundle) worker(id string, capacity int, status contracts.OfferStatus) {
+	b.t.Helper()
+	b.roster.Observe(contracts.Announce{WorkerID: id, Kinds: []string{"sleep"}, Capacity: capacity, IntervalMS: 60000})
+	if status == "" {
+		return
+	}
+	sub, err := b.nc.Subscribe(contracts.WorkerOfferSubject(id), func(m *nats.Msg) {
+		_, err := contracts.DecodeOffer(m.Data)
+		if err != nil {
+			return
+		}
+		b.mu.Lock()
+		b.offers = append(b.offers, id)
+		b.mu.Unlock()
+		reply, _ := json.Marshal(contracts.OfferReply{Status: status, WorkerID: id, InFlight: capacity, Capacity: capacity})
+		_ = m.Respond(reply)
+	})
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(b.t, b.nc.Flush())
+}
+
+func (b *bundle) offered() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.offers...)
+}
+
+func (b *bundle) admit(deadline time.Duration) contracts.Job {
+	b.t.Helper()
+	now := time.Now().UTC()
+	j := contracts.Job{ID: "job-" + now.Format("150405.000000000")[7:], Tenant: "t", Kind: "sleep", State: contracts.StatePending,
+		MaxAttempts: 3, CreatedAt: now, UpdatedAt: now, NextDispatchAt: &now, DispatchDeadline: now.Add(deadline)}
+	got, outcome, err := b.store.Admit(context.Background(), j, store.Caps{})
+	require.NoError(b.t, err)
+	require.Equal(b.t, store.Admitted, outcome)
+	return got
+}
+
+func (b *bundle) handle(j contracts.Job) consume.Settle {
+	data, err := json.Marshal(contracts.Due{JobID: j.ID})
+	require.NoError(b.t, err)
+	return b.d.Handle(context.Background(), data, func() {})
+}
+
+func (b *bundle) get(id string) contracts.Job {
+	j, err := b.store.Get(context.Background(), id)
+	require.NoError(b.t, err)
+	return j
+}
+
+func TestOfferRotatesPastBusyAndNoResponders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker("w1", 1, contracts.OfferBusy)
+	b.worker("w2", 1, "") // announced, but nobody answers its subject
+	b.worker("w3", 1, contracts.OfferAccepted)
+	b.worker("w4", 1, contracts.OfferAccepted)
+	j := b.admit(time.Minute)
+
+	s := b.handle(j)
+	require.Equal(t, consume.Ack(), s)
+	require.Equal(t, []string{"w1", "w3"}, b.offered(), "w1 busy, w2 no responders, w3 accepts, w4 never asked")
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StatePending, got.State, "running is recorded by the worker's start heartbeat")
+	require.Equal(t, int64(1), got.Attempt)
+	require.NotNil(t, got.ClaimUntil, "the claim keeps other schedulers off until the heartbeat lands")
+	require.Equal(t, 1, b.picker.Failures("w2"))
+
+	// The busy answer told the view w1 is full: the next job skips it.
+	ids, full := b.picker.Candidates("sleep")
+	require.NotContains(t, ids, "w1")
+	require.GreaterOrEqual(t, full, 1)
+}
+
+func TestRepeatedFailuresEvict(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker("w1", 1, "")
+	b.worker("w2", 0, contracts.OfferAccepted)
+	for range 3 {
+		require.Equal(t, consume.Ack(), b.handle(b.admit(time.Minute)))
+	}
+	ids, _ := b.picker.Candidates("sleep")
+	require.Equal(t, []string{"w2"}, ids, "w1 is evicted after three failed offers")
+	require.Len(t, b.offered(), 3)
+}
+
+func TestNoWorkerOverflowsWithoutAClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.admit(time.Minute)
+	before := time.Now()
+	s := b.handle(j)
+	require.True(t, s.Retry)
+	require.InDelta(t, float64(retry+retry/8), float64(s.Delay), float64(20*time.Millisecond), "retry interval plus jitter")
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StatePending, got.State)
+	require.Equal(t, int64(0), got.Attempt, "no claim was spent")
+	require.Nil(t, got.ClaimUntil)
+	require.True(t, got.NextDispatchAt.After(before.Add(retry)))
+
+	// Redelivered early, the message waits for next_dispatch_at.
+	s = b.handle(j)
+	require.True(t, s.Retry)
+	require.Greater(t, s.Delay, retry/2)
+}
+
+func TestAllBusyReleasesTheClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker("w1", 0, contracts.OfferBusy) // unlimited in the view, busy in fact
+	j := b.admit(time.Minute)
+	s := b.handle(j)
+	require.True(t, s.Retry)
+	got := b.get(j.ID)
+	require.Equal(t, int64(1), got.Attempt)
+	require.Nil(t, got.ClaimUntil, "overflow releases the claim")
+	require.Equal(t, contracts.StatePending, got.State)
+}
+
+func TestDeadlineFailsWithCapacity(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.admit(50 * time.Millisecond)
+	s := b.handle(j)
+	require.True(t, s.Retry)
+	require.LessOrEqual(t, s.Delay, 60*time.Millisecond, "the retry is capped at the deadline")
+	time.Sleep(s.Delay)
+	require.Equal(t, consume.Ack(), b.handle(j))
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StateFailed, got.State)
+	require.Equal(t, contracts.ClassCapacity, contracts.ClassOf(got.Error))
+}
+
+func TestLiveClaimWaitsAndFinishedDrops(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker("w1", 1, contracts.OfferAccepted)
+	j := b.admit(time.Minute)
+	require.Equal(t, consume.Ack(), b.handle(j))
+	// A duplicate due message while the claim is live waits for it.
+	s := b.handle(j)
+	require.True(t, s.Retry)
+	require.Greater(t, s.Delay, time.Second)
+	require.Len(t, b.offered(), 1, "no second offer for a claimed job")
+
+	// Once the worker's heartbeat records it running, the message is dropped.
+	out, err := b.store.Heartbeat(context.Background(), "w1", []contracts.Lease{{JobID: j.ID, Attempt: 1}}, time.Now())
+	require.NoError(t, err)
+	require.Len(t, out.Promoted, 1)
+	require.Equal(t, consume.Ack(), b.handle(j))
+	require.Len(t, b.offered(), 1)
+}
+
+func TestMalformedDueIsPoison(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, data := range []string{``, `{`, `{"job_id":"../x"}`, `{"job_id":"a","extra":1}`} {
+		require.Equal(t, consume.Poison(), b.d.Handle(context.Background(), []byte(data), func() {}), data)
+	}
+	// An unknown job is simply acknowledged.
+	require.Equal(t, consume.Ack(), b.d.Handle(context.Background(), []byte(`{"job_id":"nope"}`), func() {}))
+}
