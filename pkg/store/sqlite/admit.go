@@ -44,7 +44,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 	err = s.write(ctx, "admit job "+job.ID, func(tx *sql.Tx) error {
 		out, adm = contracts.Job{}, 0
 		if job.Key != "" {
-			j, err := activeByKey(ctx, tx, job.Tenant, job.Key)
+			j, err := s.activeByKey(ctx, tx, job.Tenant, job.Key)
 			switch {
 			case err == nil:
 				out, adm = j, store.Joined
@@ -53,7 +53,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 				return fmt.Errorf("look up key: %w", err)
 			}
 		}
-		global, tenant, err := readCounters(ctx, tx, job.Tenant)
+		global, tenant, err := s.readCounters(ctx, tx, job.Tenant)
 		if err != nil {
 			return err
 		}
@@ -65,20 +65,21 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 			adm = store.RejectedTenant
 			return nil
 		}
-		row := tx.QueryRowContext(ctx, `INSERT INTO jobs (`+jobColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			RETURNING `+jobColumns,
+		_, err = tx.StmtContext(ctx, s.ws.insertJob).ExecContext(ctx,
 			job.ID, job.Tenant, job.Kind, jsonArg(job.Payload), job.Key, job.Priority,
 			string(job.State), job.Attempt, job.Runs, job.MaxAttempts, job.Worker, job.Error,
 			jsonArg(job.Result), progress, boolArg(job.CancelRequested),
 			job.CreatedAt.UnixNano(), job.UpdatedAt.UnixNano(), ptrNanos(job.StartedAt),
 			ptrNanos(job.FinishedAt), ptrNanos(job.NextDispatchAt), nanos(job.DispatchDeadline),
 			ptrNanos(job.ClaimUntil), ptrNanos(job.HeartbeatAt))
-		j, err := scanJob(row)
 		if err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		if err := addActive(ctx, tx, job.Tenant, +1); err != nil {
+		j, err := s.jobIn(ctx, tx, job.ID)
+		if err != nil {
+			return fmt.Errorf("read back: %w", err)
+		}
+		if err := s.addActive(ctx, tx, job.Tenant, +1); err != nil {
 			return err
 		}
 		out, adm = j, store.Admitted
@@ -103,48 +104,46 @@ func checkNewJob(job contracts.Job) error {
 	return nil
 }
 
+// The statements of an admission.
+const (
+	activeByKeyQuery = `SELECT ` + jobColumns + ` FROM jobs
+		WHERE tenant = ? AND key = ? AND key != '' AND state IN ` + activeStates + ` LIMIT 1`
+	// Two point lookups: "scope IN (?, ?)" would build a temporary table.
+	readCountersQuery = `SELECT
+		coalesce((SELECT active FROM counters WHERE scope = ?), 0),
+		coalesce((SELECT active FROM counters WHERE scope = ?), 0)`
+	// OR ROLLBACK: a failed insert ends the transaction, so SQLite needs
+	// no statement journal (which costs more than the insert).
+	insertJobQuery = `INSERT OR ROLLBACK INTO jobs (` + jobColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	addActiveQuery = `INSERT OR ROLLBACK INTO counters (scope, active) VALUES (?, ?), (?, ?)
+		ON CONFLICT (scope) DO UPDATE SET active = active + excluded.active`
+)
+
 // activeByKey finds the tenant's active job with that dedup key, or
 // sql.ErrNoRows.
-func activeByKey(ctx context.Context, tx *sql.Tx, tenant, key string) (contracts.Job, error) {
-	row := tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs
-		WHERE tenant = ? AND key = ? AND key != '' AND state IN `+activeStates+` LIMIT 1`,
-		tenant, key)
-	return scanJob(row)
+func (s *Store) activeByKey(ctx context.Context, tx *sql.Tx, tenant, key string) (contracts.Job, error) {
+	return scanJob(tx.StmtContext(ctx, s.ws.activeByKey).QueryRowContext(ctx, tenant, key))
 }
 
 // readCounters returns the global and the tenant's active counts.
-func readCounters(ctx context.Context, tx *sql.Tx, tenant string) (global, tenantActive int, err error) {
-	rows, err := tx.QueryContext(ctx, `SELECT scope, active FROM counters WHERE scope IN (?, ?)`,
-		globalScope, tenantScope(tenant))
+func (s *Store) readCounters(ctx context.Context, tx *sql.Tx, tenant string) (global, tenantActive int, err error) {
+	err = tx.StmtContext(ctx, s.ws.readCounters).QueryRowContext(ctx, globalScope, tenantScope(tenant)).
+		Scan(&global, &tenantActive)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read counters: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-		var (
-			scope string
-			n     int
-		)
-		if err := rows.Scan(&scope, &n); err != nil {
-			return 0, 0, fmt.Errorf("read counters: %w", err)
-		}
-		if scope == globalScope {
-			global = n
-		} else {
-			tenantActive = n
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return 0, 0, fmt.Errorf("read counters: %w", err)
 	}
 	return global, tenantActive, nil
 }
 
+// jobIn reads one job inside a write transaction, or sql.ErrNoRows.
+func (s *Store) jobIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job, error) {
+	return scanJob(tx.StmtContext(ctx, s.ws.getJob).QueryRowContext(ctx, id))
+}
+
 // addActive moves the global and the tenant's active counts by delta.
-func addActive(ctx context.Context, tx *sql.Tx, tenant string, delta int) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO counters (scope, active) VALUES (?, ?), (?, ?)
-		ON CONFLICT (scope) DO UPDATE SET active = active + excluded.active`,
-		globalScope, delta, tenantScope(tenant), delta)
+func (s *Store) addActive(ctx context.Context, tx *sql.Tx, tenant string, delta int) error {
+	_, err := tx.StmtContext(ctx, s.ws.addActive).ExecContext(ctx, globalScope, delta, tenantScope(tenant), delta)
 	if err != nil {
 		return fmt.Errorf("update counters: %w", err)
 	}

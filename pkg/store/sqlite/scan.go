@@ -18,6 +18,11 @@ const jobColumns = `id, tenant, kind, payload, key, priority, state, attempt, ru
 // activeStates is the SQL list of the states counted against the caps.
 const activeStates = `('pending', 'running')`
 
+// activeByTenantQuery counts active jobs per tenant: a scan of the small
+// partial index of active jobs, already in tenant order.
+const activeByTenantQuery = `SELECT tenant, count(*) FROM jobs INDEXED BY jobs_active_tenant
+	WHERE state IN ` + activeStates + ` GROUP BY tenant`
+
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface {
 	Scan(dest ...any) error
@@ -27,13 +32,13 @@ type rowScanner interface {
 // callers can test for it.
 func scanJob(sc rowScanner) (contracts.Job, error) {
 	var (
-		j                                     contracts.Job
-		state                                 string
-		payload, result, progress             sql.NullString
-		cancel                                int64
-		created, updated                      int64
-		started, finished, next, deadline     sql.NullInt64
-		claim, beat                           sql.NullInt64
+		j                                 contracts.Job
+		state                             string
+		payload, result, progress         sql.NullString
+		cancel                            int64
+		created, updated                  int64
+		started, finished, next, deadline sql.NullInt64
+		claim, beat                       sql.NullInt64
 	)
 	err := sc.Scan(&j.ID, &j.Tenant, &j.Kind, &payload, &j.Key, &j.Priority, &state,
 		&j.Attempt, &j.Runs, &j.MaxAttempts, &j.Worker, &j.Error, &result, &progress,

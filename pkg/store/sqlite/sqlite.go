@@ -77,8 +77,10 @@ var schema = []string{
 	`CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at, id)`,
 	`CREATE INDEX IF NOT EXISTS jobs_tenant_created ON jobs (tenant, created_at, id)`,
 	`CREATE INDEX IF NOT EXISTS jobs_state_created ON jobs (state, created_at, id)`,
-	// Stats: active jobs per tenant.
-	`CREATE INDEX IF NOT EXISTS jobs_state_tenant ON jobs (state, tenant)`,
+	`CREATE INDEX IF NOT EXISTS jobs_tenant_state_created ON jobs (tenant, state, created_at, id)`,
+	// Stats and Reconcile: active jobs per tenant.
+	`CREATE INDEX IF NOT EXISTS jobs_active_tenant ON jobs (tenant, state)
+		WHERE state IN ('pending', 'running')`,
 	// Stale: the reaper's three range scans.
 	`CREATE INDEX IF NOT EXISTS jobs_running_beat ON jobs (coalesce(heartbeat_at, started_at, updated_at))
 		WHERE state = 'running'`,
@@ -98,6 +100,10 @@ type Store struct {
 	path string
 	w    *sql.DB // one connection: every write transaction
 	r    *sql.DB // a few read-only connections
+	wc   *stmtCache
+	rc   *stmtCache
+	ws   writeStmts
+	get  *sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
@@ -168,8 +174,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	r.SetMaxOpenConns(cfg.readConns)
 	r.SetMaxIdleConns(cfg.readConns)
 	r.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{path: abs, w: w, r: r}
-	if err := s.Ping(ctx); err != nil {
+	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r)}
+	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
@@ -182,6 +188,7 @@ func dsn(path string, cfg config, writer bool) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.busyTimeout.Milliseconds()))
 	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "temp_store(MEMORY)")
 	if writer {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Set("_txlock", "immediate")
@@ -221,6 +228,18 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
+// prepare prepares the fixed statements and so checks both pools answer.
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	if s.ws, err = prepareWrites(ctx, s.wc); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	if s.get, err = s.rc.get(ctx, getQuery); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	return nil
+}
+
 // Path is the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
@@ -238,7 +257,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
-	err := errors.Join(s.r.Close(), s.w.Close())
+	err := errors.Join(s.rc.close(), s.wc.close(), s.r.Close(), s.w.Close())
 	if err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}

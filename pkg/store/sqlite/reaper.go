@@ -1,0 +1,264 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Batch sizes used when a caller gives none.
+const (
+	// DefaultStaleLimit is the number of jobs Stale returns when q.Limit is 0.
+	DefaultStaleLimit = 100
+	// DefaultPurgeLimit is the number of jobs Purge deletes when limit is 0.
+	DefaultPurgeLimit = 1000
+)
+
+// The reaper's queries; each is a range scan of its partial index, named
+// with INDEXED BY because the planner has no statistics to choose it.
+const (
+	// staleBeatQuery: running jobs whose last sign of life is older than ?.
+	staleBeatQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_beat
+		WHERE state = 'running' AND coalesce(heartbeat_at, started_at, updated_at) < ?
+		ORDER BY coalesce(heartbeat_at, started_at, updated_at) LIMIT ?`
+	// staleStartedQuery: running jobs started before ?.
+	staleStartedQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_started
+		WHERE state = 'running' AND started_at < ?
+		ORDER BY started_at LIMIT ?`
+	// staleDispatchQuery: pending jobs due before ? with no claim live at ?.
+	staleDispatchQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_pending_dispatch
+		WHERE state = 'pending' AND next_dispatch_at < ?
+			AND (claim_until IS NULL OR claim_until < ?)
+		ORDER BY next_dispatch_at LIMIT ?`
+	// purgeQuery deletes final jobs finished before ?, oldest first, at most ?.
+	purgeQuery = `DELETE FROM jobs WHERE id IN (
+		SELECT id FROM jobs INDEXED BY jobs_finished
+		WHERE finished_at IS NOT NULL AND finished_at < ?
+			AND state IN ('succeeded', 'failed', 'cancelled')
+		ORDER BY finished_at LIMIT ?)`
+)
+
+// Stale returns, oldest first, up to q.Limit jobs the reaper must look at,
+// from one snapshot:
+//
+//   - running jobs whose heartbeat (or, with none, start) is older than
+//     q.HeartbeatBefore;
+//   - running jobs started before q.StartedBefore;
+//   - pending jobs whose next_dispatch_at is older than q.DispatchBefore and
+//     whose claim, if any, expired before q.Now.
+//
+// A zero time disables its part; a zero q.Now is the current time. Each
+// part is an index range scan; a job is ordered by the oldest of the times
+// that made it stale.
+func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultStaleLimit
+	}
+	now := q.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	type part struct {
+		query string
+		args  []any
+		key   func(contracts.Job) time.Time
+	}
+	var parts []part
+	if !q.HeartbeatBefore.IsZero() {
+		parts = append(parts, part{
+			query: staleBeatQuery,
+			args:  []any{q.HeartbeatBefore.UnixNano(), limit},
+			key: func(j contracts.Job) time.Time {
+				switch {
+				case j.HeartbeatAt != nil:
+					return *j.HeartbeatAt
+				case j.StartedAt != nil:
+					return *j.StartedAt
+				}
+				return j.UpdatedAt
+			},
+		})
+	}
+	if !q.StartedBefore.IsZero() {
+		parts = append(parts, part{
+			query: staleStartedQuery,
+			args:  []any{q.StartedBefore.UnixNano(), limit},
+			key:   func(j contracts.Job) time.Time { return *j.StartedAt },
+		})
+	}
+	if !q.DispatchBefore.IsZero() {
+		parts = append(parts, part{
+			query: staleDispatchQuery,
+			args:  []any{q.DispatchBefore.UnixNano(), now.UnixNano(), limit},
+			key:   func(j contracts.Job) time.Time { return *j.NextDispatchAt },
+		})
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+
+	type found struct {
+		job contracts.Job
+		key time.Time
+	}
+	byID := map[string]*found{}
+	err := s.read(ctx, "find stale jobs", func(tx *sql.Tx) error {
+		for _, p := range parts {
+			rows, err := tx.QueryContext(ctx, p.query, p.args...)
+			if err != nil {
+				return err
+			}
+			jobs, err := scanJobs(rows)
+			if err != nil {
+				return err
+			}
+			for _, j := range jobs {
+				k := p.key(j)
+				if f, ok := byID[j.ID]; ok {
+					if k.Before(f.key) {
+						f.key = k
+					}
+					continue
+				}
+				byID[j.ID] = &found{job: j, key: k}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	all := make([]*found, 0, len(byID))
+	for _, f := range byID {
+		all = append(all, f)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].key.Equal(all[j].key) {
+			return all[i].key.Before(all[j].key)
+		}
+		return all[i].job.ID < all[j].job.ID
+	})
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	out := make([]contracts.Job, len(all))
+	for i, f := range all {
+		out[i] = f.job
+	}
+	return out, nil
+}
+
+// Purge deletes up to limit final jobs that finished before finishedBefore,
+// oldest first, and returns how many it deleted. A limit of 0 means
+// DefaultPurgeLimit.
+func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		limit = DefaultPurgeLimit
+	}
+	if finishedBefore.IsZero() {
+		return 0, nil
+	}
+	var n int64
+	err := s.write(ctx, "purge jobs", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, purgeQuery,
+			finishedBefore.UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// Reconcile recomputes the admission counters from the jobs table in one
+// write transaction and returns the total absolute drift it corrected: 0
+// unless the counters table was changed behind the driver's back.
+func (s *Store) Reconcile(ctx context.Context) (int, error) {
+	drift := 0
+	err := s.write(ctx, "reconcile counters", func(tx *sql.Tx) error {
+		drift = 0
+		stored := map[string]int{}
+		rows, err := tx.QueryContext(ctx, `SELECT scope, active FROM counters`)
+		if err != nil {
+			return fmt.Errorf("read counters: %w", err)
+		}
+		if err := scanAll(rows, func(k string, n int) { stored[k] = n }); err != nil {
+			return fmt.Errorf("read counters: %w", err)
+		}
+		actual := map[string]int{globalScope: 0}
+		rows, err = tx.QueryContext(ctx, activeByTenantQuery)
+		if err != nil {
+			return fmt.Errorf("count active jobs: %w", err)
+		}
+		err = scanAll(rows, func(tenant string, n int) {
+			actual[tenantScope(tenant)] = n
+			actual[globalScope] += n
+		})
+		if err != nil {
+			return fmt.Errorf("count active jobs: %w", err)
+		}
+
+		for scope, n := range stored {
+			drift += absInt(n - actual[scope])
+		}
+		for scope, n := range actual {
+			if _, ok := stored[scope]; !ok {
+				drift += n
+			}
+		}
+		if drift == 0 {
+			// Only drop the rows of tenants with nothing active.
+			_, err := tx.ExecContext(ctx, `DELETE FROM counters WHERE active = 0 AND scope != ?`, globalScope)
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM counters`); err != nil {
+			return fmt.Errorf("reset counters: %w", err)
+		}
+		for scope, n := range actual {
+			if n == 0 && scope != globalScope {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO counters (scope, active) VALUES (?, ?)`, scope, n); err != nil {
+				return fmt.Errorf("write counters: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return drift, nil
+}
+
+// scanAll reads every (name, count) row into put and closes rows.
+func scanAll(rows *sql.Rows, put func(string, int)) error {
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var (
+			k string
+			n int
+		)
+		if err := rows.Scan(&k, &n); err != nil {
+			return err
+		}
+		put(k, n)
+	}
+	return rows.Err()
+}
+
+func absInt(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}

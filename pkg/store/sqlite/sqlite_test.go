@@ -1,0 +1,305 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/storetest"
+)
+
+// openTest opens a store on path and closes it when the test ends.
+func openTest(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
+	})
+}
+
+// testJob is a pending job of tenant, as the gateway makes it.
+func testJob(tenant string, created time.Time) contracts.Job {
+	return contracts.Job{
+		ID:               uuid.NewString(),
+		Tenant:           tenant,
+		Kind:             "test.kind",
+		State:            contracts.StatePending,
+		MaxAttempts:      3,
+		CreatedAt:        created,
+		UpdatedAt:        created,
+		DispatchDeadline: created.Add(time.Hour),
+		NextDispatchAt:   &created,
+	}
+}
+
+func TestOpenCreatesDirAndSchema(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "a", "b c", "sluice.db")
+	s, err := Open(ctx, path, WithBusyTimeout(time.Second), WithReadConns(2))
+	require.NoError(t, err)
+	require.Equal(t, path, s.Path())
+	j, adm, err := s.Admit(ctx, testJob("acme", time.Now()), store.Caps{})
+	require.NoError(t, err)
+	require.Equal(t, store.Admitted, adm)
+
+	var version int
+	require.NoError(t, s.r.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version))
+	require.Equal(t, SchemaVersion, version)
+	var mode string
+	require.NoError(t, s.r.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
+	require.Equal(t, "wal", mode)
+	require.NoError(t, s.Close())
+
+	// Opening again keeps the data and the schema.
+	s = openTest(t, path)
+	got, err := s.Get(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, j.ID, got.ID)
+	_, err = s.w.ExecContext(ctx, `PRAGMA user_version = 99`)
+	require.NoError(t, err)
+
+	_, err = Open(ctx, path)
+	require.ErrorContains(t, err, "newer than this driver")
+}
+
+func TestReadPoolIsReadOnly(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
+	_, err := s.r.ExecContext(t.Context(), `DELETE FROM jobs`)
+	require.Error(t, err)
+}
+
+func TestTimesKeepNanoseconds(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
+	created := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.FixedZone("X", -7*3600))
+	j := testJob("acme", created)
+	_, _, err := s.Admit(t.Context(), j, store.Caps{})
+	require.NoError(t, err)
+	got, err := s.Get(t.Context(), j.ID)
+	require.NoError(t, err)
+	require.True(t, created.Equal(got.CreatedAt), "%s != %s", created, got.CreatedAt)
+	require.Equal(t, created.UnixNano(), got.CreatedAt.UnixNano())
+	require.Equal(t, time.UTC, got.CreatedAt.Location())
+	require.Nil(t, got.StartedAt)
+	require.Nil(t, got.Payload)
+}
+
+func TestReconcileRepairsDrift(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
+	now := time.Now()
+	for i, tenant := range []string{"a", "a", "a", "b", "b"} {
+		_, adm, err := s.Admit(ctx, testJob(tenant, now.Add(time.Duration(i))), store.Caps{})
+		require.NoError(t, err)
+		require.Equal(t, store.Admitted, adm)
+	}
+	drift, err := s.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Zero(t, drift)
+
+	// Corrupt the counters: global +5, a says 0 (3), b's row gone (2), a
+	// ghost tenant with 4.
+	for _, stmt := range []string{
+		`UPDATE counters SET active = active + 5 WHERE scope = 'global'`,
+		`UPDATE counters SET active = 0 WHERE scope = 'tenant:a'`,
+		`DELETE FROM counters WHERE scope = 'tenant:b'`,
+		`INSERT INTO counters (scope, active) VALUES ('tenant:ghost', 4)`,
+	} {
+		_, err := s.w.ExecContext(ctx, stmt)
+		require.NoError(t, err)
+	}
+	// The drift shows: the inflated global count refuses a job that fits.
+	_, adm, err := s.Admit(ctx, testJob("c", now), store.Caps{Global: 6})
+	require.NoError(t, err)
+	require.Equal(t, store.RejectedGlobal, adm)
+
+	drift, err = s.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5+3+2+4, drift)
+	drift, err = s.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Zero(t, drift)
+
+	counters := map[string]int{}
+	rows, err := s.r.QueryContext(ctx, `SELECT scope, active FROM counters`)
+	require.NoError(t, err)
+	require.NoError(t, scanAll(rows, func(k string, n int) { counters[k] = n }))
+	require.Equal(t, map[string]int{"global": 5, "tenant:a": 3, "tenant:b": 2}, counters)
+
+	_, adm, err = s.Admit(ctx, testJob("c", now), store.Caps{Global: 6})
+	require.NoError(t, err)
+	require.Equal(t, store.Admitted, adm)
+	_, adm, err = s.Admit(ctx, testJob("a", now), store.Caps{Tenant: 3})
+	require.NoError(t, err)
+	require.Equal(t, store.RejectedTenant, adm)
+}
+
+// TestTwoStoresOneFile is two processes (say two gateways and a scheduler)
+// on one database file: admission stays exact and a claim has one winner.
+func TestTwoStoresOneFile(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "sluice.db")
+	stores := []*Store{openTest(t, path), openTest(t, path)}
+	const (
+		perStore = 4
+		each     = 30
+	)
+	var (
+		mu     sync.Mutex
+		counts = map[store.Admission]int{}
+		errs   []error
+		wg     sync.WaitGroup
+	)
+	for si, s := range stores {
+		for g := range perStore {
+			wg.Go(func() {
+				for i := range each {
+					tenant := fmt.Sprintf("t%d", (si+g+i)%3)
+					_, adm, err := s.Admit(ctx, testJob(tenant, time.Now()), store.Caps{Global: 25, Tenant: 10})
+					mu.Lock()
+					if err != nil {
+						errs = append(errs, err)
+					}
+					counts[adm]++
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	require.Empty(t, errs)
+	require.Equal(t, 25, counts[store.Admitted])
+	require.Equal(t, len(stores)*perStore*each-25, counts[store.RejectedGlobal]+counts[store.RejectedTenant])
+	for _, s := range stores {
+		c, err := s.Stats(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 25, c.Active())
+		for tenant, n := range c.TenantActive {
+			require.LessOrEqual(t, n, 10, tenant)
+		}
+	}
+	drift, err := stores[1].Reconcile(ctx)
+	require.NoError(t, err)
+	require.Zero(t, drift)
+
+	// Both stores race to claim every pending job: each is claimed once.
+	jobs, _, err := stores[0].List(ctx, store.Query{Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, jobs, 25)
+	wins := make([]int, len(jobs))
+	for si, s := range stores {
+		for g := range 2 {
+			worker := fmt.Sprintf("s%dg%d", si, g)
+			wg.Go(func() {
+				for k, j := range jobs {
+					_, err := s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending},
+						store.Change{State: contracts.StatePending, Attempt: 1, Worker: &worker})
+					mu.Lock()
+					switch {
+					case err == nil:
+						wins[k]++
+					case !errors.Is(err, store.ErrConflict):
+						errs = append(errs, err)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	require.Empty(t, errs)
+	for k, n := range wins {
+		require.Equal(t, 1, n, "job %d", k)
+	}
+}
+
+// TestQueriesUseIndexes checks that the reaper's, the stats' and the list's
+// queries are index range scans in index order: no table scan, no sort.
+func TestQueriesUseIndexes(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
+	cursor := encodeCursor(1, "x")
+	list := func(q store.Query) string {
+		query, _, err := listQuery(q, 10)
+		require.NoError(t, err)
+		return query
+	}
+	for query, index := range map[string]string{
+		staleBeatQuery:                    "INDEX jobs_running_beat",
+		staleStartedQuery:                 "INDEX jobs_running_started",
+		staleDispatchQuery:                "INDEX jobs_pending_dispatch",
+		purgeQuery:                        "INDEX jobs_finished",
+		activeByTenantQuery:               "COVERING INDEX jobs_active_tenant",
+		activeByKeyQuery:                  "INDEX jobs_active_key",
+		list(store.Query{}):               "INDEX jobs_created",
+		list(store.Query{Cursor: cursor}): "INDEX jobs_created ((created_at,id)<(?,?))",
+		list(store.Query{Kind: "k", Cursor: cursor}):                "INDEX jobs_created ((created_at,id)<(?,?))",
+		list(store.Query{Tenant: "a", Cursor: cursor}):              "INDEX jobs_tenant_created (tenant=? AND (created_at,id)<(?,?))",
+		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_state_created (state=? AND (created_at,id)<(?,?))",
+		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_tenant_state_created (tenant=? AND state=?)",
+	} {
+		rows, err := s.w.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+query, make([]any, strings.Count(query, "?"))...)
+		require.NoError(t, err)
+		var plan []string
+		for rows.Next() {
+			var (
+				id, parent, notused int
+				detail              string
+			)
+			require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
+			plan = append(plan, detail)
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+		text := strings.Join(plan, "\n")
+		require.Contains(t, text, "USING "+index, query)
+		require.NotContains(t, text, "TEMP B-TREE", query)
+	}
+}
+
+func BenchmarkAdmit(b *testing.B) {
+	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
+	ctx := context.Background()
+	now := time.Now()
+	caps := store.Caps{Global: 1 << 30, Tenant: 1 << 30}
+	b.ResetTimer()
+	for i := range b.N {
+		_, adm, err := s.Admit(ctx, testJob(fmt.Sprintf("t%d", i%10), now), caps)
+		if err != nil || adm != store.Admitted {
+			b.Fatal(adm, err)
+		}
+	}
+}
+
+func BenchmarkTransition(b *testing.B) {
+	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
+	ctx := context.Background()
+	now := time.Now()
+	j, _, err := s.Admit(ctx, testJob("acme", now), store.Caps{})
+	require.NoError(b, err)
+	worker := "w1"
+	b.ResetTimer()
+	for i := range b.N {
+		until := now.Add(time.Duration(i) * time.Second)
+		_, err := s.Transition(ctx,
+			store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: int64(i)},
+			store.Change{Now: now, State: contracts.StatePending, Attempt: int64(i + 1), Worker: &worker, ClaimUntil: &until})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Transition applies ch to the job while it is still at exp.State and
+// exp.Attempt (and, when exp.ClaimFreeAt is set, holds no claim lasting past
+// it), in one write transaction, and returns the job as it is afterwards.
+//
+// Nil fields of ch keep their value; ClearClaim wins over ClaimUntil. On a
+// final state the job's finished_at becomes ch.Now, its claim and
+// next_dispatch_at are cleared and its admission slot is released (its key
+// stays on the row but no longer blocks a new job). A zero ch.Now is taken
+// as the current time.
+//
+// A change the state machine forbids, or an Attempt that does not grow, is
+// store.ErrBadTransition and touches nothing. A miss is store.ErrNotFound
+// when no job has that id and store.ErrConflict otherwise.
+func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error) {
+	op := "transition job " + exp.ID
+	if !contracts.CanTransition(exp.State, ch.State) {
+		return contracts.Job{}, fmt.Errorf("sqlite: %s: %q to %q: %w", op, exp.State, ch.State, store.ErrBadTransition)
+	}
+	if ch.Attempt != 0 && ch.Attempt <= exp.Attempt {
+		return contracts.Job{}, fmt.Errorf("sqlite: %s: attempt %d does not follow %d: %w", op, ch.Attempt, exp.Attempt, store.ErrBadTransition)
+	}
+	if ch.Now.IsZero() {
+		ch.Now = time.Now()
+	}
+	query, args, err := buildUpdate(exp, ch)
+	if err != nil {
+		return contracts.Job{}, fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+
+	cached, err := s.wc.get(ctx, query)
+	if err != nil {
+		return contracts.Job{}, fmt.Errorf("sqlite: %s: prepare: %w", op, err)
+	}
+
+	var out contracts.Job
+	err = s.write(ctx, op, func(tx *sql.Tx) error {
+		update, err := stmtIn(ctx, tx, cached, query)
+		if err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+		res, err := update.ExecContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("update: %w", err)
+		} else if n == 0 {
+			return explainMiss(ctx, tx, exp)
+		}
+		// Read back in the same transaction (cheaper than RETURNING, which
+		// goes through a temporary table).
+		j, err := s.jobIn(ctx, tx, exp.ID)
+		if err != nil {
+			return fmt.Errorf("read back: %w", err)
+		}
+		if ch.State.Final() && exp.State.Active() {
+			if err := s.addActive(ctx, tx, j.Tenant, -1); err != nil {
+				return err
+			}
+		}
+		out = j
+		return nil
+	})
+	if err != nil {
+		return contracts.Job{}, err
+	}
+	return out, nil
+}
+
+// buildUpdate turns a compare-and-set into one UPDATE statement.
+func buildUpdate(exp store.Expect, ch store.Change) (string, []any, error) {
+	var (
+		sets []string
+		args []any
+	)
+	set := func(expr string, v ...any) {
+		sets = append(sets, expr)
+		args = append(args, v...)
+	}
+	final := ch.State.Final()
+
+	set("state = ?", string(ch.State))
+	set("updated_at = ?", ch.Now.UnixNano())
+	if ch.Attempt != 0 {
+		set("attempt = ?", ch.Attempt)
+	}
+	if ch.IncRuns {
+		set("runs = runs + 1")
+	}
+	if ch.Worker != nil {
+		set("worker = ?", *ch.Worker)
+	}
+	switch {
+	case final || ch.ClearClaim:
+		set("claim_until = NULL")
+	case ch.ClaimUntil != nil:
+		set("claim_until = ?", ptrNanos(ch.ClaimUntil))
+	}
+	switch {
+	case final:
+		set("next_dispatch_at = NULL")
+		set("finished_at = ?", ch.Now.UnixNano())
+	case ch.NextDispatchAt != nil:
+		set("next_dispatch_at = ?", ptrNanos(ch.NextDispatchAt))
+	}
+	if ch.StartedAt != nil {
+		set("started_at = ?", ptrNanos(ch.StartedAt))
+	}
+	if ch.HeartbeatAt != nil {
+		set("heartbeat_at = ?", ptrNanos(ch.HeartbeatAt))
+	}
+	if ch.Error != nil {
+		set("error = ?", *ch.Error)
+	}
+	if len(ch.Result) > 0 {
+		set("result = ?", string(ch.Result))
+	}
+	if ch.Progress != nil {
+		p, err := progressArg(ch.Progress)
+		if err != nil {
+			return "", nil, err
+		}
+		set("progress = ?", p)
+	}
+	if ch.CancelRequested != nil {
+		set("cancel_requested = ?", boolArg(*ch.CancelRequested))
+	}
+
+	where := `id = ? AND state = ? AND attempt = ?`
+	args = append(args, exp.ID, string(exp.State), exp.Attempt)
+	if !exp.ClaimFreeAt.IsZero() {
+		where += ` AND (claim_until IS NULL OR claim_until <= ?)`
+		args = append(args, exp.ClaimFreeAt.UnixNano())
+	}
+	// OR ROLLBACK: a failed update ends the transaction, so SQLite needs
+	// no statement journal.
+	query := `UPDATE OR ROLLBACK jobs SET ` + strings.Join(sets, ", ") + ` WHERE ` + where
+	return query, args, nil
+}
+
+// explainMiss says why a compare-and-set on exp matched no row.
+func explainMiss(ctx context.Context, tx *sql.Tx, exp store.Expect) error {
+	var (
+		state   string
+		attempt int64
+		claim   sql.NullInt64
+	)
+	err := tx.QueryRowContext(ctx, `SELECT state, attempt, claim_until FROM jobs WHERE id = ?`, exp.ID).
+		Scan(&state, &attempt, &claim)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.ErrNotFound
+	case err != nil:
+		return fmt.Errorf("read job after a miss: %w", err)
+	case contracts.JobState(state) == exp.State && attempt == exp.Attempt && claim.Valid:
+		return fmt.Errorf("claim held until %s, past %s: %w",
+			fromNanos(claim.Int64).Format(time.RFC3339Nano), exp.ClaimFreeAt.UTC().Format(time.RFC3339Nano), store.ErrConflict)
+	default:
+		return fmt.Errorf("job is %s at attempt %d, expected %s at %d: %w",
+			state, attempt, exp.State, exp.Attempt, store.ErrConflict)
+	}
+}

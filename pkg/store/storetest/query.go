@@ -1,0 +1,220 @@
+package storetest
+
+import (
+	"encoding/base64"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+var queryTests = []test{
+	{"ListFiltersAndOrder", testListFiltersAndOrder},
+	{"ListPagination", testListPagination},
+	{"ListPaginationTies", testListPaginationTies},
+	{"ListDefaultLimit", testListDefaultLimit},
+	{"ListBadCursor", testListBadCursor},
+	{"Stats", testStats},
+	{"Ping", testPing},
+}
+
+// list returns one page that must load.
+func list(t *testing.T, s store.Store, q store.Query) ([]contracts.Job, string) {
+	t.Helper()
+	jobs, next, err := s.List(t.Context(), q)
+	require.NoError(t, err)
+	return jobs, next
+}
+
+// listAll pages through q and returns every job and the page sizes.
+func listAll(t *testing.T, s store.Store, q store.Query) ([]contracts.Job, []int) {
+	t.Helper()
+	var (
+		all   []contracts.Job
+		sizes []int
+	)
+	for range 1000 {
+		jobs, next := list(t, s, q)
+		all = append(all, jobs...)
+		sizes = append(sizes, len(jobs))
+		if next == "" {
+			return all, sizes
+		}
+		require.NotEqual(t, q.Cursor, next, "cursor does not move")
+		q.Cursor = next
+	}
+	t.Fatal("pagination never ends")
+	return nil, nil
+}
+
+// newestFirst sorts jobs as List must: created_at, then id, descending.
+func newestFirst(jobs []contracts.Job) []contracts.Job {
+	out := slices.Clone(jobs)
+	slices.SortFunc(out, func(a, b contracts.Job) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		switch {
+		case a.ID > b.ID:
+			return -1
+		case a.ID < b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// pick keeps the jobs keep says yes to.
+func pick(jobs []contracts.Job, keep func(contracts.Job) bool) []contracts.Job {
+	var out []contracts.Job
+	for _, j := range jobs {
+		if keep(j) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func testListFiltersAndOrder(t *testing.T, s store.Store) {
+	var all []contracts.Job
+	for i := range 12 {
+		j := newJob([]string{"a", "b", "c"}[i%3], at(time.Duration(i%5)*time.Second))
+		j.Kind = []string{"mail", "resize"}[i%2]
+		j = admit(t, s, j)
+		switch i % 4 {
+		case 1:
+			j = start(t, s, j, "w1", at(time.Minute))
+		case 2:
+			j = finish(t, s, j, contracts.StateCancelled, at(time.Minute))
+		}
+		all = append(all, j)
+	}
+
+	jobs, next := list(t, s, store.Query{})
+	require.Empty(t, next)
+	require.Equal(t, ids(newestFirst(all)), ids(jobs))
+	requireJob(t, get(t, s, jobs[0].ID), jobs[0])
+
+	for _, q := range []store.Query{
+		{Tenant: "a"},
+		{Tenant: "b", State: contracts.StatePending},
+		{State: contracts.StateRunning},
+		{State: contracts.StateCancelled, Kind: "mail"},
+		{Kind: "resize"},
+		{Tenant: "c", Kind: "mail", State: contracts.StatePending},
+		{Tenant: "nobody"},
+		{State: contracts.StateSucceeded},
+	} {
+		want := pick(all, func(j contracts.Job) bool {
+			return (q.Tenant == "" || j.Tenant == q.Tenant) &&
+				(q.State == "" || j.State == q.State) &&
+				(q.Kind == "" || j.Kind == q.Kind)
+		})
+		jobs, next := list(t, s, q)
+		require.Empty(t, next, "%+v", q)
+		require.Equal(t, ids(newestFirst(want)), ids(jobs), "%+v", q)
+	}
+}
+
+func testListPagination(t *testing.T, s store.Store) {
+	var all []contracts.Job
+	for i := range 23 {
+		// Three jobs per second, so pages split ties on created_at.
+		all = append(all, admitNew(t, s, []string{"a", "b"}[i%2], at(time.Duration(i/3)*time.Second)))
+	}
+
+	got, sizes := listAll(t, s, store.Query{Limit: 5})
+	require.Equal(t, []int{5, 5, 5, 5, 3}, sizes)
+	require.Equal(t, ids(newestFirst(all)), ids(got), "no duplicates, no gaps, newest first")
+
+	// An exact multiple of the limit ends without an empty page.
+	got, sizes = listAll(t, s, store.Query{Tenant: "b", Limit: 11})
+	require.Equal(t, []int{11}, sizes)
+	require.Equal(t, ids(newestFirst(pick(all, func(j contracts.Job) bool { return j.Tenant == "b" }))), ids(got))
+
+	// Tenant scoping holds on every page.
+	got, sizes = listAll(t, s, store.Query{Tenant: "a", Limit: 4})
+	require.Equal(t, []int{4, 4, 4}, sizes)
+	require.Equal(t, ids(newestFirst(pick(all, func(j contracts.Job) bool { return j.Tenant == "a" }))), ids(got))
+
+	// A job admitted while paging is newer than the cursor: it does not
+	// shift the pages still to come.
+	first, next := list(t, s, store.Query{Limit: 10})
+	admitNew(t, s, "a", at(time.Hour))
+	rest, _ := listAll(t, s, store.Query{Limit: 10, Cursor: next})
+	require.Equal(t, ids(newestFirst(all)), append(ids(first), ids(rest)...))
+}
+
+func testListPaginationTies(t *testing.T, s store.Store) {
+	var all []contracts.Job
+	for range 7 {
+		all = append(all, admitNew(t, s, "a", base))
+	}
+	got, sizes := listAll(t, s, store.Query{Limit: 3})
+	require.Equal(t, []int{3, 3, 1}, sizes)
+	require.Equal(t, ids(newestFirst(all)), ids(got))
+}
+
+func testListDefaultLimit(t *testing.T, s store.Store) {
+	for i := range 55 {
+		admitNew(t, s, "a", at(time.Duration(i)*time.Millisecond))
+	}
+	jobs, next := list(t, s, store.Query{})
+	require.Len(t, jobs, 50)
+	require.NotEmpty(t, next)
+	jobs, next = list(t, s, store.Query{Cursor: next})
+	require.Len(t, jobs, 5)
+	require.Empty(t, next)
+}
+
+func testListBadCursor(t *testing.T, s store.Store) {
+	admitNew(t, s, "a", base)
+	for _, c := range []string{
+		"!!!",
+		"%%%",
+		base64.RawURLEncoding.EncodeToString([]byte("garbage")),
+		base64.RawURLEncoding.EncodeToString([]byte("\x00\xff")),
+	} {
+		_, _, err := s.List(t.Context(), store.Query{Cursor: c})
+		require.ErrorIs(t, err, store.ErrBadCursor, "cursor %q", c)
+	}
+}
+
+func testStats(t *testing.T, s store.Store) {
+	c := stats(t, s)
+	require.Len(t, c.ByState, len(contracts.AllStates))
+	for _, st := range contracts.AllStates {
+		v, ok := c.ByState[st]
+		require.True(t, ok, "state %s missing", st)
+		require.Zero(t, v)
+	}
+	require.Empty(t, c.TenantActive)
+
+	admitNew(t, s, "a", base)
+	admitNew(t, s, "a", base)
+	start(t, s, admitNew(t, s, "a", base), "w1", at(time.Second))
+	admitNew(t, s, "b", base)
+	finish(t, s, start(t, s, admitNew(t, s, "c", base), "w1", at(time.Second)), contracts.StateSucceeded, at(2*time.Second))
+	finish(t, s, admitNew(t, s, "c", base), contracts.StateFailed, at(2*time.Second))
+	finish(t, s, admitNew(t, s, "b", base), contracts.StateCancelled, at(2*time.Second))
+
+	c = stats(t, s)
+	require.Equal(t, map[contracts.JobState]int{
+		contracts.StatePending:   3,
+		contracts.StateRunning:   1,
+		contracts.StateSucceeded: 1,
+		contracts.StateFailed:    1,
+		contracts.StateCancelled: 1,
+	}, c.ByState)
+	require.Equal(t, map[string]int{"a": 3, "b": 1}, c.TenantActive)
+	require.Equal(t, 4, c.Active())
+}
+
+func testPing(t *testing.T, s store.Store) {
+	require.NoError(t, s.Ping(t.Context()))
+}

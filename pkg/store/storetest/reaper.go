@@ -1,0 +1,187 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+var reaperTests = []test{
+	{"StaleFindsExactly", testStaleFindsExactly},
+	{"StaleOrderAndLimit", testStaleOrderAndLimit},
+	{"PurgeBatches", testPurgeBatches},
+	{"ReconcileConsistent", testReconcileConsistent},
+}
+
+// run puts a new job running since started with its last heartbeat at beat
+// (none when nil).
+func run(t *testing.T, s store.Store, started time.Time, beat *time.Time) contracts.Job {
+	t.Helper()
+	j := admitNew(t, s, "acme", base)
+	got, err := s.Transition(t.Context(), store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: 0},
+		store.Change{Now: started, State: contracts.StateRunning, Attempt: 1, IncRuns: true,
+			Worker: ptr("w1"), StartedAt: ptr(started), HeartbeatAt: beat})
+	require.NoError(t, err)
+	return got
+}
+
+func testStaleFindsExactly(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	now := at(10 * time.Minute)
+	q := store.StaleQuery{
+		Now:             now,
+		HeartbeatBefore: now.Add(-time.Minute),
+		StartedBefore:   now.Add(-10 * time.Minute),
+		DispatchBefore:  now.Add(-30 * time.Second),
+		Limit:           100,
+	}
+
+	silent := run(t, s, at(8*time.Minute), ptr(at(8*time.Minute+30*time.Second)))
+	run(t, s, at(8*time.Minute), ptr(at(9*time.Minute+30*time.Second))) // fresh heartbeat
+	overRuntime := run(t, s, at(-time.Minute), ptr(at(9*time.Minute+50*time.Second)))
+	neverBeat := run(t, s, at(8*time.Minute), nil)
+
+	lostPending := admitNew(t, s, "acme", at(time.Minute))
+	claim(t, s, admitNew(t, s, "acme", at(time.Minute)), "w1", at(9*time.Minute), at(11*time.Minute)) // live claim
+	expiredClaim := claim(t, s, admitNew(t, s, "acme", at(time.Minute)), "w1", at(8*time.Minute), at(9*time.Minute))
+	admitNew(t, s, "acme", at(9*time.Minute+50*time.Second)) // just due
+
+	old := run(t, s, at(-time.Hour), ptr(at(-time.Hour)))
+	finish(t, s, old, contracts.StateFailed, at(-time.Hour)) // final: never stale
+
+	got, err := s.Stale(ctx, q)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{silent.ID, overRuntime.ID, neverBeat.ID, lostPending.ID, expiredClaim.ID}, ids(got))
+
+	// A zero time switches its part off.
+	only := func(q store.StaleQuery) []string {
+		t.Helper()
+		got, err := s.Stale(ctx, q)
+		require.NoError(t, err)
+		return ids(got)
+	}
+	require.ElementsMatch(t, []string{silent.ID, neverBeat.ID},
+		only(store.StaleQuery{Now: now, HeartbeatBefore: q.HeartbeatBefore, Limit: 100}))
+	require.ElementsMatch(t, []string{overRuntime.ID},
+		only(store.StaleQuery{Now: now, StartedBefore: q.StartedBefore, Limit: 100}))
+	require.ElementsMatch(t, []string{lostPending.ID, expiredClaim.ID},
+		only(store.StaleQuery{Now: now, DispatchBefore: q.DispatchBefore, Limit: 100}))
+
+	// The limit bounds the total.
+	got, err = s.Stale(ctx, store.StaleQuery{Now: now, HeartbeatBefore: q.HeartbeatBefore,
+		StartedBefore: q.StartedBefore, DispatchBefore: q.DispatchBefore, Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Subset(t, []string{silent.ID, overRuntime.ID, neverBeat.ID, lostPending.ID, expiredClaim.ID}, ids(got))
+}
+
+func testStaleOrderAndLimit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	now := at(time.Hour)
+	var running, pending []string
+	for _, m := range []int{7, 3, 9, 1, 5} {
+		started := at(time.Duration(m) * time.Minute)
+		running = append(running, run(t, s, started, ptr(started)).ID)
+		pending = append(pending, admitNew(t, s, "acme", at(time.Duration(m)*time.Minute+time.Second)).ID)
+	}
+	// by minute: 1, 3, 5, 7, 9 → indexes 3, 1, 4, 0, 2
+	got, err := s.Stale(ctx, store.StaleQuery{Now: now, HeartbeatBefore: at(30 * time.Minute), Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, []string{running[3], running[1], running[4]}, ids(got), "oldest heartbeat first")
+
+	got, err = s.Stale(ctx, store.StaleQuery{Now: now, DispatchBefore: at(30 * time.Minute), Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{pending[3], pending[1]}, ids(got), "oldest dispatch time first")
+
+	got, err = s.Stale(ctx, store.StaleQuery{Now: now, StartedBefore: at(6 * time.Minute), Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{running[3], running[1], running[4]}, ids(got), "oldest start first")
+}
+
+func testPurgeBatches(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	finals := []contracts.JobState{contracts.StateSucceeded, contracts.StateFailed, contracts.StateCancelled}
+	var old []string
+	for i := range 10 {
+		j := admitNew(t, s, "acme", base)
+		if i%3 == 0 {
+			j = start(t, s, j, "w1", at(time.Duration(i)*time.Minute))
+		}
+		old = append(old, finish(t, s, j, finals[i%3], at(time.Duration(i)*time.Minute)).ID)
+	}
+	fresh := finish(t, s, admitNew(t, s, "acme", base), contracts.StateSucceeded, at(20*time.Minute))
+	pending := admitNew(t, s, "acme", base)
+	running := start(t, s, admitNew(t, s, "acme", base), "w1", base)
+	cutoff := at(10 * time.Minute)
+
+	var batches []int
+	for {
+		n, err := s.Purge(ctx, cutoff, 4)
+		require.NoError(t, err)
+		require.LessOrEqual(t, n, 4)
+		batches = append(batches, n)
+		if n == 0 {
+			break
+		}
+		require.Less(t, len(batches), 10, "purge never ends")
+	}
+	require.Equal(t, []int{4, 4, 2, 0}, batches)
+	for _, id := range old {
+		requireMissing(t, s, id)
+	}
+	for _, id := range []string{fresh.ID, pending.ID, running.ID} {
+		get(t, s, id)
+	}
+	c := stats(t, s)
+	require.Equal(t, 1, c.ByState[contracts.StateSucceeded])
+	require.Zero(t, c.ByState[contracts.StateFailed]+c.ByState[contracts.StateCancelled])
+	require.Equal(t, 2, c.Active())
+
+	n, err := s.Purge(ctx, at(time.Hour), 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	drift, err := s.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Zero(t, drift)
+}
+
+func testReconcileConsistent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	drift, err := s.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Zero(t, drift, "empty store")
+
+	caps := store.Caps{Global: 6, Tenant: 3}
+	var admitted []contracts.Job
+	for i := range 10 {
+		j := newJob([]string{"a", "b", "c"}[i%3], at(time.Duration(i)*time.Second))
+		if i%4 == 0 {
+			j.Key = "k"
+		}
+		got, adm, err := s.Admit(ctx, j, caps)
+		require.NoError(t, err)
+		if adm == store.Admitted {
+			admitted = append(admitted, got)
+		}
+	}
+	require.NotEmpty(t, admitted)
+	start(t, s, admitted[0], "w1", at(time.Minute))
+	finish(t, s, admitted[1], contracts.StateCancelled, at(time.Minute))
+
+	drift, err = s.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Zero(t, drift)
+
+	// Admission is still exact afterwards.
+	active := stats(t, s).Active()
+	_, adm, err := s.Admit(ctx, newJob("z", at(time.Hour)), store.Caps{Global: active + 1})
+	require.NoError(t, err)
+	require.Equal(t, store.Admitted, adm)
+	_, adm, err = s.Admit(ctx, newJob("z", at(time.Hour)), store.Caps{Global: active + 1})
+	require.NoError(t, err)
+	require.Equal(t, store.RejectedGlobal, adm)
+}
