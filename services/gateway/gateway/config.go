@@ -1,0 +1,155 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store/dial"
+	"github.com/sluicehq/sluice/services/gateway/internal/auth"
+)
+
+// Config is the gateway's whole configuration, read from SLUICE_*
+// environment variables (Go duration syntax for durations).
+type Config struct {
+	// Bus is the NATS connection (SLUICE_NATS_*); an empty URL embeds a server.
+	Bus bus.Env
+	// Store is the job store (SLUICE_STORE, SLUICE_DATA_DIR).
+	Store dial.Env
+	// Log is the logger (SLUICE_LOG_LEVEL, SLUICE_LOG_FORMAT).
+	Log observe.Env
+
+	// HTTPAddr is where the HTTP API listens.
+	HTTPAddr string `env:"SLUICE_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	// MaxActive caps pending + running jobs across all tenants; 0 = no cap.
+	MaxActive int `env:"SLUICE_MAX_ACTIVE" envDefault:"1000"`
+	// TenantMaxActive caps pending + running jobs per tenant; 0 = no cap.
+	TenantMaxActive int `env:"SLUICE_TENANT_MAX_ACTIVE" envDefault:"0"`
+	// APITokens is "tenant:token,…"; empty runs the API open (one
+	// "default" tenant). It is secret: never log or print it.
+	APITokens string `env:"SLUICE_API_TOKENS" json:"-"`
+	// DispatchDeadline is the longest a job may wait for a worker, and the
+	// deadline of a job that asks for none.
+	DispatchDeadline time.Duration `env:"SLUICE_DISPATCH_DEADLINE" envDefault:"10m"`
+	// MaxAttempts is the max_attempts of a job that asks for none.
+	MaxAttempts int `env:"SLUICE_MAX_ATTEMPTS" envDefault:"3"`
+	// RetryInterval is what a rejected client is told to wait (Retry-After).
+	RetryInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s"`
+	// MaxBodyBytes bounds a submit request body, over HTTP and NATS.
+	MaxBodyBytes int64 `env:"SLUICE_MAX_BODY_BYTES" envDefault:"1048576"`
+	// ShutdownTimeout bounds the graceful shutdown of the HTTP server.
+	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+}
+
+// maxBodyLimit is the largest SLUICE_MAX_BODY_BYTES accepted.
+const maxBodyLimit = 64 << 20
+
+// LoadConfig reads the configuration from environ (the process environment
+// when nil), fills the defaults and validates it. Errors name the variable.
+func LoadConfig(environ map[string]string) (Config, error) {
+	var cfg Config
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ}); err != nil {
+		return Config{}, nameVariables(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// DefaultConfig is the configuration with every variable unset.
+func DefaultConfig() Config {
+	cfg, err := LoadConfig(map[string]string{})
+	if err != nil {
+		panic(fmt.Sprintf("gateway: the default configuration is invalid: %v", err))
+	}
+	return cfg
+}
+
+// Validate checks every setting; its errors name the variable at fault.
+// It never prints a token.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(variable, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", variable, fmt.Sprintf(format, args...)))
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		bad("SLUICE_HTTP_ADDR", "%q is not host:port", c.HTTPAddr)
+	}
+	if c.MaxActive < 0 {
+		bad("SLUICE_MAX_ACTIVE", "must be 0 (no cap) or more, got %d", c.MaxActive)
+	}
+	if c.TenantMaxActive < 0 {
+		bad("SLUICE_TENANT_MAX_ACTIVE", "must be 0 (no cap) or more, got %d", c.TenantMaxActive)
+	}
+	if _, err := auth.Parse(c.APITokens); err != nil {
+		errs = append(errs, fmt.Errorf("SLUICE_API_TOKENS: %w", err))
+	}
+	if c.DispatchDeadline <= 0 {
+		bad("SLUICE_DISPATCH_DEADLINE", "must be positive, got %s", c.DispatchDeadline)
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > contracts.MaxMaxAttempts {
+		bad("SLUICE_MAX_ATTEMPTS", "must be between 1 and %d, got %d", contracts.MaxMaxAttempts, c.MaxAttempts)
+	}
+	if c.RetryInterval <= 0 {
+		bad("SLUICE_RETRY_INTERVAL", "must be positive, got %s", c.RetryInterval)
+	}
+	if c.MaxBodyBytes < 1 || c.MaxBodyBytes > maxBodyLimit {
+		bad("SLUICE_MAX_BODY_BYTES", "must be between 1 and %d, got %d", maxBodyLimit, c.MaxBodyBytes)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("SLUICE_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if err := c.Store.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// nameVariables rewrites the env library's parse errors, which name Go
+// struct fields, to name the environment variables instead.
+func nameVariables(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("config: %w", err)
+	}
+	vars := envVars(reflect.TypeFor[Config]())
+	out := make([]error, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if v, ok := vars[pe.Name]; ok {
+				out = append(out, fmt.Errorf("%s: cannot parse as %s: %w", v, pe.Type, pe.Err))
+				continue
+			}
+		}
+		out = append(out, fmt.Errorf("config: %w", e))
+	}
+	return errors.Join(out...)
+}
+
+// envVars maps each field name of t (nested structs included) to its
+// environment variable.
+func envVars(t reflect.Type) map[string]string {
+	out := map[string]string{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type.Kind() == reflect.Struct {
+			for k, v := range envVars(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if v := f.Tag.Get("env"); v != "" {
+			out[f.Name] = v
+		}
+	}
+	return out
+}

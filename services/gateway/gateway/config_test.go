@@ -1,0 +1,111 @@
+package gateway_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/services/gateway/gateway"
+)
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := gateway.LoadConfig(map[string]string{})
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", cfg.HTTPAddr)
+	require.Equal(t, 1000, cfg.MaxActive)
+	require.Zero(t, cfg.TenantMaxActive)
+	require.Empty(t, cfg.APITokens)
+	require.Equal(t, 10*time.Minute, cfg.DispatchDeadline)
+	require.Equal(t, 3, cfg.MaxAttempts)
+	require.Equal(t, 2*time.Second, cfg.RetryInterval)
+	require.Equal(t, int64(1<<20), cfg.MaxBodyBytes)
+	require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
+	require.Equal(t, "./.sluice", cfg.Store.DataDir)
+	require.Empty(t, cfg.Bus.URL)
+	require.Equal(t, "info", cfg.Log.LogLevel)
+	require.Equal(t, cfg, gateway.DefaultConfig())
+}
+
+func TestLoadConfigOverrides(t *testing.T) {
+	t.Parallel()
+	cfg, err := gateway.LoadConfig(map[string]string{
+		"SLUICE_HTTP_ADDR":         ":9090",
+		"SLUICE_MAX_ACTIVE":        "0",
+		"SLUICE_TENANT_MAX_ACTIVE": "25",
+		"SLUICE_API_TOKENS":        " acme:t1 , acme:t2,globex.eu:t3 ",
+		"SLUICE_DISPATCH_DEADLINE": "1h30m",
+		"SLUICE_MAX_ATTEMPTS":      "7",
+		"SLUICE_RETRY_INTERVAL":    "250ms",
+		"SLUICE_MAX_BODY_BYTES":    "4096",
+		"SLUICE_SHUTDOWN_TIMEOUT":  "5s",
+		"SLUICE_NATS_URL":          "nats://127.0.0.1:4222",
+		"SLUICE_DATA_DIR":          "/var/lib/sluice",
+		"SLUICE_LOG_LEVEL":         "debug",
+	})
+	require.NoError(t, err)
+	require.Equal(t, ":9090", cfg.HTTPAddr)
+	require.Zero(t, cfg.MaxActive)
+	require.Equal(t, 25, cfg.TenantMaxActive)
+	require.Equal(t, 90*time.Minute, cfg.DispatchDeadline)
+	require.Equal(t, 7, cfg.MaxAttempts)
+	require.Equal(t, 250*time.Millisecond, cfg.RetryInterval)
+	require.Equal(t, int64(4096), cfg.MaxBodyBytes)
+	require.Equal(t, 5*time.Second, cfg.ShutdownTimeout)
+	require.Equal(t, "nats://127.0.0.1:4222", cfg.Bus.URL)
+	require.Equal(t, "/var/lib/sluice", cfg.Store.DataDir)
+	require.Equal(t, "debug", cfg.Log.LogLevel)
+}
+
+func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cr3t-token-value"
+	cases := []struct {
+		name, variable, value string
+	}{
+		{"max active not a number", "SLUICE_MAX_ACTIVE", "lots"},
+		{"max active negative", "SLUICE_MAX_ACTIVE", "-1"},
+		{"tenant max negative", "SLUICE_TENANT_MAX_ACTIVE", "-2"},
+		{"tokens without colon", "SLUICE_API_TOKENS", secret},
+		{"tokens empty entry", "SLUICE_API_TOKENS", "a:" + secret + ",,b:x"},
+		{"tokens bad tenant", "SLUICE_API_TOKENS", "bad tenant!:" + secret},
+		{"tokens long tenant", "SLUICE_API_TOKENS", strings.Repeat("t", 65) + ":" + secret},
+		{"tokens empty token", "SLUICE_API_TOKENS", "acme:"},
+		{"tokens token with space", "SLUICE_API_TOKENS", "acme:" + secret + " x"},
+		{"tokens shared by two tenants", "SLUICE_API_TOKENS", "a:" + secret + ",b:" + secret},
+		{"deadline zero", "SLUICE_DISPATCH_DEADLINE", "0s"},
+		{"deadline words", "SLUICE_DISPATCH_DEADLINE", "soon"},
+		{"attempts zero", "SLUICE_MAX_ATTEMPTS", "0"},
+		{"attempts too many", "SLUICE_MAX_ATTEMPTS", "101"},
+		{"retry negative", "SLUICE_RETRY_INTERVAL", "-1s"},
+		{"body zero", "SLUICE_MAX_BODY_BYTES", "0"},
+		{"body huge", "SLUICE_MAX_BODY_BYTES", "1099511627776"},
+		{"shutdown zero", "SLUICE_SHUTDOWN_TIMEOUT", "0s"},
+		{"addr without port", "SLUICE_HTTP_ADDR", "localhost"},
+		{"store scheme", "SLUICE_STORE", "postgres://db"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := gateway.LoadConfig(map[string]string{tc.variable: tc.value})
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.variable)
+			require.NotContains(t, err.Error(), secret, "errors never show a token")
+		})
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.cfg
+	_, err := gateway.New(cfg, gateway.Deps{NC: b.nc})
+	require.ErrorContains(t, err, "Store")
+	_, err = gateway.New(cfg, gateway.Deps{Store: b.st})
+	require.ErrorContains(t, err, "NC")
+	cfg.MaxAttempts = 0
+	_, err = gateway.New(cfg, gateway.Deps{Store: b.st, NC: b.nc})
+	require.ErrorContains(t, err, "SLUICE_MAX_ATTEMPTS")
+}

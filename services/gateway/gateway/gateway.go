@@ -1,0 +1,229 @@
+// Package gateway is Sluice's front door: the HTTP API v1 and the NATS
+// submit endpoint, with the same validation, authentication, dedup and
+// admission caps behind both.
+//
+// A Gateway is wired by hand from a Config and its Deps (store, NATS
+// connection, JetStream, logger, clock, metrics registry), so the gateway
+// binary and the all-in-one dev stack build it the same way:
+//
+//	gw, err := gateway.New(cfg, gateway.Deps{Store: st, NC: nc, JS: js, Log: log})
+//	...
+//	err = gw.Run(ctx) // until ctx ends, then a graceful shutdown
+//
+// Run serves the HTTP API on cfg.HTTPAddr; Serve does the same on a
+// listener the caller opened (tests bind port 0). Handler exposes the HTTP
+// API alone for httptest.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/roster"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/gateway/internal/admission"
+	"github.com/sluicehq/sluice/services/gateway/internal/auth"
+	"github.com/sluicehq/sluice/services/gateway/internal/cancel"
+	"github.com/sluicehq/sluice/services/gateway/internal/httpapi"
+	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+	"github.com/sluicehq/sluice/services/gateway/internal/natsapi"
+)
+
+// streamSetupTimeout bounds the best-effort creation of the job stream at
+// startup.
+const streamSetupTimeout = 5 * time.Second
+
+// Deps are the gateway's collaborators. Store and NC are required; the
+// rest have defaults.
+type Deps struct {
+	// Store holds the jobs: the truth.
+	Store store.Store
+	// NC is the NATS connection for the submit endpoint, cancel messages and
+	// the worker roster.
+	NC *nats.Conn
+	// JS publishes due messages; nil derives it from NC.
+	JS jetstream.JetStream
+	// Log receives the gateway's logs (a zero Logger discards them).
+	Log zerolog.Logger
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Registerer takes the gateway's metrics; nil makes a fresh registry
+	// with the Go and process collectors.
+	Registerer prometheus.Registerer
+	// Gatherer is what /metrics serves; nil uses Registerer when it is
+	// also a Gatherer (a *prometheus.Registry is).
+	Gatherer prometheus.Gatherer
+}
+
+// Gateway is one gateway instance. Build it with New, then Run or Serve it
+// once.
+type Gateway struct {
+	cfg     Config
+	log     zerolog.Logger
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	auth    *auth.Authenticator
+	roster  *roster.Roster
+	handler http.Handler
+	natsAPI *natsapi.API
+}
+
+// New validates cfg and wires a gateway from deps. It starts nothing.
+func New(cfg Config, deps Deps) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if deps.Store == nil {
+		return nil, errors.New("gateway: Deps.Store is required")
+	}
+	if deps.NC == nil {
+		return nil, errors.New("gateway: Deps.NC is required")
+	}
+	if deps.JS == nil {
+		js, err := jetstream.New(deps.NC)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: jetstream: %w", err)
+		}
+		deps.JS = js
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	reg, gath, err := registries(deps.Registerer, deps.Gatherer)
+	if err != nil {
+		return nil, err
+	}
+	m, err := metrics.New(reg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	au, err := auth.Parse(cfg.APITokens)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: SLUICE_API_TOKENS: %w", err)
+	}
+	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive}
+	admitter := admission.New(deps.Store, deps.JS, admission.Settings{
+		Caps:       caps,
+		Limits:     contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts},
+		RetryAfter: cfg.RetryInterval,
+	}, deps.Now, deps.Log, m)
+
+	probe := observe.NewProbe(deps.Log, nil)
+	probe.AddCheck("store", deps.Store.Ping)
+	nc, js := deps.NC, deps.JS
+	probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, nc, js) })
+
+	ros := roster.New(deps.Now)
+	g := &Gateway{
+		cfg:    cfg,
+		log:    deps.Log,
+		nc:     deps.NC,
+		js:     deps.JS,
+		auth:   au,
+		roster: ros,
+		handler: httpapi.New(httpapi.Deps{
+			Store:        deps.Store,
+			Admitter:     admitter,
+			Canceller:    cancel.New(deps.Store, deps.NC, deps.Now, deps.Log),
+			Auth:         au,
+			Roster:       ros,
+			Probe:        probe,
+			Metrics:      m,
+			Gatherer:     gath,
+			Log:          deps.Log,
+			MaxBodyBytes: cfg.MaxBodyBytes,
+			Caps:         caps,
+		}),
+		natsAPI: natsapi.New(deps.NC, admitter, au, cfg.MaxBodyBytes, deps.Log),
+	}
+	return g, nil
+}
+
+// registries resolves where metrics go and what /metrics serves.
+func registries(reg prometheus.Registerer, gath prometheus.Gatherer) (prometheus.Registerer, prometheus.Gatherer, error) {
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg = r
+	}
+	if gath == nil {
+		g, ok := reg.(prometheus.Gatherer)
+		if !ok {
+			return nil, nil, errors.New("gateway: Deps.Gatherer is required when Deps.Registerer is not a Gatherer")
+		}
+		gath = g
+	}
+	return reg, gath, nil
+}
+
+// Handler is the HTTP API (with /healthz, /readyz and /metrics) as one
+// handler, for tests and for embedding under another server.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Run listens on cfg.HTTPAddr and serves until ctx ends (see Serve).
+func (g *Gateway) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", g.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen %s: %w", g.cfg.HTTPAddr, err)
+	}
+	return g.Serve(ctx, ln)
+}
+
+// Serve runs the HTTP API on ln, the NATS submit endpoint and the worker
+// roster subscription until ctx ends or one of them fails, then shuts all
+// of them down (the HTTP server gracefully, within SLUICE_SHUTDOWN_TIMEOUT)
+// and returns the first error. It closes ln.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	if g.auth.Open() {
+		g.log.Warn().Msg("SLUICE_API_TOKENS is empty: the API is open and every request acts as tenant \"default\"")
+	} else {
+		g.log.Info().Strs("tenants", g.auth.Tenants()).Msg("API tokens configured")
+	}
+	g.ensureStream(ctx)
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		return observe.ServeListener(ctx, ln, g.handler, g.cfg.ShutdownTimeout)
+	})
+	eg.Go(func() error { return g.natsAPI.Serve(ctx) })
+	eg.Go(func() error {
+		if err := g.roster.Subscribe(ctx, g.nc); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	})
+	g.log.Info().Str("addr", ln.Addr().String()).Str(observe.FieldSubject, contracts.SubjectSubmit).
+		Int("max_active", g.cfg.MaxActive).Int("tenant_max_active", g.cfg.TenantMaxActive).
+		Msg("gateway serving")
+	err := eg.Wait()
+	g.log.Info().Msg("gateway stopped")
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
+}
+
+// ensureStream creates the job stream if it is missing, so readiness holds
+// before any scheduler starts. A failure is only logged: publishing
+// recreates the stream too, and the store keeps every admitted job.
+func (g *Gateway) ensureStream(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, streamSetupTimeout)
+	defer cancel()
+	if _, err := bus.EnsureStream(sctx, g.js); err != nil {
+		g.log.Warn().Err(err).Msg("job stream not ensured at startup")
+	}
+}

@@ -1,0 +1,212 @@
+package gateway_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// noType asks for a request without a Content-Type header.
+const noType = "-"
+
+// hostile is one malformed or hostile request and the answer it must get.
+type hostile struct {
+	name   string
+	method string
+	path   string
+	token  string // bearer token; "" = none
+	body   string
+	ctype  string      // "" = application/json when there is a body; noType = none
+	header [][2]string // raw headers, added as they are (CR/LF included)
+	stream bool        // hide the body's length
+	status int
+	code   string
+}
+
+// TestHostileRequests sends malformed and hostile requests straight to the
+// handler (so headers the HTTP client would refuse get through) and checks
+// each gets the right 4xx with a JSON error body and writes nothing.
+func TestHostileRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := b.submit(tokenB, `{"kind":"secret","key":"b-only"}`)
+	require.Equal(t, http.StatusAccepted, other.status)
+	otherID := other.job(t).ID
+	mine := b.submit(tokenA, `{"kind":"mine"}`)
+	require.Equal(t, http.StatusAccepted, mine.status)
+
+	long := func(c byte, n int) string { return strings.Repeat(string(c), n) }
+	sub := func(name, body string, status int, code string) hostile {
+		return hostile{name: name, method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: body, status: status, code: code}
+	}
+	get := func(name, path string, status int, code string) hostile {
+		return hostile{name: name, method: http.MethodGet, path: path, token: tokenA, status: status, code: code}
+	}
+	const (
+		bad400 = http.StatusBadRequest
+		bad422 = http.StatusUnprocessableEntity
+	)
+	inv, val, br := contracts.CodeInvalidJSON, contracts.CodeValidation, contracts.CodeBadRequest
+
+	cases := []hostile{
+		// Bodies that are not one JSON object of the right shape: 400.
+		sub("truncated json", `{"kind":`, bad400, inv),
+		sub("empty body", ``, bad400, inv),
+		sub("whitespace body", "  \n\t ", bad400, inv),
+		sub("array body", `[{"kind":"a"}]`, bad400, inv),
+		sub("null body", `null`, bad400, inv),
+		sub("string body", `"kind"`, bad400, inv),
+		sub("kind of wrong type", `{"kind":5}`, bad400, inv),
+		sub("kind as object", `{"kind":{"$ne":null}}`, bad400, inv),
+		sub("unknown field", `{"kind":"a","evil":true}`, bad400, inv),
+		sub("trailing garbage", `{"kind":"a"} rm -rf /`, bad400, inv),
+		sub("two objects", `{"kind":"a"}{"kind":"b"}`, bad400, inv),
+		sub("deep nesting", `{"kind":"a","payload":`+long('[', 20000)+long(']', 20000)+`}`, bad400, inv),
+		sub("priority overflow", `{"kind":"a","priority":1e30}`, bad400, inv),
+		sub("priority fraction", `{"kind":"a","priority":1.5}`, bad400, inv),
+		sub("priority NaN", `{"kind":"a","priority":NaN}`, bad400, inv),
+		sub("max_attempts as string", `{"kind":"a","max_attempts":"3"}`, bad400, inv),
+		sub("huge int", `{"kind":"a","max_attempts":99999999999999999999999}`, bad400, inv),
+		sub("invalid utf8 garbage", "\xff\xfe{\"kind\":\"a\"}", bad400, inv),
+		// Well-formed but invalid: 422.
+		sub("missing kind", `{}`, bad422, val),
+		sub("bad kind", `{"kind":"Bad Kind!"}`, bad422, val),
+		sub("kind path traversal", `{"kind":"../../etc/passwd"}`, bad422, val),
+		sub("kind too long", `{"kind":"`+long('k', 65)+`"}`, bad422, val),
+		sub("kind invalid utf8", "{\"kind\":\"a\xff\"}", bad422, val),
+		sub("negative priority", `{"kind":"a","priority":-1}`, bad422, val),
+		sub("absurd priority", `{"kind":"a","priority":2147483647}`, bad422, val),
+		sub("negative max_attempts", `{"kind":"a","max_attempts":-3}`, bad422, val),
+		sub("absurd max_attempts", `{"kind":"a","max_attempts":100000}`, bad422, val),
+		sub("key too long", `{"kind":"a","key":"`+long('k', contracts.MaxKeyLen+1)+`"}`, bad422, val),
+		sub("key with NUL", `{"kind":"a","key":"a\u0000b"}`, bad422, val),
+		sub("key header injection", `{"kind":"a","key":"a\r\nSet-Cookie: x=1"}`, bad422, val),
+		sub("deadline words", `{"kind":"a","deadline":"yesterday"}`, bad422, val),
+		sub("deadline in the past", `{"kind":"a","deadline":"2000-01-01T00:00:00Z"}`, bad422, val),
+		sub("deadline past the max", `{"kind":"a","deadline":"1000h"}`, bad422, val),
+		sub("negative deadline", `{"kind":"a","deadline":"-5s"}`, bad422, val),
+		sub("fan-out items", `{"kind":"a","items":[1,2,3],"concurrency":2}`, bad422, val),
+		// Size and media type.
+		sub("payload over the body limit", `{"kind":"a","payload":"`+long('x', 1<<20)+`"}`, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge),
+		{name: "streamed body over the limit", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
+			body: `{"kind":"a","payload":"` + long('x', 1<<20) + `"}`, stream: true,
+			status: http.StatusRequestEntityTooLarge, code: contracts.CodeTooLarge},
+		{name: "text/plain", method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: `{"kind":"a"}`,
+			ctype: "text/plain", status: http.StatusUnsupportedMediaType, code: contracts.CodeUnsupportedMedia},
+		{name: "no content type", method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: `{"kind":"a"}`,
+			ctype: noType, status: http.StatusUnsupportedMediaType, code: contracts.CodeUnsupportedMedia},
+		{name: "latin1 charset", method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: `{"kind":"a"}`,
+			ctype: "application/json; charset=latin1", status: http.StatusUnsupportedMediaType, code: contracts.CodeUnsupportedMedia},
+		{name: "form encoded", method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: `kind=a`,
+			ctype: "application/x-www-form-urlencoded", status: http.StatusUnsupportedMediaType, code: contracts.CodeUnsupportedMedia},
+		{name: "two content types", method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: `{"kind":"a"}`,
+			header: [][2]string{{"Content-Type", "text/html"}}, status: http.StatusUnsupportedMediaType, code: contracts.CodeUnsupportedMedia},
+		// Credentials.
+		{name: "missing token", method: http.MethodPost, path: "/v1/jobs", body: `{"kind":"a"}`,
+			status: http.StatusUnauthorized, code: contracts.CodeUnauthorized},
+		{name: "wrong token", method: http.MethodPost, path: "/v1/jobs", token: "tok-acme-0123456788", body: `{"kind":"a"}`,
+			status: http.StatusUnauthorized, code: contracts.CodeUnauthorized},
+		{name: "token prefix", method: http.MethodGet, path: "/v1/jobs", token: tokenA[:5],
+			status: http.StatusUnauthorized, code: contracts.CodeUnauthorized},
+		{name: "basic auth", method: http.MethodGet, path: "/v1/jobs",
+			header: [][2]string{{"Authorization", "Basic YWNtZTp0b2stYWNtZQ=="}},
+			status: http.StatusUnauthorized, code: contracts.CodeUnauthorized},
+		{name: "token header injection", method: http.MethodGet, path: "/v1/jobs",
+			header: [][2]string{{"Authorization", "Bearer " + tokenA + "\r\nX-Tenant: globex"}},
+			status: http.StatusUnauthorized, code: contracts.CodeUnauthorized},
+		{name: "token with trailing words", method: http.MethodGet, path: "/v1/jobs",
+			header: [][2]string{{"Authorization", "Bearer " + tokenA + " " + tokenB}},
+			status: http.StatusUnauthorized, code: contracts.CodeUnauthorized},
+		{name: "two authorization headers", method: http.MethodGet, path: "/v1/jobs", token: tokenA,
+			header: [][2]string{{"Authorization", "Bearer " + tokenB}},
+			status: http.StatusUnauthorized, code: contracts.CodeUnauthorized},
+		{name: "stats without token", method: http.MethodGet, path: "/v1/stats",
+			status: http.StatusUnauthorized, code: contracts.CodeUnauthorized},
+		// Ids and paths.
+		get("bad id characters", "/v1/jobs/not!valid", bad400, br),
+		get("encoded path traversal", "/v1/jobs/..%2F..%2Fetc%2Fpasswd", bad400, br),
+		get("encoded dot-dot", "/v1/jobs/%2e%2e", bad400, br),
+		get("id too long", "/v1/jobs/"+long('a', 65), bad400, br),
+		get("id with encoded NUL", "/v1/jobs/abc%00def", bad400, br),
+		get("id with encoded CRLF", "/v1/jobs/abc%0d%0aSet-Cookie:x", bad400, br),
+		get("another tenant's job", "/v1/jobs/"+otherID, http.StatusNotFound, contracts.CodeNotFound),
+		get("unknown job", "/v1/jobs/0190a5d2-0000-7000-8000-000000000000", http.StatusNotFound, contracts.CodeNotFound),
+		{name: "cancel another tenant's job", method: http.MethodPost, path: "/v1/jobs/" + otherID + "/cancel", token: tokenA,
+			status: http.StatusNotFound, code: contracts.CodeNotFound},
+		{name: "cancel bad id", method: http.MethodPost, path: "/v1/jobs/..%2F..%2Fx/cancel", token: tokenA,
+			status: bad400, code: br},
+		get("dot-dot path", "/v1/jobs/../stats", http.StatusNotFound, contracts.CodeNotFound),
+		get("trailing slash", "/v1/jobs/", http.StatusNotFound, contracts.CodeNotFound),
+		get("unknown route", "/v1/nope", http.StatusNotFound, contracts.CodeNotFound),
+		get("unknown version", "/v2/jobs", http.StatusNotFound, contracts.CodeNotFound),
+		{name: "wrong method", method: http.MethodDelete, path: "/v1/jobs", token: tokenA,
+			status: http.StatusMethodNotAllowed, code: contracts.CodeMethodNotAllowed},
+		{name: "wrong method on a job", method: http.MethodPut, path: "/v1/jobs/" + otherID, token: tokenA,
+			status: http.StatusMethodNotAllowed, code: contracts.CodeMethodNotAllowed},
+		{name: "get on cancel", method: http.MethodGet, path: "/v1/jobs/" + otherID + "/cancel", token: tokenA,
+			status: http.StatusMethodNotAllowed, code: contracts.CodeMethodNotAllowed},
+		// List parameters.
+		get("limit zero", "/v1/jobs?limit=0", bad400, br),
+		get("limit too large", "/v1/jobs?limit=501", bad400, br),
+		get("limit negative", "/v1/jobs?limit=-1", bad400, br),
+		get("limit not a number", "/v1/jobs?limit=ten", bad400, br),
+		get("limit overflow", "/v1/jobs?limit=99999999999999999999", bad400, br),
+		get("limit twice", "/v1/jobs?limit=1&limit=2", bad400, br),
+		get("bad state", "/v1/jobs?state=bogus", bad400, br),
+		get("state sql injection", "/v1/jobs?state=pending'%20OR%201=1--", bad400, br),
+		get("bad kind filter", "/v1/jobs?kind=UPPER", bad400, br),
+		get("bad cursor", "/v1/jobs?cursor=!!!", bad400, br),
+		get("forged cursor", "/v1/jobs?cursor=Zm9v", bad400, br),
+		get("huge cursor", "/v1/jobs?cursor="+long('A', 4096), bad400, br),
+		get("malformed query", "/v1/jobs?%zz=1", bad400, br),
+	}
+	require.GreaterOrEqual(t, len(cases), 30)
+
+	before := b.snap()
+	h := b.gws[0].gw.Handler()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+				if tc.stream {
+					body = io.MultiReader(bytes.NewReader([]byte(tc.body)))
+				}
+			}
+			r := httptest.NewRequest(tc.method, tc.path, body)
+			if tc.stream {
+				r.ContentLength = -1
+			}
+			switch {
+			case tc.ctype == noType:
+			case tc.ctype != "":
+				r.Header.Set("Content-Type", tc.ctype)
+			case tc.body != "" || tc.method == http.MethodPost:
+				r.Header.Set("Content-Type", "application/json")
+			}
+			if tc.token != "" {
+				r.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			for _, kv := range tc.header {
+				r.Header.Add(kv[0], kv[1])
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			got := response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+			e := got.requireError(t, tc.status, tc.code)
+			require.NotContains(t, e.Message, tokenA, "errors never echo tokens")
+			require.NotContains(t, string(got.body), "Set-Cookie: x")
+			if tc.status == http.StatusUnauthorized {
+				require.Equal(t, `Bearer realm="sluice"`, got.header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	require.Equal(t, before, b.snap(), "hostile requests wrote something")
+}

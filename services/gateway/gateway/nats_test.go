@@ -1,0 +1,111 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// natsSubmit sends a submit request over NATS with the given headers.
+func (b *bundle) natsSubmit(header map[string]string, body string) contracts.SubmitReply {
+	b.tb.Helper()
+	m := &nats.Msg{Subject: contracts.SubjectSubmit, Data: []byte(body), Header: nats.Header{}}
+	for k, v := range header {
+		m.Header.Set(k, v)
+	}
+	res, err := b.nc.RequestMsg(m, 5*time.Second)
+	require.NoError(b.tb, err)
+	require.Empty(b.tb, res.Header.Get("Nats-Service-Error-Code"), "never a micro error")
+	var reply contracts.SubmitReply
+	dec := json.NewDecoder(strings.NewReader(string(res.Data)))
+	dec.DisallowUnknownFields()
+	require.NoError(b.tb, dec.Decode(&reply), string(res.Data))
+	return reply
+}
+
+func TestNATSSubmit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, caps(0, 2), maxBody(512))
+	tokA := map[string]string{contracts.HeaderToken: tokenA}
+	tokB := map[string]string{contracts.HeaderToken: tokenB}
+
+	first := b.natsSubmit(tokA, `{"kind":"nats","key":"n-1"}`)
+	require.Equal(t, http.StatusAccepted, first.Status)
+	require.NotNil(t, first.Job)
+	require.Nil(t, first.Error)
+	require.Equal(t, tenantA, first.Job.Tenant)
+	stored, err := b.st.Get(t.Context(), first.Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, contracts.StatePending, stored.State)
+
+	joined := b.natsSubmit(tokA, `{"kind":"nats","key":"n-1"}`)
+	require.Equal(t, http.StatusOK, joined.Status)
+	require.Equal(t, first.Job.ID, joined.Job.ID)
+
+	require.Equal(t, http.StatusAccepted, b.natsSubmit(tokA, `{"kind":"nats"}`).Status)
+	before := b.snap()
+	full := b.natsSubmit(tokA, `{"kind":"nats"}`)
+	require.Equal(t, http.StatusTooManyRequests, full.Status)
+	require.Equal(t, contracts.CodeTenantCap, full.Error.Code)
+	require.Equal(t, "tenant", full.Error.Limit)
+	require.Equal(t, int64(1500), full.RetryAfterMS)
+	require.Nil(t, full.Job)
+
+	cases := []struct {
+		name   string
+		header map[string]string
+		body   string
+		status int
+		code   string
+	}{
+		{"bad json", tokB, `{"kind":`, http.StatusBadRequest, contracts.CodeInvalidJSON},
+		{"unknown field", tokB, `{"kind":"a","x":1}`, http.StatusBadRequest, contracts.CodeInvalidJSON},
+		{"invalid", tokB, `{"kind":"A B"}`, http.StatusUnprocessableEntity, contracts.CodeValidation},
+		{"too large", tokB, `{"kind":"a","payload":"` + strings.Repeat("x", 600) + `"}`, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge},
+		{"no token", nil, `{"kind":"a"}`, http.StatusUnauthorized, contracts.CodeUnauthorized},
+		{"wrong token", map[string]string{contracts.HeaderToken: "nope"}, `{"kind":"a"}`, http.StatusUnauthorized, contracts.CodeUnauthorized},
+		{"tenant header is no credential", map[string]string{contracts.HeaderTenant: tenantA}, `{"kind":"a"}`, http.StatusUnauthorized, contracts.CodeUnauthorized},
+		{"bearer syntax is not a token", map[string]string{contracts.HeaderToken: "Bearer " + tokenA}, `{"kind":"a"}`, http.StatusUnauthorized, contracts.CodeUnauthorized},
+	}
+	for _, tc := range cases {
+		got := b.natsSubmit(tc.header, tc.body)
+		require.Equal(t, tc.status, got.Status, tc.name)
+		require.NotNil(t, got.Error, tc.name)
+		require.Equal(t, tc.code, got.Error.Code, tc.name)
+		require.NotEmpty(t, got.Error.Message, tc.name)
+		require.Nil(t, got.Job, tc.name)
+	}
+	require.Equal(t, before, b.snap(), "rejected NATS submits wrote nothing")
+
+	// HTTP and NATS share the caps and the dedup.
+	r := b.submit(tokenA, `{"kind":"nats","key":"n-1"}`)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Equal(t, first.Job.ID, r.job(t).ID)
+}
+
+func TestNATSSubmitOpenMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, openMode())
+	got := b.natsSubmit(map[string]string{contracts.HeaderTenant: "team.blue-1"}, `{"kind":"x"}`)
+	require.Equal(t, http.StatusAccepted, got.Status)
+	require.Equal(t, "team.blue-1", got.Job.Tenant)
+
+	got = b.natsSubmit(nil, `{"kind":"x"}`)
+	require.Equal(t, http.StatusAccepted, got.Status)
+	require.Equal(t, "default", got.Job.Tenant)
+
+	before := b.snap()
+	for _, bad := range []string{"a b", "../etc", strings.Repeat("t", 65), "x\x00y"} {
+		got = b.natsSubmit(map[string]string{contracts.HeaderTenant: bad}, `{"kind":"x"}`)
+		require.Equal(t, http.StatusBadRequest, got.Status, bad)
+		require.Equal(t, contracts.CodeBadRequest, got.Error.Code)
+	}
+	require.Equal(t, before, b.snap())
+}

@@ -1,0 +1,75 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	b := setup(t, caps(1, 0))
+	// Health and readiness need no token and never answer 429, even at the cap.
+	require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"x"}`).status)
+	require.Equal(t, http.StatusTooManyRequests, b.submit(tokenA, `{"kind":"x"}`).status)
+
+	for _, base := range []string{b.gws[0].srv.URL, b.gws[0].serveURL} {
+		r := b.doOn(base, req{method: http.MethodGet, path: "/healthz"})
+		require.Equal(t, http.StatusOK, r.status, string(r.body))
+		require.Equal(t, "application/json", r.header.Get("Content-Type"))
+		require.Equal(t, "nosniff", r.header.Get("X-Content-Type-Options"))
+		r = b.doOn(base, req{method: http.MethodGet, path: "/readyz"})
+		require.Equal(t, http.StatusOK, r.status, string(r.body))
+	}
+}
+
+func TestReadinessStoreClosed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := b.addGateway()
+	require.NoError(t, in.st.Close())
+
+	r := b.doOn(in.srv.URL, req{method: http.MethodGet, path: "/readyz"})
+	require.Equal(t, http.StatusServiceUnavailable, r.status, string(r.body))
+	var body struct {
+		Status  string            `json:"status"`
+		Failing map[string]string `json:"failing"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &body))
+	require.Contains(t, body.Failing, "store")
+	require.NotContains(t, body.Failing, "nats")
+
+	// Still alive, and a submit is a 503, not a crash.
+	require.Equal(t, http.StatusOK, b.doOn(in.srv.URL, req{method: http.MethodGet, path: "/healthz"}).status)
+	b.doOn(in.srv.URL, req{method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: `{"kind":"x"}`}).
+		requireError(t, http.StatusServiceUnavailable, contracts.CodeUnavailable)
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t, caps(1, 0))
+	require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"m"}`).status)
+	require.Equal(t, http.StatusTooManyRequests, b.submit(tokenA, `{"kind":"m"}`).status)
+
+	r := b.do(req{method: http.MethodGet, path: "/metrics"})
+	require.Equal(t, http.StatusOK, r.status)
+	require.True(t, strings.HasPrefix(r.header.Get("Content-Type"), "text/plain"), r.header.Get("Content-Type"))
+	text := string(r.body)
+	for _, want := range []string{
+		`sluice_gateway_admissions_total{limit="none",outcome="admitted"} 1`,
+		`sluice_gateway_admissions_total{limit="global",outcome="rejected"} 1`,
+		`sluice_gateway_admissions_total{limit="tenant",outcome="rejected"} 0`,
+		`sluice_gateway_http_requests_total{code="202",route="POST /v1/jobs"} 1`,
+		`sluice_gateway_http_requests_total{code="429",route="POST /v1/jobs"} 1`,
+		`sluice_gateway_http_request_duration_seconds_bucket{route="POST /v1/jobs"`,
+		`sluice_gateway_due_publish_failures_total 0`,
+	} {
+		require.Contains(t, text, want)
+	}
+	require.NotContains(t, text, tokenA)
+}

@@ -1,0 +1,192 @@
+// Package admission is the one submit path the HTTP and the NATS APIs
+// share: decode, validate, admit in the store under the caps, publish the
+// due message, and say what happened as a transport-neutral Outcome.
+//
+// The store is the truth. A job is admitted the moment store.Admit says so;
+// a due message that cannot be published afterwards is logged and counted
+// but does not fail the request, because the reaper republishes pending
+// jobs whose message was lost.
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+)
+
+// publishTimeout bounds the wait for JetStream to acknowledge a due
+// message. It is independent of the caller's context: a client that hangs
+// up after its job was admitted still gets the job dispatched promptly.
+const publishTimeout = 5 * time.Second
+
+// Settings are the admission limits.
+type Settings struct {
+	// Caps are the global and per-tenant active limits (0 = none).
+	Caps store.Caps
+	// Limits bound the deadline and default the attempts of a request.
+	Limits contracts.Limits
+	// RetryAfter is what a rejected client is told to wait.
+	RetryAfter time.Duration
+}
+
+// Admitter admits submit requests. It is safe for concurrent use.
+type Admitter struct {
+	store   store.Store
+	js      jetstream.JetStream
+	set     Settings
+	now     func() time.Time
+	log     zerolog.Logger
+	metrics *metrics.Metrics
+}
+
+// New returns an Admitter writing to st and publishing to js.
+func New(st store.Store, js jetstream.JetStream, set Settings, now func() time.Time, log zerolog.Logger, m *metrics.Metrics) *Admitter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Admitter{store: st, js: js, set: set, now: now, log: log, metrics: m}
+}
+
+// Outcome is the result of one submit: the HTTP status it maps to, and
+// either the job or the error. The NATS API sends the same status in its
+// reply body.
+type Outcome struct {
+	// Status is an HTTP status code: 202, 200, 4xx or 503.
+	Status int
+	// Job is the admitted (202) or joined (200) job.
+	Job *contracts.Job
+	// Error is set on every status but 200 and 202.
+	Error *contracts.ErrorDetail
+	// RetryAfter is set on 429s: how long the client should wait.
+	RetryAfter time.Duration
+	// Cause is the internal error behind a 5xx, for the transport to log;
+	// it is never shown to clients.
+	Cause error
+}
+
+// Fail builds an error outcome.
+func Fail(status int, code, msg string) Outcome {
+	return Outcome{Status: status, Error: &contracts.ErrorDetail{Code: code, Message: msg}}
+}
+
+// TooLarge is the outcome of a body over max bytes.
+func TooLarge(max int64) Outcome {
+	return Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge,
+		fmt.Sprintf("request body is larger than %d bytes", max))
+}
+
+// RetryAfterSeconds is d rounded up to whole seconds, at least 1: the value
+// of a Retry-After header.
+func RetryAfterSeconds(d time.Duration) int64 {
+	s := int64(math.Ceil(d.Seconds()))
+	if s < 1 {
+		return 1
+	}
+	return s
+}
+
+// Submit runs one submit request for tenant: body is the raw JSON body,
+// already size-checked by the transport. Nothing is written unless the
+// outcome is 202.
+func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outcome {
+	req, err := contracts.DecodeSubmit(body)
+	if err != nil {
+		return Fail(http.StatusBadRequest, contracts.CodeInvalidJSON, err.Error())
+	}
+	now := a.now().UTC()
+	sub, err := req.Validate(now, a.set.Limits)
+	if err != nil {
+		var fe *contracts.FieldError
+		if errors.As(err, &fe) {
+			return Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, fe.Error())
+		}
+		return Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, err.Error())
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "cannot make a job id, try again")
+		o.Cause = fmt.Errorf("new job id: %w", err)
+		return o
+	}
+	job := contracts.Job{
+		ID:               id.String(),
+		Tenant:           tenant,
+		Kind:             sub.Kind,
+		Payload:          sub.Payload,
+		Key:              sub.Key,
+		Priority:         sub.Priority,
+		MaxAttempts:      sub.MaxAttempts,
+		State:            contracts.StatePending,
+		Attempt:          0,
+		CreatedAt:        now,
+		UpdatedAt:        now,
+		NextDispatchAt:   &now,
+		DispatchDeadline: sub.DispatchDeadline.UTC(),
+	}
+	got, adm, err := a.store.Admit(ctx, job, a.set.Caps)
+	if err != nil {
+		o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store is unavailable, try again")
+		o.Cause = fmt.Errorf("admit job %s: %w", job.ID, err)
+		o.RetryAfter = a.set.RetryAfter
+		return o
+	}
+	switch adm {
+	case store.Admitted:
+		a.metrics.Admission(metrics.OutcomeAdmitted, metrics.LimitNone)
+		a.publishDue(ctx, got)
+		return Outcome{Status: http.StatusAccepted, Job: &got}
+	case store.Joined:
+		a.metrics.Admission(metrics.OutcomeJoined, metrics.LimitNone)
+		return Outcome{Status: http.StatusOK, Job: &got}
+	case store.RejectedGlobal:
+		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitGlobal)
+		return a.rejected(contracts.CodeGlobalCap, metrics.LimitGlobal,
+			fmt.Sprintf("the global cap of %d active jobs is reached, retry later", a.set.Caps.Global))
+	case store.RejectedTenant:
+		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitTenant)
+		return a.rejected(contracts.CodeTenantCap, metrics.LimitTenant,
+			fmt.Sprintf("the tenant cap of %d active jobs is reached, retry later", a.set.Caps.Tenant))
+	}
+	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store gave no answer, try again")
+	o.Cause = fmt.Errorf("admit job %s: unknown admission outcome %d", job.ID, adm)
+	return o
+}
+
+// rejected builds a 429 outcome for the limit that was hit.
+func (a *Admitter) rejected(code, limit, msg string) Outcome {
+	o := Fail(http.StatusTooManyRequests, code, msg)
+	o.Error.Limit = limit
+	o.RetryAfter = a.set.RetryAfter
+	return o
+}
+
+// publishDue announces an admitted job to the schedulers. A failure is only
+// logged and counted: the job is in the store, and the reaper republishes
+// pending jobs whose due message never arrived.
+func (a *Admitter) publishDue(ctx context.Context, job contracts.Job) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	err := bus.Publish(pctx, a.js, contracts.SubjectDue, contracts.Due{JobID: job.ID}, "due-"+job.ID)
+	if err == nil {
+		return
+	}
+	a.metrics.PublishFailure()
+	a.log.Warn().Err(err).
+		Str(observe.FieldJobID, job.ID).
+		Str(observe.FieldTenant, job.Tenant).
+		Str(observe.FieldSubject, contracts.SubjectDue).
+		Msg("due message not published; the reaper will republish the pending job")
+}

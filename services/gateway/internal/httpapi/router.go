@@ -1,0 +1,143 @@
+// Package httpapi is the gateway's HTTP API v1: routing, authentication,
+// the handlers and their JSON error bodies, and the middleware every
+// response goes through (security headers, panic recovery, metrics, the
+// access log).
+//
+// Every answer is JSON, including the 404 and 405 the router itself gives
+// for unknown routes and wrong methods. Health, readiness and metrics need
+// no token and never answer 429.
+package httpapi
+
+import (
+	"net/http"
+	"path"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/bus/roster"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/gateway/internal/admission"
+	"github.com/sluicehq/sluice/services/gateway/internal/auth"
+	"github.com/sluicehq/sluice/services/gateway/internal/cancel"
+	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+)
+
+// contentTypeJSON is the Content-Type of every API answer.
+const contentTypeJSON = "application/json"
+
+// Deps is everything the HTTP API uses.
+type Deps struct {
+	// Store answers reads and stats.
+	Store store.Store
+	// Admitter runs submits.
+	Admitter *admission.Admitter
+	// Canceller runs cancels.
+	Canceller *cancel.Canceller
+	// Auth resolves the tenant of every /v1 request.
+	Auth *auth.Authenticator
+	// Roster lists live workers in /v1/stats (nil = none).
+	Roster *roster.Roster
+	// Probe serves /healthz and /readyz (nil = not served).
+	Probe *observe.Probe
+	// Metrics counts requests (nil = not counted).
+	Metrics *metrics.Metrics
+	// Gatherer is served on /metrics (nil = not served).
+	Gatherer prometheus.Gatherer
+	// Log is the access and error log.
+	Log zerolog.Logger
+
+	// MaxBodyBytes bounds a submit body.
+	MaxBodyBytes int64
+	// Caps are shown in /v1/stats.
+	Caps store.Caps
+}
+
+// api holds the handlers' dependencies.
+type api struct {
+	Deps
+}
+
+// New returns the HTTP API as one handler.
+func New(d Deps) http.Handler {
+	a := &api{Deps: d}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/jobs", a.authed(a.submit))
+	mux.Handle("GET /v1/jobs", a.authed(a.listJobs))
+	mux.Handle("GET /v1/jobs/{id}", a.authed(a.getJob))
+	mux.Handle("POST /v1/jobs/{id}/cancel", a.authed(a.cancelJob))
+	mux.Handle("GET /v1/stats", a.authed(a.stats))
+	if d.Probe != nil {
+		d.Probe.Register(mux)
+	}
+	if d.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return a.instrument(router{mux: mux})
+}
+
+// router serves the mux, answering in JSON where the mux itself would
+// answer in plain text: unknown routes (404), wrong methods (405) and
+// non-canonical paths (404 instead of a redirect).
+type router struct {
+	mux *http.ServeMux
+}
+
+// ServeHTTP implements http.Handler.
+func (rt router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.EscapedPath()
+	if p == "" || p[0] != '/' || path.Clean(p) != p {
+		writeError(w, http.StatusNotFound, contracts.CodeNotFound, "no such route")
+		return
+	}
+	if _, pattern := rt.mux.Handler(r); pattern == "" {
+		rt.mux.ServeHTTP(&fallbackWriter{ResponseWriter: w}, r)
+		return
+	}
+	rt.mux.ServeHTTP(w, r)
+}
+
+// fallbackWriter turns the mux's plain-text 404 and 405 answers into JSON
+// error bodies and lets anything else through unchanged.
+type fallbackWriter struct {
+	http.ResponseWriter
+	wrote, pass bool
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (f *fallbackWriter) WriteHeader(code int) {
+	if f.wrote {
+		return
+	}
+	f.wrote = true
+	switch code {
+	case http.StatusNotFound:
+		writeError(f.ResponseWriter, code, contracts.CodeNotFound, "no such route")
+	case http.StatusMethodNotAllowed:
+		msg := "method not allowed"
+		if allow := f.Header().Get("Allow"); allow != "" {
+			msg += "; allowed: " + allow
+		}
+		writeError(f.ResponseWriter, code, contracts.CodeMethodNotAllowed, msg)
+	default:
+		f.pass = true
+		f.ResponseWriter.WriteHeader(code)
+	}
+}
+
+// Write implements http.ResponseWriter; the mux's own text is dropped.
+func (f *fallbackWriter) Write(b []byte) (int, error) {
+	if !f.wrote {
+		f.WriteHeader(http.StatusOK)
+	}
+	if f.pass {
+		return f.ResponseWriter.Write(b)
+	}
+	return len(b), nil
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (f *fallbackWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }

@@ -1,0 +1,55 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/gateway/internal/admission"
+)
+
+// submit is POST /v1/jobs: 415 unless the body is JSON, 413 when it is too
+// large, then the shared admission path (400, 422, 429, 503, 200 or 202).
+func (a *api) submit(w http.ResponseWriter, r *http.Request, tenant string) {
+	if !isJSON(r.Header.Values("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, contracts.CodeUnsupportedMedia,
+			"Content-Type must be application/json")
+		return
+	}
+	if r.ContentLength > a.MaxBodyBytes {
+		writeOutcome(w, admission.TooLarge(a.MaxBodyBytes))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeOutcome(w, admission.TooLarge(a.MaxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, "cannot read the request body")
+		return
+	}
+	o := a.Admitter.Submit(r.Context(), tenant, body)
+	noteCause(r, o.Cause)
+	writeOutcome(w, o)
+}
+
+// isJSON reports whether the Content-Type header (given once) is
+// application/json, with no charset or a UTF-8 one.
+func isJSON(values []string) bool {
+	if len(values) != 1 {
+		return false
+	}
+	mt, params, err := mime.ParseMediaType(values[0])
+	if err != nil || mt != contentTypeJSON {
+		return false
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,93 @@
+// Package metrics defines the gateway's Prometheus metrics in one place so
+// that the HTTP API, the NATS API and admission count the same things under
+// the same names.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Admission outcome label values of sluice_gateway_admissions_total.
+const (
+	OutcomeAdmitted = "admitted"
+	OutcomeJoined   = "joined"
+	OutcomeRejected = "rejected"
+)
+
+// Limit label values of sluice_gateway_admissions_total.
+const (
+	LimitNone   = "none"
+	LimitGlobal = "global"
+	LimitTenant = "tenant"
+)
+
+// RouteUnmatched labels requests that matched no route.
+const RouteUnmatched = "unmatched"
+
+// Metrics are the gateway's collectors. The zero value is not usable; build
+// one with New.
+type Metrics struct {
+	admissions      *prometheus.CounterVec
+	httpRequests    *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
+	publishFailures prometheus.Counter
+}
+
+// New creates the gateway's collectors and registers them with reg.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: nil registerer")
+	}
+	m := &Metrics{
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_admissions_total",
+			Help: "Submit requests that reached the admission step, by outcome and by the limit that rejected them.",
+		}, []string{"outcome", "limit"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_http_requests_total",
+			Help: "HTTP requests served, by route pattern and status code.",
+		}, []string{"route", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_gateway_http_request_duration_seconds",
+			Help:    "Time to serve an HTTP request, by route pattern.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_due_publish_failures_total",
+			Help: "Admitted jobs whose due message could not be published (the reaper republishes them).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	// Every admission series exists from the start, so dashboards and
+	// alerts see zeros rather than gaps.
+	for _, l := range [][2]string{
+		{OutcomeAdmitted, LimitNone}, {OutcomeJoined, LimitNone},
+		{OutcomeRejected, LimitGlobal}, {OutcomeRejected, LimitTenant},
+	} {
+		m.admissions.WithLabelValues(l[0], l[1])
+	}
+	return m, nil
+}
+
+// Admission counts one admission outcome.
+func (m *Metrics) Admission(outcome, limit string) {
+	m.admissions.WithLabelValues(outcome, limit).Inc()
+}
+
+// PublishFailure counts one due message that could not be published.
+func (m *Metrics) PublishFailure() { m.publishFailures.Inc() }
+
+// HTTPRequest records one served HTTP request.
+func (m *Metrics) HTTPRequest(route string, code int, took time.Duration) {
+	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.httpDuration.WithLabelValues(route).Observe(took.Seconds())
+}

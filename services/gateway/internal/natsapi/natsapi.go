@@ -1,0 +1,121 @@
+// Package natsapi is the gateway's NATS request-reply API: a nats micro
+// service whose one endpoint takes the same body as POST /v1/jobs and
+// answers a contracts.SubmitReply carrying the HTTP status the same request
+// would have had.
+//
+// Every answer, errors included, is a normal reply with a SubmitReply body
+// (never a micro error), so clients parse one shape.
+package natsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/services/gateway/internal/admission"
+	"github.com/sluicehq/sluice/services/gateway/internal/auth"
+)
+
+// Version is the micro service version the gateway announces.
+const Version = "1.0.0"
+
+// endpointName names the submit endpoint in micro's INFO and STATS.
+const endpointName = "submit"
+
+// requestTimeout bounds the work done for one request; a client has
+// usually given up by then.
+const requestTimeout = 30 * time.Second
+
+// API serves submit requests over NATS.
+type API struct {
+	nc           *nats.Conn
+	admitter     *admission.Admitter
+	auth         *auth.Authenticator
+	maxBodyBytes int64
+	log          zerolog.Logger
+}
+
+// New returns the NATS API; Serve runs it.
+func New(nc *nats.Conn, ad *admission.Admitter, au *auth.Authenticator, maxBodyBytes int64, log zerolog.Logger) *API {
+	return &API{nc: nc, admitter: ad, auth: au, maxBodyBytes: maxBodyBytes, log: log}
+}
+
+// Serve registers the micro service and its endpoint on
+// contracts.SubjectSubmit, answers requests until ctx ends, then stops the
+// service (draining its subscriptions).
+func (a *API) Serve(ctx context.Context) error {
+	svc, err := micro.AddService(a.nc, micro.Config{
+		Name:        contracts.SubmitServiceName,
+		Version:     Version,
+		Description: "Sluice job submission (same body and rules as POST /v1/jobs)",
+	})
+	if err != nil {
+		return fmt.Errorf("natsapi: add service: %w", err)
+	}
+	err = svc.AddEndpoint(endpointName, micro.ContextHandler(ctx, a.handle),
+		micro.WithEndpointSubject(contracts.SubjectSubmit))
+	if err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("natsapi: add endpoint %s: %w", contracts.SubjectSubmit, err)
+	}
+	<-ctx.Done()
+	if err := svc.Stop(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("natsapi: stop service: %w", err)
+	}
+	return nil
+}
+
+// handle answers one submit request.
+func (a *API) handle(ctx context.Context, req micro.Request) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	o, tenant := a.submit(ctx, req)
+	reply := contracts.SubmitReply{Status: o.Status, Job: o.Job, Error: o.Error}
+	if o.RetryAfter > 0 {
+		reply.RetryAfterMS = max(o.RetryAfter.Milliseconds(), 1)
+	}
+	ev := a.log.Debug()
+	if o.Status >= http.StatusInternalServerError {
+		ev = a.log.Error().Err(o.Cause)
+	}
+	if tenant != "" {
+		ev = ev.Str(observe.FieldTenant, tenant)
+	}
+	if o.Job != nil {
+		ev = ev.Str(observe.FieldJobID, o.Job.ID)
+	}
+	ev.Str(observe.FieldSubject, contracts.SubjectSubmit).Int("status", o.Status).Msg("nats submit")
+	if err := req.RespondJSON(reply); err != nil {
+		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectSubmit).Msg("nats submit reply not sent")
+	}
+}
+
+// submit resolves the tenant, checks the size and runs the admission.
+func (a *API) submit(ctx context.Context, req micro.Request) (admission.Outcome, string) {
+	h := req.Headers()
+	var token string
+	if v := h.Values(contracts.HeaderToken); len(v) == 1 {
+		token = v[0] // two tokens: trust neither
+	}
+	tenant, err := a.auth.NATSTenant(token, h.Get(contracts.HeaderTenant))
+	switch {
+	case errors.Is(err, auth.ErrUnauthorized):
+		return admission.Fail(http.StatusUnauthorized, contracts.CodeUnauthorized,
+			"a valid API token is required in the "+contracts.HeaderToken+" header"), ""
+	case err != nil:
+		return admission.Fail(http.StatusBadRequest, contracts.CodeBadRequest,
+			"the "+contracts.HeaderTenant+" header must be 1-64 letters, digits, '_', '.' or '-'"), ""
+	}
+	if int64(len(req.Data())) > a.maxBodyBytes {
+		return admission.TooLarge(a.maxBodyBytes), tenant
+	}
+	return a.admitter.Submit(ctx, tenant, req.Data()), tenant
+}
