@@ -34,7 +34,9 @@ func Connect(ctx context.Context, o ConnectOptions, log zerolog.Logger) (*nats.C
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.Timeout(2 * time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Msg("nats disconnected")
+			if err != nil { // nil is a deliberate close
+				log.Warn().Err(err).Msg("nats disconnected")
+			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("nats reconnected")

@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,6 +97,6 @@ func Publish(ctx context.Context, js jetstream.JetStream, subject string, v any,
 }
 
 func isNoStream(err error) bool {
-	return err == jetstream.ErrNoStreamResponse || err == nats.ErrNoResponders ||
-		err == jetstream.ErrStreamNotFound
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrStreamNotFound)
 }

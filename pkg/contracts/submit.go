@@ -128,7 +128,11 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 		}
 		s.Payload = append(json.RawMessage(nil), r.Payload...)
 	}
-	limit := now.Add(lim.MaxDispatchDeadline)
+	maxWait := lim.MaxDispatchDeadline
+	if maxWait <= 0 {
+		maxWait = 100 * 365 * 24 * time.Hour // no limit configured
+	}
+	limit := now.Add(maxWait)
 	s.DispatchDeadline = limit
 	if r.Deadline != "" {
 		at, err := parseDeadline(r.Deadline, now)
@@ -138,7 +142,7 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 		if !at.After(now) {
 			return s, &FieldError{"deadline", "is in the past"}
 		}
-		if lim.MaxDispatchDeadline > 0 && at.After(limit) {
+		if at.After(limit) {
 			return s, &FieldError{"deadline", fmt.Sprintf("is later than the maximum dispatch deadline (%s)", lim.MaxDispatchDeadline)}
 		}
 		s.DispatchDeadline = at

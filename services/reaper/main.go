@@ -36,7 +36,7 @@ func run() error {
 		return err
 	}
 	defer st.Close()
-	link, err := bus.Dial(ctx, cfg.NATS, cfg.Store.DataDir, "sluice-reaper", log)
+	link, err := bus.Dial(ctx, cfg.Bus, cfg.Store.DataDir, "sluice-reaper", log)
 	if err != nil {
 		return err
 	}

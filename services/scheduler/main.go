@@ -35,7 +35,7 @@ func run() error {
 		return err
 	}
 	defer st.Close()
-	link, err := bus.Dial(ctx, cfg.NATS, cfg.Store.DataDir, "sluice-scheduler", log)
+	link, err := bus.Dial(ctx, cfg.Bus, cfg.Store.DataDir, "sluice-scheduler", log)
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 
 // Config is everything the reaper reads from the environment.
 type Config struct {
-	// NATS, Store and Log are the settings every service shares.
-	NATS  bus.Env
+	// Bus, Store and Log are the settings every service shares.
+	Bus   bus.Env
 	Store dial.Env
 	Log   observe.Env
 
