@@ -169,8 +169,8 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 			return nil, err
 		}
 		c := wcfg
-		if c.ID == "" || o.Workers > 1 {
-			c.ID = fmt.Sprintf("worker-%02d", i+1)
+		if c.WorkerID == "" || o.Workers > 1 {
+			c.WorkerID = fmt.Sprintf("worker-%02d", i+1)
 		}
 		w, err := worker.New(c, nc, js, svcLog(o.Log, "worker"), o.WorkerOptions...)
 		if err != nil {

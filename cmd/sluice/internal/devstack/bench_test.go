@@ -1,0 +1,245 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// benchStack starts a stack for a benchmark and stops it when it ends.
+func benchStack(b *testing.B, workers int, extra map[string]string) (*Stack, string) {
+	b.Helper()
+	o := Options{Workers: workers, NATSListen: "127.0.0.1:0", Log: zerolog.Nop()}
+	o.Environ = testEnv(b.TempDir(), map[string]string{"SLUICE_HEARTBEAT_INTERVAL": "1s", "SLUICE_STALE_THRESHOLD": "10s", "SLUICE_RETRY_INTERVAL": "100ms"})
+	for k, v := range extra {
+		o.Environ[k] = v
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.HTTPListener = ln
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Start(ctx, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	base := "http://" + s.HTTPAddr
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var st contracts.Stats
+		if code := httpJSON(base+"/v1/stats", &st); code == http.StatusOK && len(st.Workers) == max(workers, 0) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("stack not ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s, base
+}
+
+var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+
+func httpJSON(url string, v any) int {
+	resp, err := benchClient.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	if v != nil {
+		_ = jsonDecode(resp.Body, v)
+	}
+	return resp.StatusCode
+}
+
+// hammer posts body from conc clients for d (or n requests) and counts answers by status.
+func hammer(base string, conc int, d time.Duration, n int64, body func() []byte) (map[int]int64, time.Duration) {
+	var mu sync.Mutex
+	counts := map[int]int64{}
+	var sent atomic.Int64
+	stop := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := map[int]int64{}
+			for time.Now().Before(stop) && (n <= 0 || sent.Add(1) <= n) {
+				resp, err := benchClient.Post(base+"/v1/jobs", "application/json", bytes.NewReader(body()))
+				if err != nil {
+					local[0]++
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				local[resp.StatusCode]++
+			}
+			mu.Lock()
+			for k, v := range local {
+				counts[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return counts, time.Since(start)
+}
+
+func sleepBody(ms int) func() []byte {
+	b := []byte(`{"kind":"sleep","payload":{"ms":` + strconv.Itoa(ms) + `}}`)
+	return func() []byte { return b }
+}
+
+// BenchmarkAdmission measures HTTP admission decisions per second, accepted
+// and rejected separately.
+func BenchmarkAdmission(b *testing.B) {
+	b.Run("accepted", func(b *testing.B) {
+		_, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0"})
+		counts, took := hammer(base, 32, 3*time.Second, 0, sleepBody(0))
+		rate := float64(counts[http.StatusAccepted]) / took.Seconds()
+		b.ReportMetric(rate, "accepted/s")
+		fmt.Printf("admission accepted: %.0f decisions/s (%d in %s, other answers %v)\n", rate, counts[http.StatusAccepted], took.Round(time.Millisecond), others(counts, http.StatusAccepted))
+	})
+	b.Run("rejected", func(b *testing.B) {
+		_, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "1"})
+		hammer(base, 1, time.Second, 1, sleepBody(0))
+		counts, took := hammer(base, 32, 3*time.Second, 0, sleepBody(0))
+		rate := float64(counts[http.StatusTooManyRequests]) / took.Seconds()
+		b.ReportMetric(rate, "rejected/s")
+		fmt.Printf("admission rejected: %.0f decisions/s (%d in %s, other answers %v)\n", rate, counts[http.StatusTooManyRequests], took.Round(time.Millisecond), others(counts, http.StatusTooManyRequests))
+	})
+}
+
+func others(counts map[int]int64, except int) map[int]int64 {
+	out := map[int]int64{}
+	for k, v := range counts {
+		if k != except {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// BenchmarkEndToEnd pushes no-op jobs through 4 workers × 64 slots and
+// reports completions per second, then measures submit → running latency
+// at a steady rate with free capacity, and the process's peak RSS.
+func BenchmarkEndToEnd(b *testing.B) {
+	s, base := benchStack(b, 4, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "64", "SLUICE_MAX_ACTIVE": "0"})
+	const jobs = 20000
+	start := time.Now()
+	counts, _ := hammer(base, 32, 5*time.Minute, jobs, sleepBody(0))
+	submitted := time.Since(start)
+	if counts[http.StatusAccepted] != jobs {
+		b.Fatalf("submitted %v", counts)
+	}
+	waitSucceeded(b, base, jobs, 5*time.Minute)
+	took := time.Since(start)
+	rate := float64(jobs) / took.Seconds()
+	b.ReportMetric(rate, "jobs/s")
+	fmt.Printf("end to end: %d no-op jobs in %s = %.0f jobs/s completed (submission alone took %s) — 4 workers × 64 slots\n",
+		jobs, took.Round(time.Millisecond), rate, submitted.Round(time.Millisecond))
+
+	// Latency with free capacity: 200 jobs/s for 5 s.
+	const paced = 1000
+	tick := time.NewTicker(5 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range paced {
+		<-tick.C
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hammer(base, 1, time.Minute, 1, sleepBody(0))
+		}()
+	}
+	tick.Stop()
+	wg.Wait()
+	waitSucceeded(b, base, jobs+paced, time.Minute)
+	lat := latencies(b, s.Store, paced)
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+	fmt.Printf("submit → running at 200 jobs/s with free capacity: p50 %s, p99 %s, max %s (%d jobs)\n",
+		p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), len(lat))
+	rss := peakRSS()
+	b.ReportMetric(float64(rss)/1024, "peak-rss-MiB")
+	fmt.Printf("peak RSS of the whole stack (one process): %.1f MiB\n", float64(rss)/1024)
+}
+
+func waitSucceeded(b *testing.B, base string, n int, within time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var st contracts.Stats
+		httpJSON(base+"/v1/stats", &st)
+		if st.Counts[contracts.StateSucceeded] >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of %d jobs succeeded: %+v", st.Counts[contracts.StateSucceeded], n, st.Counts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// latencies reads the newest n jobs and returns their submit → running times, sorted.
+func latencies(b *testing.B, st store.Store, n int) []time.Duration {
+	b.Helper()
+	var out []time.Duration
+	cursor := ""
+	for len(out) < n {
+		page, next, err := st.List(context.Background(), store.Query{Limit: 500, Cursor: cursor})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, j := range page {
+			if j.StartedAt != nil && len(out) < n {
+				out = append(out, j.StartedAt.Sub(j.CreatedAt))
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	slices.Sort(out)
+	return out
+}
+
+// peakRSS is VmHWM of this process in KiB.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }

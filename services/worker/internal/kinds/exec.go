@@ -1,0 +1,201 @@
+package kinds
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// DefaultKillGrace is how long an exec job's process group has between
+// SIGTERM and SIGKILL.
+const DefaultKillGrace = 5 * time.Second
+
+// defaultPath is the PATH of a job when the worker has none.
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// ExecResult is the result of an exec job.
+type ExecResult struct {
+	ExitCode   int    `json:"exit_code"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// Execer runs the "exec" kind: allow-listed programs, each in its own
+// process group, with a minimal environment and bounded output capture.
+type Execer struct {
+	allow []string
+	grace time.Duration
+	now   func() time.Time
+	base  map[string]string
+}
+
+// NewExecer returns an exec kind that runs only programs named exactly in
+// allow (names resolved through PATH, or absolute paths), gives a process
+// group grace between SIGTERM and SIGKILL (DefaultKillGrace when ≤ 0) and
+// reads the time from now (time.Now when nil). Jobs start from a base
+// environment of the worker's PATH and HOME only.
+func NewExecer(allow []string, grace time.Duration, now func() time.Time) *Execer {
+	if grace <= 0 {
+		grace = DefaultKillGrace
+	}
+	if now == nil {
+		now = time.Now
+	}
+	base := map[string]string{"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}
+	if base["PATH"] == "" {
+		base["PATH"] = defaultPath
+	}
+	if base["HOME"] == "" {
+		base["HOME"] = "/"
+	}
+	return &Execer{allow: slices.Clone(allow), grace: grace, now: now, base: base}
+}
+
+// Run is the kind's Func. A bad payload or a program not in the allow list
+// is an input error; a timeout is a timeout error; a non-zero exit is the
+// error "exit status N". The result (exit code, the last OutputLimit bytes
+// of stdout and stderr, duration) is returned whenever the program started.
+func (e *Execer) Run(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	spec, err := ParseExecPayload(payload, e.allow)
+	if err != nil {
+		return nil, &contracts.ClassedError{Class: contracts.ClassInput, Err: err}
+	}
+	runCtx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+
+	cmd := exec.CommandContext(runCtx, spec.Argv[0], spec.Argv[1:]...)
+	if cmd.Err != nil {
+		return nil, fmt.Errorf("exec: %w", cmd.Err)
+	}
+	stdout, stderr := newTail(OutputLimit), newTail(OutputLimit)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Dir = spec.Dir
+	cmd.Env = e.environ(spec.Env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = e.grace
+
+	start := e.now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("exec: start %s: %w", spec.Argv[0], err)
+	}
+	pgid := cmd.Process.Pid
+	waitErr := cmd.Wait()
+	// Whatever the leader did, nothing it started outlives the job.
+	_ = signalGroup(pgid, syscall.SIGKILL)
+
+	out, err := json.Marshal(ExecResult{
+		ExitCode:   cmd.ProcessState.ExitCode(),
+		Stdout:     stdout.String(),
+		Stderr:     stderr.String(),
+		DurationMS: e.now().Sub(start).Milliseconds(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("exec: encode result: %w", err)
+	}
+	return out, e.outcome(ctx, runCtx, spec, cmd, waitErr)
+}
+
+// outcome turns how the program ended into the job's error.
+func (e *Execer) outcome(ctx, runCtx context.Context, spec ExecSpec, cmd *exec.Cmd, waitErr error) error {
+	var exitErr *exec.ExitError
+	switch {
+	case waitErr == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("exec: %w", ctx.Err())
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		return &contracts.ClassedError{
+			Class: contracts.ClassTimeout,
+			Err:   fmt.Errorf("exec: timed out after %s", spec.Timeout),
+		}
+	case errors.As(waitErr, &exitErr):
+		return exitErr // "exit status N" or "signal: …"
+	case errors.Is(waitErr, exec.ErrWaitDelay) && cmd.ProcessState.Success():
+		return nil // it succeeded; a leftover child held its output open
+	default:
+		return fmt.Errorf("exec: %w", waitErr)
+	}
+}
+
+// environ is the base environment with the job's variables on top, in a
+// stable order.
+func (e *Execer) environ(extra map[string]string) []string {
+	env := make(map[string]string, len(e.base)+len(extra))
+	for k, v := range e.base {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// signalGroup sends sig to every process in the group pgid. A group that
+// is already gone is not an error.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 0 {
+		return os.ErrProcessDone
+	}
+	err := syscall.Kill(-pgid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// OutputLimit bounds the captured stdout and stderr of an exec job: only
+// the last OutputLimit bytes of each are kept.
+const OutputLimit = 64 << 10
+
+// tail is an io.Writer keeping only the last limit bytes written to it.
+type tail struct {
+	mu    sync.Mutex
+	limit int
+	buf   []byte
+}
+
+func newTail(limit int) *tail { return &tail{limit: limit} }
+
+// Write keeps the end of p and of what came before, up to the limit. It
+// never fails, so a chatty program is never blocked on its output.
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if n >= t.limit {
+		t.buf = append(t.buf[:0], p[n-t.limit:]...)
+		return n, nil
+	}
+	if over := len(t.buf) + n - t.limit; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// String returns the kept bytes.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

@@ -1,0 +1,65 @@
+package kinds
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// MaxSleepMS is the longest a sleep job may ask for: one day.
+const MaxSleepMS = 86_400_000
+
+type sleepPayload struct {
+	MS int64 `json:"ms"`
+}
+
+// ParseSleepPayload decodes a sleep payload {"ms": N} with 0 ≤ N ≤
+// MaxSleepMS. A missing or null payload means 0 ms. Unknown fields,
+// fractions and trailing data are errors.
+func ParseSleepPayload(data []byte) (time.Duration, error) {
+	if isAbsent(data) {
+		return 0, nil
+	}
+	var p sleepPayload
+	if err := decodeStrict(data, &p); err != nil {
+		return 0, fmt.Errorf("sleep: %w", err)
+	}
+	if p.MS < 0 || p.MS > MaxSleepMS {
+		return 0, fmt.Errorf("sleep: ms %d must be between 0 and %d", p.MS, MaxSleepMS)
+	}
+	return time.Duration(p.MS) * time.Millisecond, nil
+}
+
+// SleepResult is the result of a sleep job.
+type SleepResult struct {
+	SleptMS int64 `json:"slept_ms"`
+}
+
+// RunSleep is the "sleep" kind: it waits for the payload's duration or until
+// ctx ends, in which case it returns ctx's error. A bad payload is an input
+// error.
+func RunSleep(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	d, err := ParseSleepPayload(payload)
+	if err != nil {
+		return nil, &contracts.ClassedError{Class: contracts.ClassInput, Err: err}
+	}
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("sleep: %w", ctx.Err())
+		case <-t.C:
+		}
+	} else if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sleep: %w", err)
+	}
+	out, err := json.Marshal(SleepResult{SleptMS: d.Milliseconds()})
+	if err != nil {
+		return nil, fmt.Errorf("sleep: encode result: %w", err)
+	}
+	return out, nil
+}

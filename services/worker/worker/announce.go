@@ -1,0 +1,60 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+)
+
+// announceLoop announces the worker at once, every heartbeat interval and
+// whenever signalled (in-flight or draining changed, or a discover request).
+func (w *Worker) announceLoop(ctx context.Context) {
+	w.announce(false)
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-w.announceSig:
+		}
+		w.announce(false)
+	}
+}
+
+// signalAnnounce asks for an announcement without blocking. Signals sent
+// before the loop reads the state coalesce; one sent after it is kept, so
+// the last state is always announced.
+func (w *Worker) signalAnnounce() {
+	select {
+	case w.announceSig <- struct{}{}:
+	default:
+	}
+}
+
+// announce publishes the worker's current state.
+func (w *Worker) announce(leaving bool) {
+	w.mu.Lock()
+	draining := w.draining
+	w.mu.Unlock()
+	a := contracts.Announce{
+		WorkerID:   w.cfg.WorkerID,
+		Kinds:      w.Kinds(),
+		Capacity:   w.slots.Capacity(),
+		InFlight:   w.slots.InFlight(),
+		Draining:   draining || leaving,
+		Leaving:    leaving,
+		IntervalMS: w.cfg.HeartbeatInterval.Milliseconds(),
+	}
+	data, err := json.Marshal(a)
+	if err == nil {
+		err = w.nc.Publish(contracts.SubjectAnnounce, data)
+	}
+	if err != nil {
+		w.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectAnnounce).Msg("announce failed")
+	}
+}

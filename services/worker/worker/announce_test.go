@@ -1,0 +1,66 @@
+package worker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/worker"
+)
+
+// quietConfig announces only when something changes (or on discover).
+func quietConfig(id string) worker.Config {
+	cfg := testConfig(id)
+	cfg.HeartbeatInterval = time.Minute
+	cfg.StaleThreshold = 3 * time.Minute
+	return cfg
+}
+
+func TestAnnounceLoadAndLeaving(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := newBlocking()
+	cfg := quietConfig("w-announce")
+	cfg.MaxConcurrent = 2
+	r := b.start(cfg, map[string]worker.Handler{"block": h.handle, "another": echoHandler})
+
+	first := b.sched.announcements()[0]
+	require.Equal(t, contracts.Announce{
+		WorkerID: "w-announce", Kinds: []string{"another", "block"}, Capacity: 2, InFlight: 0,
+		IntervalMS: time.Minute.Milliseconds(),
+	}, first)
+
+	require.Equal(t, contracts.OfferAccepted, b.offer("w-announce", spec("a1", "block", 1, "")).Status)
+	h.waitStarted(t)
+	b.sched.waitAnnounce(func(a contracts.Announce) bool { return a.InFlight == 1 && a.Capacity == 2 })
+
+	close(h.release)
+	require.Equal(t, "a1", b.nextResult().JobID)
+	require.Eventually(t, func() bool {
+		all := b.sched.announcements()
+		return all[len(all)-1].InFlight == 0 && len(all) >= 3
+	}, waitFor, 5*time.Millisecond, "the last announcement shows the last load")
+
+	r.cancel()
+	require.NoError(t, r.wait(t))
+	leaving := b.sched.waitAnnounce(func(a contracts.Announce) bool { return a.Leaving })
+	require.True(t, leaving.Draining)
+	require.Equal(t, 0, leaving.InFlight)
+	all := b.sched.announcements()
+	require.Equal(t, leaving, all[len(all)-1], "nothing is announced after leaving")
+}
+
+func TestDiscoverTriggersAnnounce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(quietConfig("w-discover"), nil)
+	before := len(b.sched.announcements())
+	require.NoError(t, b.nc.Publish(contracts.SubjectDiscover, nil))
+	require.Eventually(t, func() bool { return len(b.sched.announcements()) > before }, waitFor, 5*time.Millisecond)
+	a := b.sched.announcements()[before]
+	require.Equal(t, "w-discover", a.WorkerID)
+	require.Equal(t, 1, a.Capacity)
+	require.Empty(t, a.Kinds)
+}

@@ -1,0 +1,82 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/worker"
+)
+
+func TestStartHeartbeatAckedBeforeHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := testConfig("w-claim")
+	cfg.HeartbeatInterval = time.Minute // only the start heartbeat can record the job
+	cfg.StaleThreshold = 3 * time.Minute
+	b.start(cfg, map[string]worker.Handler{
+		"check": func(_ context.Context, job worker.Job) (worker.Result, error) {
+			if n := b.sched.ackedCount(job.Lease()); n < 1 {
+				return nil, errors.New("handler started before the start heartbeat was acknowledged")
+			}
+			return worker.JSON("ran after the claim")
+		},
+	})
+	require.Equal(t, contracts.OfferAccepted, b.offer("w-claim", spec("c1", "check", 3, "")).Status)
+	res := b.nextResult()
+	require.Equal(t, contracts.StateSucceeded, res.State, res.Error)
+	require.Equal(t, 1, b.sched.heartbeatsFor(contracts.Lease{JobID: "c1", Attempt: 3}))
+}
+
+func TestLostStartAckNeverRunsHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := contracts.Lease{JobID: "lost1", Attempt: 1}
+	b.sched.setAnswer(lostFor(l))
+	var calls atomic.Int64
+	r := b.start(testConfig("w-lost-start"), map[string]worker.Handler{
+		"count": func(context.Context, worker.Job) (worker.Result, error) {
+			calls.Add(1)
+			return nil, nil
+		},
+	})
+	require.Equal(t, contracts.OfferAccepted, b.offer("w-lost-start", spec("lost1", "count", 1, "")).Status)
+	require.Eventually(t, func() bool { return b.sched.heartbeatsFor(l) >= 1 && r.w.InFlight() == 0 },
+		waitFor, 5*time.Millisecond, "the slot was not freed")
+	b.noResult(300 * time.Millisecond)
+	require.Zero(t, calls.Load(), "the handler ran for a lost lease")
+
+	// The slot is free again for another job.
+	b.sched.setAnswer(nil)
+	require.Equal(t, contracts.OfferAccepted, b.offer("w-lost-start", spec("next", "count", 1, "")).Status)
+	require.Equal(t, "next", b.nextResult().JobID)
+	require.EqualValues(t, 1, calls.Load())
+}
+
+func TestNoStartAckNeverRunsHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sched.setAnswer(func(contracts.Heartbeat) (contracts.HeartbeatAck, bool) { return contracts.HeartbeatAck{}, false })
+	var calls atomic.Int64
+	cfg := testConfig("w-no-ack")
+	cfg.HeartbeatInterval = time.Minute
+	cfg.StaleThreshold = 3 * time.Minute
+	r := b.start(cfg, map[string]worker.Handler{
+		"count": func(context.Context, worker.Job) (worker.Result, error) {
+			calls.Add(1)
+			return nil, nil
+		},
+	}, worker.WithClaimWait(300*time.Millisecond))
+	require.Equal(t, contracts.OfferAccepted, b.offer("w-no-ack", spec("silent", "count", 1, "")).Status)
+	l := contracts.Lease{JobID: "silent", Attempt: 1}
+	require.Eventually(t, func() bool { return b.sched.heartbeatsFor(l) >= 1 && r.w.InFlight() == 0 },
+		waitFor, 5*time.Millisecond, "the slot was not freed")
+	b.noResult(200 * time.Millisecond)
+	require.Zero(t, calls.Load(), "the handler ran without an acknowledged claim")
+	require.EqualValues(t, 1, b.metric("sluice_worker_jobs_total", map[string]string{"state": "unclaimed"}))
+}

@@ -1,0 +1,237 @@
+package worker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/services/worker/internal/kinds"
+)
+
+// Defaults of the worker's configuration.
+const (
+	DefaultMaxConcurrent     = 1
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultStaleThreshold    = 30 * time.Second
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultDataDir           = "./.sluice"
+)
+
+// DefaultKinds are the built-in kinds a worker enables unless told otherwise.
+var DefaultKinds = []string{kinds.Sleep, kinds.Exec}
+
+// BusEnv is the NATS part of the configuration (SLUICE_NATS_*). It is an
+// alias so that Config can embed it next to LogEnv.
+type BusEnv = bus.Env
+
+// LogEnv is the logging part of the configuration (SLUICE_LOG_*).
+type LogEnv = observe.Env
+
+// Config is everything a worker reads from its environment. It embeds the
+// shared NATS and logging settings.
+type Config struct {
+	BusEnv
+	LogEnv
+
+	// WorkerID names the worker on NATS subjects; default: the sanitized
+	// hostname plus a short random suffix.
+	WorkerID string `env:"SLUICE_WORKER_ID"`
+	// MaxConcurrent is how many jobs may run at once; 0 = no limit.
+	MaxConcurrent int `env:"SLUICE_WORKER_MAX_CONCURRENT_TASKS" envDefault:"1"`
+	// HeartbeatInterval is how often leases are renewed and the worker announces itself.
+	HeartbeatInterval time.Duration `env:"SLUICE_HEARTBEAT_INTERVAL" envDefault:"5s"`
+	// StaleThreshold is the heartbeat age that makes a job stale; a handler
+	// whose lease went unacknowledged for 2/3 of it is cancelled (self-fencing).
+	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s"`
+	// IdleTimeout makes the worker exit after this long without jobs; 0 = never.
+	IdleTimeout time.Duration `env:"SLUICE_WORKER_IDLE_TIMEOUT"`
+	// MaxLifetime makes the worker drain and exit after this long; 0 = never.
+	MaxLifetime time.Duration `env:"SLUICE_WORKER_MAX_LIFETIME"`
+	// ExecAllow lists the programs the exec kind may run; empty refuses all.
+	ExecAllow []string `env:"SLUICE_WORKER_EXEC_ALLOW" envSeparator:","`
+	// Kinds lists the built-in kinds to enable.
+	Kinds []string `env:"SLUICE_WORKER_KINDS" envDefault:"sleep,exec" envSeparator:","`
+	// ShutdownTimeout bounds the wait for running handlers on shutdown;
+	// those still running then are cancelled and requeued.
+	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
+	HTTPAddr string `env:"SLUICE_WORKER_HTTP_ADDR"`
+	// DataDir holds the embedded NATS server's files when NATS URL is empty.
+	DataDir string `env:"SLUICE_DATA_DIR" envDefault:"./.sluice"`
+}
+
+// DefaultConfig returns the configuration of an empty environment, with a
+// generated worker id.
+func DefaultConfig() Config {
+	c := Config{
+		WorkerID:          GenerateWorkerID(),
+		MaxConcurrent:     DefaultMaxConcurrent,
+		HeartbeatInterval: DefaultHeartbeatInterval,
+		StaleThreshold:    DefaultStaleThreshold,
+		Kinds:             append([]string(nil), DefaultKinds...),
+		ShutdownTimeout:   DefaultShutdownTimeout,
+		DataDir:           DefaultDataDir,
+	}
+	c.LogLevel, c.LogFormat = "info", "json"
+	return c
+}
+
+// LoadConfig reads the configuration from environ (the process environment
+// when nil), fills defaults and validates it.
+func LoadConfig(environ map[string]string) (Config, error) {
+	var c Config
+	if err := env.ParseWithOptions(&c, env.Options{Environment: environ}); err != nil {
+		return c, fmt.Errorf("config: %w", nameVariables(err))
+	}
+	c = c.withDefaults()
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// nameVariables rewrites the env library's parse errors, which name the
+// Go field, so that each names its environment variable instead.
+func nameVariables(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	vars := map[string]string{}
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		if tag := f.Tag.Get("env"); tag != "" {
+			vars[f.Name] = strings.Split(tag, ",")[0]
+		}
+	}
+	errs := make([]error, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) && vars[pe.Name] != "" {
+			e = fmt.Errorf("%s: %w", vars[pe.Name], pe.Err)
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults fills the zero values that have no sensible zero meaning
+// and cleans the lists.
+func (c Config) withDefaults() Config {
+	c.WorkerID = strings.TrimSpace(c.WorkerID)
+	if c.WorkerID == "" {
+		c.WorkerID = GenerateWorkerID()
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.StaleThreshold == 0 {
+		c.StaleThreshold = DefaultStaleThreshold
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	c.ExecAllow = cleanList(c.ExecAllow)
+	c.Kinds = cleanList(c.Kinds)
+	return c
+}
+
+// cleanList trims the entries and drops empty ones.
+func cleanList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Validate checks the configuration; each error names its variable.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !contracts.ValidWorkerID(c.WorkerID) {
+		bad("SLUICE_WORKER_ID %q must be 1-64 letters, digits, '-' or '_'", c.WorkerID)
+	}
+	if c.MaxConcurrent < 0 {
+		bad("SLUICE_WORKER_MAX_CONCURRENT_TASKS %d must not be negative (0 = no limit)", c.MaxConcurrent)
+	}
+	if c.HeartbeatInterval <= 0 {
+		bad("SLUICE_HEARTBEAT_INTERVAL %s must be positive", c.HeartbeatInterval)
+	}
+	if c.StaleThreshold <= 2*c.HeartbeatInterval {
+		bad("SLUICE_STALE_THRESHOLD %s must exceed twice SLUICE_HEARTBEAT_INTERVAL (%s)", c.StaleThreshold, c.HeartbeatInterval)
+	}
+	if c.IdleTimeout < 0 {
+		bad("SLUICE_WORKER_IDLE_TIMEOUT %s must not be negative (0 = never)", c.IdleTimeout)
+	}
+	if c.MaxLifetime < 0 {
+		bad("SLUICE_WORKER_MAX_LIFETIME %s must not be negative (0 = never)", c.MaxLifetime)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("SLUICE_SHUTDOWN_TIMEOUT %s must be positive", c.ShutdownTimeout)
+	}
+	for _, k := range c.Kinds {
+		if !kinds.Known(k) {
+			bad("SLUICE_WORKER_KINDS: %q is not a built-in kind (have %s)", k, strings.Join(kinds.Names(), ", "))
+		}
+	}
+	for _, p := range c.ExecAllow {
+		if strings.ContainsRune(p, 0) {
+			bad("SLUICE_WORKER_EXEC_ALLOW: %q contains a NUL byte", p)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// GenerateWorkerID returns the sanitized hostname plus "-" and six random
+// hex digits, a valid worker id.
+func GenerateWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = ""
+	}
+	return workerID(host, randomSuffix())
+}
+
+// workerID builds an id from a hostname and a suffix: characters a subject
+// token cannot hold become '-', and the host part is cut so the whole id
+// stays within 64 characters.
+func workerID(host, suffix string) string {
+	var b strings.Builder
+	for _, r := range host {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	name := strings.Trim(b.String(), "-")
+	if name == "" {
+		name = "worker"
+	}
+	if limit := 64 - len(suffix) - 1; len(name) > limit {
+		name = strings.TrimRight(name[:limit], "-")
+	}
+	return name + "-" + suffix
+}
+
+func randomSuffix() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}

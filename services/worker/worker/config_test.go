@@ -1,0 +1,131 @@
+package worker_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/worker"
+)
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := worker.LoadConfig(map[string]string{})
+	require.NoError(t, err)
+	require.True(t, contracts.ValidWorkerID(cfg.WorkerID), cfg.WorkerID)
+	require.Equal(t, 1, cfg.MaxConcurrent)
+	require.Equal(t, 5*time.Second, cfg.HeartbeatInterval)
+	require.Equal(t, 30*time.Second, cfg.StaleThreshold)
+	require.Zero(t, cfg.IdleTimeout)
+	require.Zero(t, cfg.MaxLifetime)
+	require.Empty(t, cfg.ExecAllow)
+	require.Equal(t, []string{"sleep", "exec"}, cfg.Kinds)
+	require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
+	require.Empty(t, cfg.HTTPAddr)
+	require.Equal(t, "./.sluice", cfg.DataDir)
+	require.Empty(t, cfg.URL)
+	require.Equal(t, "info", cfg.LogLevel)
+
+	other, err := worker.LoadConfig(map[string]string{})
+	require.NoError(t, err)
+	require.NotEqual(t, cfg.WorkerID, other.WorkerID, "generated ids differ")
+
+	def := worker.DefaultConfig()
+	def.WorkerID = cfg.WorkerID
+	require.Equal(t, cfg, def)
+}
+
+func TestLoadConfigFromEnvironment(t *testing.T) {
+	t.Parallel()
+	cfg, err := worker.LoadConfig(map[string]string{
+		"SLUICE_WORKER_ID":                   "gpu-7",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "0",
+		"SLUICE_HEARTBEAT_INTERVAL":          "1s",
+		"SLUICE_STALE_THRESHOLD":             "3s",
+		"SLUICE_WORKER_IDLE_TIMEOUT":         "5m",
+		"SLUICE_WORKER_MAX_LIFETIME":         "2h",
+		"SLUICE_WORKER_EXEC_ALLOW":           "ffmpeg, /usr/bin/convert ,,",
+		"SLUICE_WORKER_KINDS":                "exec",
+		"SLUICE_SHUTDOWN_TIMEOUT":            "10s",
+		"SLUICE_WORKER_HTTP_ADDR":            "127.0.0.1:9100",
+		"SLUICE_DATA_DIR":                    "/var/lib/sluice",
+		"SLUICE_NATS_URL":                    "nats://nats:4222",
+		"SLUICE_LOG_LEVEL":                   "debug",
+	})
+	require.NoError(t, err)
+	require.Equal(t, "gpu-7", cfg.WorkerID)
+	require.Equal(t, 0, cfg.MaxConcurrent)
+	require.Equal(t, time.Second, cfg.HeartbeatInterval)
+	require.Equal(t, 3*time.Second, cfg.StaleThreshold)
+	require.Equal(t, 5*time.Minute, cfg.IdleTimeout)
+	require.Equal(t, 2*time.Hour, cfg.MaxLifetime)
+	require.Equal(t, []string{"ffmpeg", "/usr/bin/convert"}, cfg.ExecAllow)
+	require.Equal(t, []string{"exec"}, cfg.Kinds)
+	require.Equal(t, 10*time.Second, cfg.ShutdownTimeout)
+	require.Equal(t, "127.0.0.1:9100", cfg.HTTPAddr)
+	require.Equal(t, "/var/lib/sluice", cfg.DataDir)
+	require.Equal(t, "nats://nats:4222", cfg.URL)
+	require.Equal(t, "debug", cfg.LogLevel)
+}
+
+func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantVar string
+	}{
+		{"bad worker id", map[string]string{"SLUICE_WORKER_ID": "a.b"}, "SLUICE_WORKER_ID"},
+		{"long worker id", map[string]string{"SLUICE_WORKER_ID": strings.Repeat("w", 65)}, "SLUICE_WORKER_ID"},
+		{"negative concurrency", map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "-1"}, "SLUICE_WORKER_MAX_CONCURRENT_TASKS"},
+		{"concurrency not a number", map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "many"}, "SLUICE_WORKER_MAX_CONCURRENT_TASKS"},
+		{"negative heartbeat", map[string]string{"SLUICE_HEARTBEAT_INTERVAL": "-1s"}, "SLUICE_HEARTBEAT_INTERVAL"},
+		{"heartbeat not a duration", map[string]string{"SLUICE_HEARTBEAT_INTERVAL": "often"}, "SLUICE_HEARTBEAT_INTERVAL"},
+		{"stale not above twice heartbeat", map[string]string{"SLUICE_HEARTBEAT_INTERVAL": "5s", "SLUICE_STALE_THRESHOLD": "10s"}, "SLUICE_STALE_THRESHOLD"},
+		{"negative idle timeout", map[string]string{"SLUICE_WORKER_IDLE_TIMEOUT": "-1s"}, "SLUICE_WORKER_IDLE_TIMEOUT"},
+		{"negative max lifetime", map[string]string{"SLUICE_WORKER_MAX_LIFETIME": "-1m"}, "SLUICE_WORKER_MAX_LIFETIME"},
+		{"negative shutdown timeout", map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "-1s"}, "SLUICE_SHUTDOWN_TIMEOUT"},
+		{"unknown kind", map[string]string{"SLUICE_WORKER_KINDS": "sleep,shell"}, "SLUICE_WORKER_KINDS"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := worker.LoadConfig(tc.env)
+			require.ErrorContains(t, err, tc.wantVar)
+		})
+	}
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := testConfig("w-bad")
+	cfg.StaleThreshold = cfg.HeartbeatInterval
+	_, err := worker.New(cfg, b.wnc, b.wjs, zerologNop())
+	require.ErrorContains(t, err, "SLUICE_STALE_THRESHOLD")
+
+	_, err = worker.New(testConfig("w-nil"), nil, b.wjs, zerologNop())
+	require.Error(t, err)
+}
+
+func TestHandleValidatesKinds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.newWorker(testConfig("w-kinds"))
+	require.ErrorContains(t, w.Handle("Bad Kind", echoHandler), "not a valid kind")
+	require.ErrorContains(t, w.Handle("nil", nil), "nil handler")
+	require.NoError(t, w.Handle("echo", echoHandler))
+	require.ErrorContains(t, w.Handle("echo", echoHandler), "already registered")
+	require.Equal(t, []string{"echo"}, w.Kinds())
+
+	cfg := testConfig("w-builtin")
+	cfg.Kinds = []string{"sleep", "exec"}
+	bw := b.newWorker(cfg)
+	require.Equal(t, []string{"exec", "sleep"}, bw.Kinds())
+	require.ErrorContains(t, bw.Handle("sleep", echoHandler), "already registered")
+	nw := b.newWorker(cfg, worker.WithBuiltins(false))
+	require.Empty(t, nw.Kinds())
+}

@@ -1,0 +1,23 @@
+// Package worker runs Sluice jobs. A Worker announces itself on NATS,
+// answers the scheduler's offers ("accepted" at once while it has a free
+// slot, "busy" otherwise, never waiting), records each accepted attempt as
+// running through an acknowledged start heartbeat before its handler runs,
+// renews its leases with periodic heartbeats, fences itself when a lease is
+// lost or goes unacknowledged, obeys cancel requests, and delivers every
+// outcome durably through JetStream.
+//
+// Other Go services embed a worker by building a Config (LoadConfig reads
+// the SLUICE_* environment), calling New with a NATS connection and its
+// JetStream context, registering their kinds with Handle and calling Run:
+//
+//	w, err := worker.New(cfg, nc, js, log, worker.WithBuiltins(false))
+//	if err != nil { … }
+//	_ = w.Handle("resize", func(ctx context.Context, job worker.Job) (worker.Result, error) {
+//		…
+//		return worker.JSON(map[string]int{"width": 640})
+//	})
+//	err = w.Run(ctx) // returns nil after ctx ends (drained), idle timeout or max lifetime
+//
+// The built-in kinds "sleep" and "exec" are registered by default when
+// listed in Config.Kinds.
+package worker

@@ -1,0 +1,126 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// startHeartbeatTimeout bounds one try of the start heartbeat.
+const startHeartbeatTimeout = 2 * time.Second
+
+// resultHeadroom is the part of a NATS message kept free for the result's
+// envelope and error when bounding a handler's result.
+const resultHeadroom = 32 << 10
+
+// runJob is the life of one accepted attempt: claim it with the start
+// heartbeat, run the handler, free the slot, report the outcome.
+func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
+	defer w.jobs.Done()
+	defer w.finished(t)
+	defer t.cancel(nil)
+	defer w.release(t) // idempotent; covers every early return
+
+	if !w.claim(jctx, t) {
+		w.release(t)
+		w.m.jobs.WithLabelValues(jobUnclaimed).Inc()
+		t.log.Warn().Dur("claim_wait", w.opts.claimWait).
+			Msg("start heartbeat never acknowledged; job not run")
+		return
+	}
+	var (
+		res Result
+		err error
+	)
+	if jctx.Err() != nil {
+		// Lost, cancelled or shut down before the handler started.
+		err = context.Cause(jctx)
+	} else {
+		res, err = w.call(jctx, t)
+	}
+	w.release(t)
+
+	res, err = checkResult(res, err, w.maxResultBytes())
+	fenced, cancelRequested := w.leases.Flags(t.lease)
+	v := decide(err, fenced, cancelRequested, errors.Is(context.Cause(jctx), errShutdown))
+	w.report(deliverCtx, t, v, res)
+}
+
+// call runs the handler, turning a panic into an error.
+func (w *Worker) call(ctx context.Context, t *task) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			res, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return t.handler(ctx, t.job)
+}
+
+// claim sends the start heartbeat for the attempt and waits, retrying, for
+// the scheduler's acknowledgement: once acknowledged the job is recorded
+// running, so the handler may start. It reports false when no
+// acknowledgement came within the claim wait; when jctx ends first (the
+// lease was lost, cancelled, or the worker shuts down) it reports true and
+// the caller reads the cause from jctx.
+func (w *Worker) claim(jctx context.Context, t *task) bool {
+	ctx, cancel := context.WithTimeout(jctx, w.opts.claimWait)
+	defer cancel()
+	b := backoff.WithContext(backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(50*time.Millisecond),
+		backoff.WithMaxInterval(time.Second),
+		backoff.WithMaxElapsedTime(0),
+	), ctx)
+	leases := []contracts.Lease{t.lease}
+	err := backoff.Retry(func() error {
+		sent := w.opts.now()
+		ack, err := w.requestHeartbeat(ctx, leases, startHeartbeatTimeout)
+		if err != nil {
+			return err
+		}
+		w.applyAck(leases, ack, sent)
+		return nil
+	}, b)
+	return err == nil || jctx.Err() != nil
+}
+
+// release frees the attempt's slot exactly once, stops renewing its lease
+// and announces the new load.
+func (w *Worker) release(t *task) {
+	t.release.Do(func() {
+		w.leases.Finish(t.lease)
+		w.mu.Lock()
+		w.slots.Release()
+		if w.slots.InFlight() == 0 {
+			w.idleSince = w.opts.now()
+		}
+		w.broadcastLocked()
+		w.m.slotsUsed.Set(float64(w.slots.InFlight()))
+		w.mu.Unlock()
+		w.signalAnnounce()
+	})
+}
+
+// finished forgets the attempt once its outcome is reported.
+func (w *Worker) finished(t *task) {
+	w.leases.Remove(t.lease)
+	w.mu.Lock()
+	w.active--
+	w.broadcastLocked()
+	w.mu.Unlock()
+}
+
+// maxResultBytes is the largest result that still fits in one message.
+func (w *Worker) maxResultBytes() int {
+	limit := int(w.nc.MaxPayload())
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	return max(limit-resultHeadroom, 1024)
+}

@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/internal/kinds"
+)
+
+// Job is one attempt of a job, as a handler sees it.
+type Job struct {
+	ID       string
+	Tenant   string
+	Kind     string
+	Attempt  int64
+	Payload  json.RawMessage
+	Key      string
+	Priority int
+}
+
+// jobFromSpec copies an offered job spec into a Job.
+func jobFromSpec(s contracts.JobSpec) Job {
+	return Job{
+		ID: s.ID, Tenant: s.Tenant, Kind: s.Kind, Attempt: s.Attempt,
+		Payload: s.Payload, Key: s.Key, Priority: s.Priority,
+	}
+}
+
+// Lease returns the attempt's fencing token.
+func (j Job) Lease() contracts.Lease { return contracts.Lease{JobID: j.ID, Attempt: j.Attempt} }
+
+// Result is a handler's JSON result. Empty means none.
+type Result json.RawMessage
+
+// JSON encodes v as a Result.
+func JSON(v any) (Result, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	return Result(data), nil
+}
+
+// Handler runs one job. It must return when ctx ends (the lease was lost,
+// the job was cancelled, or the worker is shutting down). A returned error
+// fails the job with contracts.Classify(err), so a handler may return a
+// *contracts.ClassedError to choose the class (for example input). A
+// result returned together with an error is kept. A panic fails the job
+// with "handler: panic: …" and never crashes the worker.
+type Handler func(ctx context.Context, job Job) (Result, error)
+
+// registerBuiltins registers the built-in kinds listed in Config.Kinds.
+func (w *Worker) registerBuiltins() error {
+	for _, name := range w.cfg.Kinds {
+		var run kinds.Func
+		switch name {
+		case kinds.Sleep:
+			run = kinds.RunSleep
+		case kinds.Exec:
+			run = kinds.NewExecer(w.cfg.ExecAllow, w.opts.execGrace, w.opts.now).Run
+		default:
+			return fmt.Errorf("worker: %q is not a built-in kind", name)
+		}
+		if err := w.Handle(name, adapt(run)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// adapt turns a payload-level kind into a Handler.
+func adapt(run kinds.Func) Handler {
+	return func(ctx context.Context, job Job) (Result, error) {
+		out, err := run(ctx, job.Payload)
+		return Result(out), err
+	}
+}

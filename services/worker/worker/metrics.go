@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values of the worker's metrics.
+const (
+	outcomeAccepted = "accepted"
+	outcomeBusy     = "busy"
+	outcomeRefused  = "refused"
+
+	heartbeatAcked  = "acked"
+	heartbeatFailed = "failed"
+
+	deliveryDelivered = "delivered"
+	deliveryRetried   = "retried"
+	deliveryAbandoned = "abandoned"
+
+	jobRequeued  = "requeued"  // given back on shutdown
+	jobFenced    = "fenced"    // lease lost or unacknowledged: nothing reported
+	jobUnclaimed = "unclaimed" // the start heartbeat was never acknowledged
+)
+
+// metrics are the worker's Prometheus series.
+type metrics struct {
+	slotsUsed  prometheus.Gauge
+	slotsTotal prometheus.Gauge
+	offers     *prometheus.CounterVec
+	jobs       *prometheus.CounterVec
+	heartbeats *prometheus.CounterVec
+	deliveries *prometheus.CounterVec
+}
+
+// newMetrics registers the worker's series on reg. Series another worker
+// already registered there are shared.
+func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
+	used, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_worker_slots_used",
+		Help: "Job slots in use (jobs accepted and not yet finished).",
+	}, []string{"worker_id"}))
+	if err != nil {
+		return nil, err
+	}
+	total, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_worker_slots_total",
+		Help: "Job slots of the worker; 0 means no limit.",
+	}, []string{"worker_id"}))
+	if err != nil {
+		return nil, err
+	}
+	offers, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_worker_offers_total",
+		Help: "Offers answered, by outcome (accepted, busy, refused).",
+	}, []string{"outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_worker_jobs_total",
+		Help: "Attempts finished, by state (succeeded, failed, cancelled, requeued, fenced, unclaimed).",
+	}, []string{"state"}))
+	if err != nil {
+		return nil, err
+	}
+	heartbeats, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_worker_heartbeats_total",
+		Help: "Heartbeat requests, by outcome (acked, failed).",
+	}, []string{"outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	deliveries, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_worker_deliveries_total",
+		Help: "Durable publishes of results and requeues, by outcome (delivered, retried, abandoned).",
+	}, []string{"outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	// Start every known series at zero so dashboards see them before the first event.
+	for _, o := range []string{outcomeAccepted, outcomeBusy, outcomeRefused} {
+		offers.WithLabelValues(o)
+	}
+	for _, o := range []string{heartbeatAcked, heartbeatFailed} {
+		heartbeats.WithLabelValues(o)
+	}
+	return &metrics{
+		slotsUsed:  used.WithLabelValues(workerID),
+		slotsTotal: total.WithLabelValues(workerID),
+		offers:     offers,
+		jobs:       jobs,
+		heartbeats: heartbeats,
+		deliveries: deliveries,
+	}, nil
+}
+
+// register adds c to reg, or returns the equal collector registered before.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("register metrics: %w", err)
+}

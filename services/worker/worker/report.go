@@ -1,0 +1,80 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+)
+
+// report publishes the verdict durably.
+func (w *Worker) report(deliverCtx context.Context, t *task, v verdict, res Result) {
+	id, attempt := t.lease.JobID, strconv.FormatInt(t.lease.Attempt, 10)
+	switch v.report {
+	case reportNothing:
+		w.m.jobs.WithLabelValues(jobFenced).Inc()
+		t.log.Warn().Msg("attempt fenced; reporting nothing")
+	case reportRequeue:
+		w.m.jobs.WithLabelValues(jobRequeued).Inc()
+		rq := contracts.Requeue{JobID: id, Attempt: t.lease.Attempt, State: contracts.StateRunning, Reason: contracts.ReasonShutdown}
+		if w.deliver(deliverCtx, t, contracts.SubjectRequeue, rq, "requeue-"+id+"-"+attempt) {
+			t.log.Info().Msg("job requeued on shutdown")
+		}
+	case reportResult:
+		w.m.jobs.WithLabelValues(string(v.state)).Inc()
+		r := contracts.Result{
+			JobID: id, Attempt: t.lease.Attempt, WorkerID: w.cfg.WorkerID,
+			State: v.state, Error: truncateError(v.err), Result: json.RawMessage(res),
+		}
+		if w.deliver(deliverCtx, t, contracts.SubjectResult, r, "result-"+id+"-"+attempt) {
+			ev := t.log.Info()
+			if v.err != "" {
+				ev = ev.Str("error", r.Error)
+			}
+			ev.Str("state", string(v.state)).Msg("job finished")
+		}
+	}
+}
+
+// publishTimeout bounds one try of a durable publish.
+const publishTimeout = 5 * time.Second
+
+// deliver publishes v to a stream subject until JetStream acknowledges it,
+// retrying with exponential backoff until ctx (the worker's final shutdown
+// deadline) ends. It reports whether v was delivered.
+func (w *Worker) deliver(ctx context.Context, t *task, subject string, v any, msgID string) bool {
+	log := t.log.With().Str(observe.FieldSubject, subject).Logger()
+	b := backoff.WithContext(backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(100*time.Millisecond),
+		backoff.WithMaxInterval(2*time.Second),
+		backoff.WithMaxElapsedTime(0),
+	), ctx)
+	failures := 0
+	err := backoff.RetryNotify(func() error {
+		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		defer cancel()
+		return bus.Publish(pctx, w.js, subject, v, msgID)
+	}, b, func(err error, next time.Duration) {
+		failures++
+		w.m.deliveries.WithLabelValues(deliveryRetried).Inc()
+		if failures == 1 {
+			log.Warn().Err(err).Dur("retry_in", next).Msg("delivery failed; retrying until acknowledged")
+		}
+	})
+	if err != nil {
+		w.m.deliveries.WithLabelValues(deliveryAbandoned).Inc()
+		log.Error().Err(err).Int("failures", failures).Msg("not delivered before the shutdown deadline; the reaper will recover the job")
+		return false
+	}
+	w.m.deliveries.WithLabelValues(deliveryDelivered).Inc()
+	if failures > 0 {
+		log.Info().Int("failures", failures).Msg("delivered after retries")
+	}
+	return true
+}

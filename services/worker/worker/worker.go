@@ -1,0 +1,246 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/services/worker/internal/kinds"
+	"github.com/sluicehq/sluice/services/worker/internal/lease"
+	"github.com/sluicehq/sluice/services/worker/internal/slots"
+)
+
+// Worker runs jobs offered by the scheduler. Build it with New, register
+// kinds with Handle, then call Run once.
+type Worker struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	log    zerolog.Logger
+	opts   options
+	m      *metrics
+	slots  *slots.Slots
+	leases *lease.Table
+
+	// announceSig asks the announce loop to announce now; a burst of
+	// signals coalesces into one announcement of the latest state.
+	announceSig chan struct{}
+
+	// jobs owns every job goroutine; Add happens under mu while not draining.
+	jobs sync.WaitGroup
+
+	mu        sync.Mutex
+	handlers  map[string]Handler // frozen once running is set
+	running   bool
+	draining  bool
+	idleSince time.Time     // when in-flight last dropped to 0 (zero while busy)
+	active    int           // job goroutines not yet finished (handler or delivery)
+	changed   chan struct{} // closed and replaced whenever in-flight, active or draining change
+}
+
+// New builds a worker from cfg (zero durations and an empty worker id get
+// their defaults; Kinds lists the built-ins to register; MaxConcurrent 0
+// means no limit) on the NATS connection nc and its JetStream context js.
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, log zerolog.Logger, opts ...Option) (*Worker, error) {
+	if nc == nil || js == nil {
+		return nil, errors.New("worker: a nats connection and a jetstream context are required")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("worker: invalid config: %w", err)
+	}
+	reg := o.reg
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg, cfg.WorkerID)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	w := &Worker{
+		cfg:         cfg,
+		nc:          nc,
+		js:          js,
+		log:         log.With().Str(observe.FieldWorkerID, cfg.WorkerID).Logger(),
+		opts:        o,
+		m:           m,
+		slots:       slots.New(cfg.MaxConcurrent),
+		leases:      lease.NewTable(),
+		announceSig: make(chan struct{}, 1),
+		handlers:    map[string]Handler{},
+		changed:     make(chan struct{}),
+	}
+	m.slotsTotal.Set(float64(w.slots.Capacity()))
+	m.slotsUsed.Set(0)
+	if o.builtins {
+		if err := w.registerBuiltins(); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Handle registers the handler of a kind. It must be called before Run;
+// kind must satisfy contracts.ValidKind and may be registered only once.
+func (w *Worker) Handle(kind string, h Handler) error {
+	if !contracts.ValidKind(kind) {
+		return fmt.Errorf("worker: kind %q is not a valid kind", kind)
+	}
+	if h == nil {
+		return fmt.Errorf("worker: kind %q: nil handler", kind)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running {
+		return fmt.Errorf("worker: kind %q: Handle called after Run", kind)
+	}
+	if _, ok := w.handlers[kind]; ok {
+		return fmt.Errorf("worker: kind %q is already registered", kind)
+	}
+	w.handlers[kind] = h
+	return nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.WorkerID }
+
+// InFlight returns the number of jobs holding a slot.
+func (w *Worker) InFlight() int { return w.slots.InFlight() }
+
+// Draining reports whether the worker refuses new offers because it is
+// stopping.
+func (w *Worker) Draining() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.draining
+}
+
+// Kinds returns the registered kinds, sorted.
+func (w *Worker) Kinds() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.handlers))
+	for k := range w.handlers {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// errShutdown cancels the handlers still running when the shutdown
+// timeout passes; their attempts are requeued.
+var errShutdown = errors.New("worker shutting down")
+
+// Run serves offers until ctx ends, the idle timeout or the max lifetime
+// passes, then drains: it refuses new offers, waits for running jobs
+// (after ctx ended, at most the shutdown timeout, then cancels and requeues
+// them), waits for pending deliveries, announces that it leaves and
+// returns nil. It may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.markRunning(); err != nil {
+		return err
+	}
+	// Handlers and deliveries outlive ctx on purpose: they stop on the
+	// worker's own schedule during the drain below.
+	base := context.WithoutCancel(ctx)
+	hardCtx, hardCancel := context.WithCancelCause(base)
+	defer hardCancel(nil)
+	deliverCtx, deliverCancel := context.WithCancel(base)
+	defer deliverCancel()
+	loopCtx, loopCancel := context.WithCancel(base)
+	defer loopCancel()
+
+	subs, err := w.subscribe(hardCtx, deliverCtx)
+	if err != nil {
+		return err
+	}
+	w.log.Info().Int("capacity", w.slots.Capacity()).Strs("kinds", w.Kinds()).Msg("worker started")
+	if w.opts.builtins && slices.Contains(w.cfg.Kinds, kinds.Exec) && len(w.cfg.ExecAllow) == 0 {
+		w.log.Warn().Msg("exec kind enabled with an empty SLUICE_WORKER_EXEC_ALLOW: every exec job fails")
+	}
+
+	var loops sync.WaitGroup
+	loops.Go(func() { w.announceLoop(loopCtx) })
+	loops.Go(func() { w.heartbeatLoop(loopCtx) })
+
+	reason := w.awaitStop(ctx)
+	w.log.Info().Str("reason", reason.String()).Int("in_flight", w.InFlight()).Msg("worker draining")
+	err = w.drain(ctx, reason, hardCancel, deliverCancel)
+
+	loopCancel()
+	loops.Wait()
+	w.announce(true)
+	w.unsubscribe(subs)
+	if err != nil {
+		w.log.Error().Err(err).Msg("worker stopped")
+		return err
+	}
+	w.log.Info().Msg("worker stopped")
+	return nil
+}
+
+func (w *Worker) markRunning() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running {
+		return errors.New("worker: Run called twice")
+	}
+	w.running = true
+	w.idleSince = w.opts.now()
+	return nil
+}
+
+// broadcastLocked wakes everyone waiting in waitUntil. Callers hold mu.
+func (w *Worker) broadcastLocked() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// waitUntil waits until cond (evaluated under mu) holds, reporting true, or
+// until stop fires, reporting false.
+func (w *Worker) waitUntil(stop <-chan time.Time, done <-chan struct{}, cond func() bool) bool {
+	for {
+		w.mu.Lock()
+		ok := cond()
+		ch := w.changed
+		w.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-stop:
+			return false
+		case <-done:
+			return false
+		}
+	}
+}
+
+// setDraining makes the worker refuse new offers and announces it.
+func (w *Worker) setDraining() {
+	w.mu.Lock()
+	changed := !w.draining
+	w.draining = true
+	if changed {
+		w.broadcastLocked()
+	}
+	w.mu.Unlock()
+	if changed {
+		w.signalAnnounce()
+	}
+}
