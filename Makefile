@@ -24,7 +24,7 @@ build:
 
 ## bench: throughput, latency and memory figures on the embedded default
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 20m ./bench/...
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 20m ./cmd/sluice/internal/devstack/
 
 vet:
 	$(GO) vet $(PKGS)

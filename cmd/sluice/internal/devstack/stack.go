@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -169,7 +170,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 			return nil, err
 		}
 		c := wcfg
-		if c.WorkerID == "" || o.Workers > 1 {
+		if !explicitWorkerID(o.Environ) || o.Workers > 1 {
 			c.WorkerID = fmt.Sprintf("worker-%02d", i+1)
 		}
 		w, err := worker.New(c, nc, js, svcLog(o.Log, "worker"), o.WorkerOptions...)
@@ -194,6 +195,15 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// explicitWorkerID reports whether SLUICE_WORKER_ID was set; otherwise the
+// stack names its workers worker-01, worker-02, … so their order is stable.
+func explicitWorkerID(environ map[string]string) bool {
+	if environ != nil {
+		return environ["SLUICE_WORKER_ID"] != ""
+	}
+	return os.Getenv("SLUICE_WORKER_ID") != ""
 }
 
 func svcLog(l zerolog.Logger, name string) zerolog.Logger {
