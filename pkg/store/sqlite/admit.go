@@ -112,11 +112,11 @@ const (
 	readCountersQuery = `SELECT
 		coalesce((SELECT active FROM counters WHERE scope = ?), 0),
 		coalesce((SELECT active FROM counters WHERE scope = ?), 0)`
-	// OR ROLLBACK: a failed insert ends the transaction, so SQLite needs
-	// no statement journal (which costs more than the insert).
-	insertJobQuery = `INSERT OR ROLLBACK INTO jobs (` + jobColumns + `)
+	// A failed statement aborts only itself; the group commit then rolls
+	// the request back to its savepoint.
+	insertJobQuery = `INSERT INTO jobs (` + jobColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	addActiveQuery = `INSERT OR ROLLBACK INTO counters (scope, active) VALUES (?, ?), (?, ?)
+	addActiveQuery = `INSERT INTO counters (scope, active) VALUES (?, ?), (?, ?)
 		ON CONFLICT (scope) DO UPDATE SET active = active + excluded.active`
 )
 

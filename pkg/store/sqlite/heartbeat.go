@@ -16,8 +16,8 @@ import (
 // until the update.
 const (
 	leaseStateQuery = `SELECT state, attempt, worker, cancel_requested FROM jobs WHERE id = ?`
-	renewQuery      = `UPDATE OR ROLLBACK jobs SET heartbeat_at = ? WHERE id = ?`
-	promoteQuery    = `UPDATE OR ROLLBACK jobs SET state = 'running', worker = ?,
+	renewQuery      = `UPDATE jobs SET heartbeat_at = ? WHERE id = ?`
+	promoteQuery    = `UPDATE jobs SET state = 'running', worker = ?,
 			started_at = ?, heartbeat_at = ?, updated_at = ?, runs = runs + 1, claim_until = NULL
 		WHERE id = ?`
 )

@@ -104,6 +104,8 @@ type Store struct {
 	rc   *stmtCache
 	ws   writeStmts
 	get  *sql.Stmt
+
+	writes *writer
 }
 
 var _ store.Store = (*Store)(nil)
@@ -174,7 +176,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	r.SetMaxOpenConns(cfg.readConns)
 	r.SetMaxIdleConns(cfg.readConns)
 	r.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r)}
+	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter()}
+	go s.writeLoop()
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
@@ -257,26 +260,10 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
+	s.writes.stop()
 	err := errors.Join(s.rc.close(), s.wc.close(), s.r.Close(), s.w.Close())
 	if err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
-	}
-	return nil
-}
-
-// write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it
-// when fn returns nil. Errors get the "sqlite: op: " prefix.
-func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: %s: begin: %w", op, err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return fmt.Errorf("sqlite: %s: %w", op, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: %s: commit: %w", op, err)
 	}
 	return nil
 }

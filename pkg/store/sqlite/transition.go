@@ -148,7 +148,7 @@ func buildUpdate(exp store.Expect, ch store.Change) (string, []any, error) {
 	}
 	// OR ROLLBACK: a failed update ends the transaction, so SQLite needs
 	// no statement journal.
-	query := `UPDATE OR ROLLBACK jobs SET ` + strings.Join(sets, ", ") + ` WHERE ` + where
+	query := `UPDATE jobs SET ` + strings.Join(sets, ", ") + ` WHERE ` + where
 	return query, args, nil
 }
 
