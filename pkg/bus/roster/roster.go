@@ -27,7 +27,7 @@ type Roster struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	workers map[string]*entry
-	version uint64
+	changed chan struct{} // closed and replaced on every change
 }
 
 type entry struct {
@@ -40,7 +40,7 @@ func New(now func() time.Time) *Roster {
 	if now == nil {
 		now = time.Now
 	}
-	return &Roster{now: now, workers: map[string]*entry{}}
+	return &Roster{now: now, workers: map[string]*entry{}, changed: make(chan struct{})}
 }
 
 // Observe records an announcement (or an offer reply's load figures).
@@ -49,7 +49,7 @@ func (r *Roster) Observe(a contracts.Announce) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.version++
+	r.notify()
 	if a.Leaving {
 		delete(r.workers, a.WorkerID)
 		return
@@ -77,7 +77,7 @@ func (r *Roster) Load(id string, inFlight, capacity int) {
 	defer r.mu.Unlock()
 	if e, ok := r.workers[id]; ok {
 		e.info.InFlight, e.info.Capacity = inFlight, capacity
-		r.version++
+		r.notify()
 	}
 }
 
@@ -86,7 +86,33 @@ func (r *Roster) Remove(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.workers, id)
-	r.version++
+	r.notify()
+}
+
+// notify wakes everyone waiting on Changed; r.mu is held.
+func (r *Roster) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Changed returns a channel closed at the next change of the roster: a
+// worker appeared, left, or reported a different load.
+func (r *Roster) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// Get returns one live worker.
+func (r *Roster) Get(id string) (contracts.WorkerInfo, bool) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.workers[id]
+	if !ok || now.After(e.expires) {
+		return contracts.WorkerInfo{}, false
+	}
+	return e.info, true
 }
 
 // Workers returns the live workers sorted by id, dropping the expired ones.

@@ -70,7 +70,10 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	m := metrics.New(d.Registry)
 	r := roster.New(d.Now)
 	s := &Scheduler{cfg: cfg, deps: d, roster: r}
-	s.dispatch = dispatch.New(dispatch.Config{RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout},
+	s.dispatch = dispatch.New(dispatch.Config{
+		RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
+		HoldForRoom: cfg.RetryInterval, MaxHolding: max(cfg.Concurrency/2, 1),
+	},
 		d.Store, d.NC, picker.New(r, 0), d.Now, rand.Float64, d.Log, m)
 	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime},
 		d.Store, notifier{nc: d.NC, js: d.JS}, d.Now, d.Log, m)

@@ -38,6 +38,12 @@ type Config struct {
 	ClaimTTL time.Duration
 	// OfferTimeout bounds one offer request.
 	OfferTimeout time.Duration
+	// HoldForRoom is how long a due message waits in the scheduler for a
+	// slot to free up before the job overflows (0 = overflow at once).
+	HoldForRoom time.Duration
+	// MaxHolding bounds how many messages hold at once, so jobs of other
+	// kinds still get through (default: 1).
+	MaxHolding int
 }
 
 // Dispatcher handles due messages.
@@ -50,11 +56,17 @@ type Dispatcher struct {
 	jitter func() float64
 	log    zerolog.Logger
 	m      *metrics.Scheduler
+
+	holders chan struct{} // one token per message holding for room
 }
 
 // New returns a dispatcher. jitter returns a number in [0,1).
 func New(cfg Config, jobs Jobs, nc Requester, p *picker.Picker, now func() time.Time, jitter func() float64, log zerolog.Logger, m *metrics.Scheduler) *Dispatcher {
-	return &Dispatcher{cfg: cfg, jobs: jobs, nc: nc, picker: p, now: now, jitter: jitter, log: log, m: m}
+	if cfg.MaxHolding <= 0 {
+		cfg.MaxHolding = 1
+	}
+	return &Dispatcher{cfg: cfg, jobs: jobs, nc: nc, picker: p, now: now, jitter: jitter, log: log, m: m,
+		holders: make(chan struct{}, cfg.MaxHolding)}
 }
 
 // storeRetry is how soon a message comes back when the store did not answer.
@@ -121,57 +133,134 @@ func (d *Dispatcher) failCapacity(ctx context.Context, job contracts.Job, now ti
 	return consume.Ack(), false
 }
 
-// offer claims the job and offers it to the candidates in order.
+// offer claims the job and offers it to the candidates in order. When
+// every worker that runs the kind is full, it holds the message for up to
+// HoldForRoom and offers again as soon as a slot frees up, instead of
+// polling; only then does the job overflow.
 func (d *Dispatcher) offer(ctx context.Context, job contracts.Job, now time.Time, progress func()) (consume.Settle, bool) {
-	ids, _ := d.picker.Candidates(job.Kind)
-	if len(ids) == 0 {
-		// Overflow known without asking anyone: no claim, no attempt spent.
-		return d.reschedule(ctx, job, job.Attempt, now, store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: job.Attempt, ClaimFreeAt: now})
+	holdUntil := now.Add(d.cfg.HoldForRoom)
+	if !job.DispatchDeadline.IsZero() && job.DispatchDeadline.Before(holdUntil) {
+		holdUntil = job.DispatchDeadline
 	}
+	var (
+		claimed contracts.Job
+		body    []byte
+		offers  int
+		holding bool
+		// Workers not to ask again in this dispatch: refused or failed for
+		// good, busy until the next wake-up.
+		skip = map[string]bool{}
+		busy = map[string]bool{}
+	)
+	defer func() {
+		if holding {
+			<-d.holders
+		}
+	}()
+	for {
+		viewCh, freedCh := d.picker.Changed()
+		ids, full := d.picker.Candidates(job.Kind)
+		if len(ids) > 0 && body == nil {
+			var settle consume.Settle
+			var again bool
+			claimed, body, settle, again = d.claim(ctx, job, d.now())
+			if body == nil {
+				return settle, again
+			}
+		}
+		for _, id := range ids {
+			if skip[id] || busy[id] || !d.picker.Reserve(id) {
+				continue
+			}
+			offers++
+			outcome, reply := d.offerTo(ctx, id, body)
+			if ctx.Err() != nil {
+				d.picker.Release(id)
+				// Shutting down: the claim expires and another scheduler takes over.
+				return consume.RetryIn(d.cfg.ClaimTTL), false
+			}
+			evicted := d.picker.Record(id, outcome, reply)
+			d.picker.Release(id)
+			d.m.Offers.WithLabelValues(outcome.String()).Inc()
+			if evicted {
+				d.m.Evictions.Inc()
+				d.log.Warn().Str(observe.FieldWorkerID, id).Msg("worker evicted after repeated failed offers")
+			}
+			if outcome == picker.Accepted {
+				d.m.Dispatches.WithLabelValues("dispatched").Inc()
+				d.m.OffersPerDispatch.Observe(float64(offers))
+				d.m.QueueWait.Observe(d.now().Sub(job.CreatedAt).Seconds())
+				d.log.Debug().Str(observe.FieldJobID, job.ID).Int64(observe.FieldAttempt, claimed.Attempt).
+					Str(observe.FieldWorkerID, id).Msg("job accepted")
+				return consume.Ack(), false
+			}
+			if outcome == picker.Busy {
+				busy[id] = true
+			} else {
+				skip[id] = true
+			}
+			if offers%4 == 0 {
+				progress()
+			}
+		}
+		// No room right now. Hold on if some worker runs this kind and is
+		// only full, the hold has time left, and not too many are holding.
+		if full == 0 || !d.now().Before(holdUntil) {
+			break
+		}
+		if !holding {
+			select {
+			case d.holders <- struct{}{}:
+				holding = true
+			default:
+			}
+			if !holding {
+				break
+			}
+		}
+		timer := time.NewTimer(holdUntil.Sub(d.now()))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return consume.RetryIn(0), false
+		case <-viewCh:
+		case <-freedCh:
+		case <-timer.C:
+		}
+		timer.Stop()
+		clear(busy)
+		progress()
+	}
+	if body == nil {
+		// Overflow known without asking anyone: no claim, no attempt spent.
+		return d.reschedule(ctx, job, job.Attempt, d.now(), store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: job.Attempt, ClaimFreeAt: d.now()})
+	}
+	return d.reschedule(ctx, claimed, claimed.Attempt, d.now(), store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: claimed.Attempt})
+}
+
+// claim takes the dispatch claim (attempt + 1) and encodes the offer. A nil
+// body means the claim was not taken and settle/again say what to do.
+func (d *Dispatcher) claim(ctx context.Context, job contracts.Job, now time.Time) (contracts.Job, []byte, consume.Settle, bool) {
 	claimUntil := now.Add(d.cfg.ClaimTTL)
 	claimed, err := d.jobs.Transition(ctx,
 		store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: job.Attempt, ClaimFreeAt: now},
 		store.Change{Now: now, State: contracts.StatePending, Attempt: job.Attempt + 1, ClaimUntil: &claimUntil})
-	if errors.Is(err, store.ErrConflict) {
-		return consume.Settle{}, true
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return consume.Ack(), false
-	}
-	if err != nil {
-		return consume.RetryIn(storeRetry), false
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return claimed, nil, consume.Settle{}, true
+	case errors.Is(err, store.ErrNotFound):
+		return claimed, nil, consume.Ack(), false
+	case err != nil:
+		return claimed, nil, consume.RetryIn(storeRetry), false
 	}
 	body, err := json.Marshal(contracts.Offer{Job: contracts.JobSpec{
 		ID: claimed.ID, Tenant: claimed.Tenant, Kind: claimed.Kind, Attempt: claimed.Attempt,
 		Payload: claimed.Payload, Key: claimed.Key, Priority: claimed.Priority,
 	}})
 	if err != nil {
-		return consume.Poison(), false
+		return claimed, nil, consume.Poison(), false
 	}
-	for i, id := range ids {
-		if i > 0 && i%4 == 0 {
-			progress()
-		}
-		outcome, reply := d.offerTo(ctx, id, body)
-		if ctx.Err() != nil {
-			// Shutting down: the claim expires and another scheduler takes over.
-			return consume.RetryIn(d.cfg.ClaimTTL), false
-		}
-		if d.picker.Record(id, outcome, reply) {
-			d.m.Evictions.Inc()
-			d.log.Warn().Str(observe.FieldWorkerID, id).Msg("worker evicted after repeated failed offers")
-		}
-		d.m.Offers.WithLabelValues(outcome.String()).Inc()
-		if outcome == picker.Accepted {
-			d.m.Dispatches.WithLabelValues("dispatched").Inc()
-			d.m.OffersPerDispatch.Observe(float64(i + 1))
-			d.m.QueueWait.Observe(d.now().Sub(job.CreatedAt).Seconds())
-			d.log.Debug().Str(observe.FieldJobID, job.ID).Int64(observe.FieldAttempt, claimed.Attempt).
-				Str(observe.FieldWorkerID, id).Msg("job accepted")
-			return consume.Ack(), false
-		}
-	}
-	return d.reschedule(ctx, claimed, claimed.Attempt, d.now(), store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: claimed.Attempt})
+	return claimed, body, consume.Settle{}, false
 }
 
 // reschedule keeps an overflowed job pending until its next attempt time

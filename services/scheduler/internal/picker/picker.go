@@ -50,8 +50,10 @@ func (o Outcome) String() string {
 // implements it.
 type View interface {
 	Workers() []contracts.WorkerInfo
+	Get(id string) (contracts.WorkerInfo, bool)
 	Load(id string, inFlight, capacity int)
 	Remove(id string)
+	Changed() <-chan struct{}
 }
 
 // DefaultEvictAfter is how many failed offers in a row evict a worker.
@@ -64,6 +66,10 @@ type Picker struct {
 
 	mu       sync.Mutex
 	failures map[string]int
+	// pending counts offers in flight per worker: slots this scheduler is
+	// about to fill, so concurrent dispatches do not all offer the same one.
+	pending map[string]int
+	freed   chan struct{} // closed and replaced when a reservation ends
 }
 
 // New returns a picker over view; evictAfter ≤ 0 uses DefaultEvictAfter.
@@ -71,7 +77,7 @@ func New(view View, evictAfter int) *Picker {
 	if evictAfter <= 0 {
 		evictAfter = DefaultEvictAfter
 	}
-	return &Picker{view: view, evictAfter: evictAfter, failures: map[string]int{}}
+	return &Picker{view: view, evictAfter: evictAfter, failures: map[string]int{}, pending: map[string]int{}, freed: make(chan struct{})}
 }
 
 // Candidates returns, in stable worker-id order, the workers to offer a job
@@ -79,17 +85,63 @@ func New(view View, evictAfter int) *Picker {
 // slot as far as the view knows. An empty list means overflow without a
 // single request. full counts the workers left out for being full.
 func (p *Picker) Candidates(kind string) (ids []string, full int) {
-	for _, w := range p.view.Workers() {
+	workers := p.view.Workers()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range workers {
 		if w.Draining || !slices.Contains(w.Kinds, kind) {
 			continue
 		}
-		if w.Capacity > 0 && w.InFlight >= w.Capacity {
+		if !hasRoom(w, p.pending[w.ID]) {
 			full++
 			continue
 		}
 		ids = append(ids, w.ID)
 	}
 	return ids, full
+}
+
+func hasRoom(w contracts.WorkerInfo, pending int) bool {
+	return w.Capacity == 0 || w.InFlight+pending < w.Capacity
+}
+
+// Reserve takes one of a worker's free slots (as far as the view knows)
+// for an offer about to be sent; false means it has none left. Every
+// successful Reserve is followed by exactly one Release.
+func (p *Picker) Reserve(id string) bool {
+	w, ok := p.view.Get(id)
+	if !ok || w.Draining {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !hasRoom(w, p.pending[id]) {
+		return false
+	}
+	p.pending[id]++
+	return true
+}
+
+// Release ends a reservation (after Record has applied the worker's answer)
+// and wakes dispatches waiting for room.
+func (p *Picker) Release(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending[id] <= 1 {
+		delete(p.pending, id)
+	} else {
+		p.pending[id]--
+	}
+	close(p.freed)
+	p.freed = make(chan struct{})
+}
+
+// Changed returns channels closed when room may have appeared: a roster
+// change or the end of a reservation.
+func (p *Picker) Changed() (view, released <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.view.Changed(), p.freed
 }
 
 // Record feeds one offer's outcome back. reply is the worker's answer when
