@@ -26,12 +26,17 @@ const getQuery = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
 
 // Get returns the job with that id, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
-	j, err := scanJob(s.get.QueryRowContext(ctx, id))
+	var j contracts.Job
+	err := s.readOnWriter(ctx, "get job "+id, func(tx *sql.Tx) error {
+		var err error
+		j, err = s.jobIn(ctx, tx, id)
+		return err
+	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return contracts.Job{}, fmt.Errorf("sqlite: get job %s: %w", id, store.ErrNotFound)
 	case err != nil:
-		return contracts.Job{}, fmt.Errorf("sqlite: get job %s: %w", id, err)
+		return contracts.Job{}, err
 	}
 	return j, nil
 }

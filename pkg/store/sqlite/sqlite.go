@@ -192,6 +192,7 @@ func dsn(path string, cfg config, writer bool) string {
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.busyTimeout.Milliseconds()))
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "temp_store(MEMORY)")
+	q.Add("_pragma", "mmap_size(268435456)")
 	if writer {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Set("_txlock", "immediate")

@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/sluicehq/sluice/pkg/store"
 )
 
 // Group commit. Every write goes through one goroutine that owns the write
 // connection. It takes whatever requests are waiting (up to maxBatch), runs
-// each inside its own SAVEPOINT of one BEGIN IMMEDIATE transaction, and
-// commits once. A request that fails is rolled back to its savepoint alone;
-// the others commit. Under load this turns hundreds of small transactions
+// them one after the other in one BEGIN IMMEDIATE transaction, and commits
+// once. Under load this turns hundreds of small transactions
 // (each paying for a WAL append and lock round trip) into a few, without
 // changing what any single request sees: requests still run one after the
 // other, each reading everything committed or written before it.
@@ -27,6 +28,7 @@ type writeReq struct {
 	ctx  context.Context
 	op   string
 	fn   func(tx *sql.Tx) error
+	read bool // writes nothing: no savepoint needed
 	err  error
 	done chan struct{}
 }
@@ -51,7 +53,19 @@ func (w *writer) stop() {
 // write runs fn in the write transaction and returns its error (or the
 // commit's). Errors get the "sqlite: op: " prefix.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	req := &writeReq{ctx: ctx, op: op, fn: fn, done: make(chan struct{})}
+	return s.onWriter(ctx, op, false, fn)
+}
+
+// readOnWriter runs a read on the write connection, in line with the
+// writes. Its page cache is always warm, where a read-pool connection
+// starts cold after every commit (WAL mode resets a reader's cache when the
+// database changed), so hot single-row reads are much cheaper here.
+func (s *Store) readOnWriter(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return s.onWriter(ctx, op, true, fn)
+}
+
+func (s *Store) onWriter(ctx context.Context, op string, read bool, fn func(tx *sql.Tx) error) error {
+	req := &writeReq{ctx: ctx, op: op, fn: fn, read: read, done: make(chan struct{})}
 	select {
 	case s.writes.reqs <- req:
 	case <-s.writes.quit:
@@ -100,81 +114,80 @@ func (s *Store) writeLoop() {
 }
 
 // commit runs one batch in one transaction and reports to every request.
+//
+// Requests run back to back with no savepoints: a request that fails with
+// one of the store's sentinel errors (a missed compare-and-set, a missing
+// job, a forbidden transition) has written nothing, so the others commit.
+// Any other failure may have left a partial write behind: the whole
+// transaction is rolled back and every other request runs again alone.
 func (s *Store) commit(batch []*writeReq) {
 	defer func() {
 		for _, r := range batch {
 			close(r.done)
 		}
 	}()
-	fail := func(err error) {
-		for _, r := range batch {
-			if r.err == nil {
-				r.err = err
-			}
-		}
+	if len(batch) == 1 {
+		batch[0].err = s.runAlone(batch[0])
+		return
 	}
 	tx, err := s.w.BeginTx(context.Background(), nil)
 	if err != nil {
-		fail(fmt.Errorf("begin: %w", err))
+		for _, r := range batch {
+			r.err = fmt.Errorf("begin: %w", err)
+		}
 		return
 	}
-	single := len(batch) == 1
-	ok := 0
-	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
+	for _, r := range batch {
+		if r.err = r.ctx.Err(); r.err != nil {
 			continue
 		}
-		if single {
-			r.err = r.fn(tx)
-		} else {
-			r.err = s.inSavepoint(tx, r)
-		}
-		if r.err == nil {
-			ok++
+		r.err = r.fn(tx)
+		if r.err == nil || r.read || wroteNothing(r.err) {
 			continue
 		}
-		if errors.Is(r.err, errTxBroken) {
-			// The transaction is unusable: the requests after this one never ran.
-			for _, later := range batch[i+1:] {
-				later.err = errTxBroken
-			}
-			break
-		}
-	}
-	if ok == 0 {
 		_ = tx.Rollback()
+		for _, o := range batch {
+			if o != r && o.ctx.Err() == nil {
+				o.err = s.runAlone(o)
+			}
+		}
 		return
 	}
 	if err := tx.Commit(); err != nil {
 		for _, r := range batch {
-			if r.err == nil {
+			if r.err == nil && !r.read {
 				r.err = fmt.Errorf("commit: %w", err)
 			}
 		}
 	}
 }
 
-// errTxBroken means a failure left the transaction unusable.
-var errTxBroken = errors.New("write transaction aborted; try again")
-
-// inSavepoint runs one request inside a savepoint, undoing its writes alone
-// when it fails.
-func (s *Store) inSavepoint(tx *sql.Tx, r *writeReq) error {
-	if _, err := tx.ExecContext(r.ctx, "SAVEPOINT req"); err != nil {
-		return fmt.Errorf("%w: savepoint: %v", errTxBroken, err)
-	}
-	if err := r.fn(tx); err != nil {
-		if _, rerr := tx.ExecContext(context.Background(), "ROLLBACK TO req"); rerr != nil {
-			return fmt.Errorf("%w: %v (rollback: %v)", errTxBroken, err, rerr)
-		}
-		if _, rerr := tx.ExecContext(context.Background(), "RELEASE req"); rerr != nil {
-			return fmt.Errorf("%w: %v (release: %v)", errTxBroken, err, rerr)
-		}
+// runAlone runs one request in its own transaction.
+func (s *Store) runAlone(r *writeReq) error {
+	if err := r.ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(r.ctx, "RELEASE req"); err != nil {
-		return fmt.Errorf("%w: release: %v", errTxBroken, err)
+	tx, err := s.w.BeginTx(context.Background(), nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := r.fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if r.read {
+		_ = tx.Rollback()
+		return nil
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// wroteNothing reports whether a request's error is one a driver function
+// returns before it writes anything.
+func wroteNothing(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) ||
+		errors.Is(err, store.ErrBadTransition) || errors.Is(err, sql.ErrNoRows)
 }

@@ -199,7 +199,7 @@ func waitSucceeded(b *testing.B, base string, n int, within time.Duration) {
 		if time.Now().After(deadline) {
 			b.Fatalf("only %d of %d jobs succeeded: %+v", st.Counts[contracts.StateSucceeded], n, st.Counts)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
