@@ -73,7 +73,16 @@ func (s *Store) onWriter(ctx context.Context, op string, read bool, fn func(tx *
 	case <-ctx.Done():
 		return fmt.Errorf("sqlite: %s: %w", op, ctx.Err())
 	}
-	<-req.done // once queued, it runs (or is skipped as cancelled) promptly
+	select {
+	case <-req.done:
+	case <-s.writes.finished:
+		// The loop ended; it may still have run this request just before.
+		select {
+		case <-req.done:
+		default:
+			return fmt.Errorf("sqlite: %s: %w", op, errClosed)
+		}
+	}
 	if req.err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, req.err)
 	}

@@ -1,0 +1,159 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "w.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// queueBehind blocks the write loop until release is closed, so the
+// requests sent meanwhile form one batch.
+func queueBehind(t *testing.T, s *Store) (release chan struct{}) {
+	t.Helper()
+	release = make(chan struct{})
+	started := make(chan struct{})
+	go func() {
+		_ = s.write(context.Background(), "gate", func(*sql.Tx) error {
+			close(started)
+			<-release
+			return nil
+		})
+	}()
+	<-started
+	return release
+}
+
+func scopes(t *testing.T, s *Store) map[string]int {
+	t.Helper()
+	rows, err := s.r.Query(`SELECT scope, active FROM counters WHERE scope LIKE 'test:%'`)
+	require.NoError(t, err)
+	out := map[string]int{}
+	require.NoError(t, scanAll(rows, func(k string, n int) { out[k] = n }))
+	return out
+}
+
+func TestBatchKeepsGoodRequestsWhenOneFailsMidWrite(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	release := queueBehind(t, s)
+
+	insert := func(scope string, fail error) func(*sql.Tx) error {
+		return func(tx *sql.Tx) error {
+			if _, err := tx.Exec(`INSERT INTO counters (scope, active) VALUES (?, 1)`, scope); err != nil {
+				return err
+			}
+			return fail
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var fail error
+			if i == 3 {
+				fail = errors.New("boom after writing")
+			}
+			errs[i] = s.write(context.Background(), "req", insert(fmt.Sprintf("test:%d", i), fail))
+		}()
+	}
+	require.Eventually(t, func() bool { return len(s.writes.reqs) == 6 }, 5*time.Second, time.Millisecond)
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if i == 3 {
+			require.ErrorContains(t, err, "boom after writing")
+		} else {
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, map[string]int{"test:0": 1, "test:1": 1, "test:2": 1, "test:4": 1, "test:5": 1}, scopes(t, s),
+		"the failed request's write is undone, every other request commits")
+}
+
+func TestBatchSentinelErrorsDoNotAbortOthers(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	release := queueBehind(t, s)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.write(context.Background(), "req", func(tx *sql.Tx) error {
+				if i%2 == 1 {
+					return sql.ErrNoRows // a miss: nothing was written
+				}
+				_, err := tx.Exec(`INSERT INTO counters (scope, active) VALUES (?, 1)`, fmt.Sprintf("test:%d", i))
+				return err
+			})
+		}()
+	}
+	require.Eventually(t, func() bool { return len(s.writes.reqs) == 4 }, 5*time.Second, time.Millisecond)
+	close(release)
+	wg.Wait()
+	require.Equal(t, map[string]int{"test:0": 1, "test:2": 1}, scopes(t, s))
+}
+
+func TestCloseWithWritesInFlightNeverHangs(t *testing.T) {
+	t.Parallel()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "w.db"))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.write(context.Background(), "req", func(tx *sql.Tx) error {
+				_, err := tx.Exec(`INSERT INTO counters (scope, active) VALUES (?, 1)`, fmt.Sprintf("test:%d", i))
+				return err
+			})
+			if err != nil && !errors.Is(err, errClosed) {
+				t.Errorf("write during close: %v", err)
+			}
+		}()
+	}
+	require.NoError(t, s.Close())
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write hung after Close")
+	}
+}
+
+func TestCancelledRequestIsSkipped(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	release := queueBehind(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- s.write(ctx, "req", func(tx *sql.Tx) error {
+			_, err := tx.Exec(`INSERT INTO counters (scope, active) VALUES ('test:x', 1)`)
+			return err
+		})
+	}()
+	require.Eventually(t, func() bool { return len(s.writes.reqs) == 1 }, 5*time.Second, time.Millisecond)
+	cancel()
+	close(release)
+	require.ErrorIs(t, <-errc, context.Canceled)
+	require.Empty(t, scopes(t, s))
+}
