@@ -39,6 +39,11 @@ const retry = 200 * time.Millisecond
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupWith(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond})
+}
+
+func setupWith(t *testing.T, cfg Config) *bundle {
+	t.Helper()
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
@@ -51,8 +56,7 @@ func setup(t *testing.T) *bundle {
 	r := roster.New(time.Now)
 	p := picker.New(r, 3)
 	b := &bundle{t: t, nc: nc, store: st, roster: r, picker: p}
-	b.d = New(Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond},
-		st, nc, p, time.Now, func() float64 { return 0.5 }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
+	b.d = New(cfg, st, nc, p, time.Now, func() float64 { return 0.5 }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
 	return b
 }
 
@@ -60,10 +64,17 @@ func setup(t *testing.T) *bundle {
 // never subscribes when status is "".
 func (b *bundle) worker(id string, capacity int, status contracts.OfferStatus) {
 	b.t.Helper()
-	b.roster.Observe(contracts.Announce{WorkerID: id, Kinds: []string{"sleep"}, Capacity: capacity, IntervalMS: 60000})
+	b.workerLoaded(id, capacity, 0, status)
+}
+
+// workerLoaded is worker with an announced in-flight count.
+func (b *bundle) workerLoaded(id string, capacity, inFlight int, status contracts.OfferStatus) {
+	b.t.Helper()
+	b.roster.Observe(contracts.Announce{WorkerID: id, Kinds: []string{"sleep"}, Capacity: capacity, InFlight: inFlight, IntervalMS: 60000})
 	if status == "" {
 		return
 	}
+	running := inFlight
 	sub, err := b.nc.Subscribe(contracts.WorkerOfferSubject(id), func(m *nats.Msg) {
 		_, err := contracts.DecodeOffer(m.Data)
 		if err != nil {
@@ -72,7 +83,12 @@ func (b *bundle) worker(id string, capacity int, status contracts.OfferStatus) {
 		b.mu.Lock()
 		b.offers = append(b.offers, id)
 		b.mu.Unlock()
-		reply, _ := json.Marshal(contracts.OfferReply{Status: status, WorkerID: id, InFlight: capacity, Capacity: capacity})
+		load := capacity
+		if status == contracts.OfferAccepted {
+			running++
+			load = running
+		}
+		reply, _ := json.Marshal(contracts.OfferReply{Status: status, WorkerID: id, InFlight: load, Capacity: capacity})
 		_ = m.Respond(reply)
 	})
 	require.NoError(b.t, err)
@@ -221,4 +237,67 @@ func TestMalformedDueIsPoison(t *testing.T) {
 	}
 	// An unknown job is simply acknowledged.
 	require.Equal(t, consume.Ack(), b.d.Handle(context.Background(), []byte(`{"job_id":"nope"}`), func() {}))
+}
+
+func TestHoldsForAFreedSlotInsteadOfPolling(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond, HoldForRoom: 10 * time.Second, MaxHolding: 4})
+	b.workerLoaded("w1", 1, 1, contracts.OfferAccepted) // full as far as the view knows
+	j := b.admit(time.Minute)
+	settled := make(chan consume.Settle, 1)
+	go func() { settled <- b.handle(j) }()
+
+	// Nothing is offered while the only worker is full.
+	require.Never(t, func() bool { return len(b.offered()) > 0 }, 100*time.Millisecond, 5*time.Millisecond)
+	require.Equal(t, int64(0), b.get(j.ID).Attempt, "no claim spent while holding")
+
+	// The worker frees its slot: the held job is offered at once.
+	start := time.Now()
+	b.roster.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"sleep"}, Capacity: 1, InFlight: 0, IntervalMS: 60000})
+	select {
+	case s := <-settled:
+		require.Equal(t, consume.Ack(), s)
+		require.Less(t, time.Since(start), 5*time.Second)
+	case <-time.After(10 * time.Second):
+		t.Fatal("held job never offered")
+	}
+	require.Equal(t, []string{"w1"}, b.offered())
+	require.Equal(t, int64(1), b.get(j.ID).Attempt)
+}
+
+func TestHoldEndsInOverflow(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond, HoldForRoom: 150 * time.Millisecond, MaxHolding: 1})
+	b.workerLoaded("w1", 1, 1, contracts.OfferAccepted)
+	j := b.admit(time.Minute)
+	s := b.handle(j)
+	require.True(t, s.Retry, "after the hold the job overflows")
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StatePending, got.State)
+	require.Equal(t, int64(0), got.Attempt)
+	require.Empty(t, b.offered())
+}
+
+func TestConcurrentDispatchesReserveDistinctSlots(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond, HoldForRoom: 0})
+	b.worker("w1", 2, contracts.OfferAccepted)
+	b.worker("w2", 2, contracts.OfferAccepted)
+	jobs := []contracts.Job{b.admit(time.Minute), b.admit(time.Minute), b.admit(time.Minute), b.admit(time.Minute)}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			require.Equal(t, consume.Ack(), b.handle(j))
+		}()
+	}
+	wg.Wait()
+	got := b.offered()
+	require.Len(t, got, 4, "one offer per job: no two dispatches raced for the same slot")
+	n := map[string]int{}
+	for _, id := range got {
+		n[id]++
+	}
+	require.Equal(t, map[string]int{"w1": 2, "w2": 2}, n)
 }
