@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
 	"time"
-
-	"github.com/caarlos0/env/v11"
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/observe/envconfig"
 	"github.com/sluicehq/sluice/pkg/store/dial"
 	"github.com/sluicehq/sluice/services/gateway/internal/auth"
 )
@@ -55,8 +53,8 @@ const maxBodyLimit = 64 << 20
 // when nil), fills the defaults and validates it. Errors name the variable.
 func LoadConfig(environ map[string]string) (Config, error) {
 	var cfg Config
-	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ}); err != nil {
-		return Config{}, nameVariables(err)
+	if err := envconfig.Parse(&cfg, environ); err != nil {
+		return Config{}, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
@@ -111,45 +109,4 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// nameVariables rewrites the env library's parse errors, which name Go
-// struct fields, to name the environment variables instead.
-func nameVariables(err error) error {
-	var agg env.AggregateError
-	if !errors.As(err, &agg) {
-		return fmt.Errorf("config: %w", err)
-	}
-	vars := envVars(reflect.TypeFor[Config]())
-	out := make([]error, 0, len(agg.Errors))
-	for _, e := range agg.Errors {
-		var pe env.ParseError
-		if errors.As(e, &pe) {
-			if v, ok := vars[pe.Name]; ok {
-				out = append(out, fmt.Errorf("%s: cannot parse as %s: %w", v, pe.Type, pe.Err))
-				continue
-			}
-		}
-		out = append(out, fmt.Errorf("config: %w", e))
-	}
-	return errors.Join(out...)
-}
-
-// envVars maps each field name of t (nested structs included) to its
-// environment variable.
-func envVars(t reflect.Type) map[string]string {
-	out := map[string]string{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Type.Kind() == reflect.Struct {
-			for k, v := range envVars(f.Type) {
-				out[k] = v
-			}
-			continue
-		}
-		if v := f.Tag.Get("env"); v != "" {
-			out[f.Name] = v
-		}
-	}
-	return out
 }

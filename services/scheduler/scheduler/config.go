@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/observe/envconfig"
 	"github.com/sluicehq/sluice/pkg/store/dial"
 )
 
@@ -43,8 +42,8 @@ type Config struct {
 // fills defaults and validates.
 func LoadConfig(environ map[string]string) (Config, error) {
 	var c Config
-	if err := env.ParseWithOptions(&c, env.Options{Environment: environ}); err != nil {
-		return c, fmt.Errorf("scheduler config: %w", err)
+	if err := envconfig.Parse(&c, environ); err != nil {
+		return c, err
 	}
 	return c, c.Validate()
 }

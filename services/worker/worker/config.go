@@ -6,15 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"strings"
 	"time"
-
-	"github.com/caarlos0/env/v11"
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/observe/envconfig"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
 )
 
@@ -90,38 +88,14 @@ func DefaultConfig() Config {
 // when nil), fills defaults and validates it.
 func LoadConfig(environ map[string]string) (Config, error) {
 	var c Config
-	if err := env.ParseWithOptions(&c, env.Options{Environment: environ}); err != nil {
-		return c, fmt.Errorf("config: %w", nameVariables(err))
+	if err := envconfig.Parse(&c, environ); err != nil {
+		return c, err
 	}
 	c = c.withDefaults()
 	if err := c.Validate(); err != nil {
 		return c, err
 	}
 	return c, nil
-}
-
-// nameVariables rewrites the env library's parse errors, which name the
-// Go field, so that each names its environment variable instead.
-func nameVariables(err error) error {
-	var agg env.AggregateError
-	if !errors.As(err, &agg) {
-		return err
-	}
-	vars := map[string]string{}
-	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
-		if tag := f.Tag.Get("env"); tag != "" {
-			vars[f.Name] = strings.Split(tag, ",")[0]
-		}
-	}
-	errs := make([]error, 0, len(agg.Errors))
-	for _, e := range agg.Errors {
-		var pe env.ParseError
-		if errors.As(e, &pe) && vars[pe.Name] != "" {
-			e = fmt.Errorf("%s: %w", vars[pe.Name], pe.Err)
-		}
-		errs = append(errs, e)
-	}
-	return errors.Join(errs...)
 }
 
 // withDefaults fills the zero values that have no sensible zero meaning

@@ -1,0 +1,35 @@
+package reaper
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLoadConfigDerivesIntervals(t *testing.T) {
+	t.Parallel()
+	c, err := LoadConfig(map[string]string{"SLUICE_STALE_THRESHOLD": "3s"})
+	require.NoError(t, err)
+	require.Equal(t, time.Second, c.Interval)
+	require.Equal(t, 3*time.Second, c.LostAfter)
+	require.Equal(t, 168*time.Hour, c.Retention)
+}
+
+func TestLoadConfigNamesTheVariable(t *testing.T) {
+	t.Parallel()
+	tests := map[string]map[string]string{
+		"SLUICE_STALE_THRESHOLD": {"SLUICE_STALE_THRESHOLD": "0s"},
+		"SLUICE_RETENTION":       {"SLUICE_RETENTION": "-1h"},
+		"SLUICE_REAPER_BATCH":    {"SLUICE_REAPER_BATCH": "0"},
+		"SLUICE_MAX_RUNTIME":     {"SLUICE_MAX_RUNTIME": "-1s"},
+		"SLUICE_REAPER_INTERVAL": {"SLUICE_REAPER_INTERVAL": "often"},
+	}
+	for name, env := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := LoadConfig(env)
+			require.ErrorContains(t, err, name)
+		})
+	}
+}

@@ -1,0 +1,132 @@
+package reaper
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/sqlite"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type bundle struct {
+	t     *testing.T
+	store store.Store
+	js    jetstream.JetStream
+	r     *Reaper
+	now   time.Time
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = bus.EnsureStream(context.Background(), js)
+	require.NoError(t, err)
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	b := &bundle{t: t, store: st, js: js, now: time.Now().UTC()}
+	cfg, err := LoadConfig(map[string]string{"SLUICE_STALE_THRESHOLD": "1s", "SLUICE_RETENTION": "1h", "SLUICE_DATA_DIR": t.TempDir()})
+	require.NoError(t, err)
+	b.r, err = New(cfg, Deps{Store: st, NC: nc, JS: js, Log: zerolog.Nop(), Now: func() time.Time { return b.now }})
+	require.NoError(t, err)
+	return b
+}
+
+func (b *bundle) admit(id string, at time.Time) {
+	b.t.Helper()
+	j := contracts.Job{ID: id, Tenant: "t", Kind: "sleep", State: contracts.StatePending, MaxAttempts: 3,
+		CreatedAt: at, UpdatedAt: at, NextDispatchAt: &at, DispatchDeadline: at.Add(time.Hour)}
+	_, _, err := b.store.Admit(context.Background(), j, store.Caps{})
+	require.NoError(b.t, err)
+}
+
+// requeues reads every requeue event published so far.
+func (b *bundle) requeues() []contracts.Requeue {
+	b.t.Helper()
+	ctx := context.Background()
+	c, err := b.js.CreateOrUpdateConsumer(ctx, contracts.StreamName, jetstream.ConsumerConfig{
+		Durable: "test", FilterSubject: contracts.SubjectRequeue, AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	require.NoError(b.t, err)
+	batch, err := c.FetchNoWait(100)
+	require.NoError(b.t, err)
+	var out []contracts.Requeue
+	for m := range batch.Messages() {
+		rq, err := contracts.DecodeRequeue(m.Data())
+		require.NoError(b.t, err)
+		out = append(out, rq)
+		require.NoError(b.t, m.Ack())
+	}
+	return out
+}
+
+func TestSweepRequeuesStaleAndLostJobsAndPurges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	old := b.now.Add(-time.Minute)
+
+	// A running job whose worker went quiet a minute ago.
+	b.admit("stale", old)
+	claim := old.Add(time.Second)
+	_, err := b.store.Transition(ctx, store.Expect{ID: "stale", State: contracts.StatePending},
+		store.Change{Now: old, State: contracts.StatePending, Attempt: 1, ClaimUntil: &claim})
+	require.NoError(t, err)
+	_, err = b.store.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: "stale", Attempt: 1}}, old)
+	require.NoError(t, err)
+	// A pending job whose due message never came.
+	b.admit("lost", old)
+	// A fresh pending job: left alone.
+	b.admit("fresh", b.now)
+	// A job finished two hours ago: purged.
+	b.admit("done", b.now.Add(-3*time.Hour))
+	msg := "handler: x"
+	_, err = b.store.Transition(ctx, store.Expect{ID: "done", State: contracts.StatePending},
+		store.Change{Now: b.now.Add(-2 * time.Hour), State: contracts.StateFailed, Error: &msg})
+	require.NoError(t, err)
+
+	rep, err := b.r.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{contracts.ReasonStale: 1, contracts.ReasonLost: 1}, rep.Requeued)
+	require.Equal(t, 1, rep.Purged)
+	require.Zero(t, rep.Drift)
+	require.ElementsMatch(t, []contracts.Requeue{
+		{JobID: "stale", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
+		{JobID: "lost", Attempt: 0, State: contracts.StatePending, Reason: contracts.ReasonLost},
+	}, b.requeues())
+	_, err = b.store.Get(ctx, "done")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestRunSweepsOnBootAndStops(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.admit("lost", b.now.Add(-time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.r.Run(ctx) }()
+	require.Eventually(t, func() bool { return len(b.requeues()) > 0 }, 5*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
