@@ -141,11 +141,10 @@ func decodeStrict(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
-	if dec.More() {
-		return errors.New("decode: trailing data after the JSON value")
-	}
-	var extra json.RawMessage
-	if err := dec.Decode(&extra); err == nil {
+	// Anything but JSON whitespace after the value is trailing data. (A
+	// second Decode would miss a stray ']' or '}': it fails on them as a
+	// syntax error, which used to read as "nothing follows".)
+	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return errors.New("decode: trailing data after the JSON value")
 	}
 	return nil

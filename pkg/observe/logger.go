@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 )
 
@@ -27,7 +28,9 @@ func NewLogger(service string, w io.Writer, level, format string) zerolog.Logger
 		w = os.Stderr
 	}
 	if strings.EqualFold(format, "console") {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		f, isFile := w.(*os.File)
+		color := isFile && isatty.IsTerminal(f.Fd())
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !color}
 	}
 	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
 	if err != nil || level == "" {

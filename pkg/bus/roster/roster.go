@@ -49,11 +49,11 @@ func (r *Roster) Observe(a contracts.Announce) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.notify()
 	if a.Leaving {
-		delete(r.workers, a.WorkerID)
+		r.remove(a.WorkerID)
 		return
 	}
+	r.notify()
 	iv := time.Duration(a.IntervalMS) * time.Millisecond
 	if iv <= 0 {
 		iv = defaultInterval
@@ -75,7 +75,7 @@ func (r *Roster) Observe(a contracts.Announce) {
 func (r *Roster) Load(id string, inFlight, capacity int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.workers[id]; ok {
+	if e, ok := r.workers[id]; ok && (e.info.InFlight != inFlight || e.info.Capacity != capacity) {
 		e.info.InFlight, e.info.Capacity = inFlight, capacity
 		r.notify()
 	}
@@ -85,8 +85,15 @@ func (r *Roster) Load(id string, inFlight, capacity int) {
 func (r *Roster) Remove(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.workers, id)
-	r.notify()
+	r.remove(id)
+}
+
+// remove forgets a worker, waking waiters only if it was known; r.mu is held.
+func (r *Roster) remove(id string) {
+	if _, ok := r.workers[id]; ok {
+		delete(r.workers, id)
+		r.notify()
+	}
 }
 
 // notify wakes everyone waiting on Changed; r.mu is held.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -78,7 +79,7 @@ type Stack struct {
 
 // Start builds the stack; Run runs it. On error everything already started
 // is stopped.
-func Start(ctx context.Context, o Options) (s *Stack, err error) {
+func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if o.Workers == 0 {
 		o.Workers = 2
 	}
@@ -104,7 +105,7 @@ func Start(ctx context.Context, o Options) (s *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Stack{opts: o, Registry: prometheus.NewRegistry()}
+	s := &Stack{opts: o, Registry: prometheus.NewRegistry()}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -207,28 +208,56 @@ func explicitWorkerID(environ map[string]string) bool {
 }
 
 func svcLog(l zerolog.Logger, name string) zerolog.Logger {
-	return l.With().Str("service", name).Logger()
+	return l.With().Str("component", name).Logger()
 }
 
 // Run runs every service until ctx ends or one fails, then stops them all
-// and closes the store and the NATS server.
+// and closes the store and the NATS server. Workers drain first, while the
+// scheduler is still there to record their results and heartbeats.
 func (s *Stack) Run(ctx context.Context) error {
 	defer s.close()
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.Gateway.Serve(gctx, s.ln) })
-	for _, sc := range s.Schedulers {
-		g.Go(func() error { return sc.Run(gctx) })
-	}
+	svcCtx, stopSvcs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSvcs()
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+
+	var workers sync.WaitGroup
 	for _, w := range s.Workers {
-		g.Go(func() error { return w.Run(gctx) })
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			if err := w.Run(wctx); err != nil {
+				s.opts.Log.Error().Err(err).Str("worker_id", w.ID()).Msg("worker stopped with an error")
+			}
+		}()
+	}
+	go func() {
+		<-wctx.Done()
+		workers.Wait()
+		stopSvcs()
+	}()
+
+	g := new(errgroup.Group)
+	run := func(f func(context.Context) error) {
+		g.Go(func() error {
+			err := f(svcCtx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				stopWorkers() // one service failed: stop everything
+				return err
+			}
+			return nil
+		})
+	}
+	run(func(c context.Context) error { return s.Gateway.Serve(c, s.ln) })
+	for _, sc := range s.Schedulers {
+		run(sc.Run)
 	}
 	if s.Reaper != nil {
-		g.Go(func() error { return s.Reaper.Run(gctx) })
+		run(s.Reaper.Run)
 	}
 	err := g.Wait()
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
+	stopWorkers()
+	workers.Wait()
 	return err
 }
 

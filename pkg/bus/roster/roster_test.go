@@ -1,0 +1,394 @@
+package roster_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/roster"
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// clock is a settable time source.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func ids(ws []contracts.WorkerInfo) []string {
+	out := make([]string, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, w.ID)
+	}
+	return out
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestNewNilClockUsesTimeNow(t *testing.T) {
+	t.Parallel()
+	r := roster.New(nil)
+	before := time.Now()
+	r.Observe(contracts.Announce{WorkerID: "w1"})
+	w, ok := r.Get("w1")
+	require.True(t, ok)
+	assert.False(t, w.SeenAt.Before(before))
+	assert.False(t, w.SeenAt.After(time.Now()))
+}
+
+func TestObserveAndWorkers(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	r := roster.New(c.Now)
+	assert.Empty(t, r.Workers())
+
+	kinds := []string{"email", "resize"}
+	r.Observe(contracts.Announce{WorkerID: "w3", Kinds: kinds, Capacity: 4, InFlight: 1, IntervalMS: 1000})
+	r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 0, Draining: true, IntervalMS: 1000})
+	r.Observe(contracts.Announce{WorkerID: "w2", Kinds: []string{"email"}, Capacity: 2, InFlight: 2, IntervalMS: 1000})
+	kinds[0] = "changed" // the roster keeps its own copy
+
+	ws := r.Workers()
+	require.Equal(t, []string{"w1", "w2", "w3"}, ids(ws))
+	assert.Equal(t, contracts.WorkerInfo{ID: "w3", Kinds: []string{"email", "resize"}, Capacity: 4, InFlight: 1, SeenAt: c.Now()}, ws[2])
+	assert.Equal(t, contracts.WorkerInfo{ID: "w1", Draining: true, SeenAt: c.Now()}, ws[0])
+
+	// A later announcement replaces the figures and the time seen.
+	c.Advance(time.Second)
+	r.Observe(contracts.Announce{WorkerID: "w3", Kinds: []string{"email"}, Capacity: 8, InFlight: 5, IntervalMS: 1000})
+	w, ok := r.Get("w3")
+	require.True(t, ok)
+	assert.Equal(t, contracts.WorkerInfo{ID: "w3", Kinds: []string{"email"}, Capacity: 8, InFlight: 5, SeenAt: c.Now()}, w)
+
+	_, ok = r.Get("nobody")
+	assert.False(t, ok)
+}
+
+func TestWorkersSortedByID(t *testing.T) {
+	t.Parallel()
+	r := roster.New(newClock().Now)
+	for _, id := range []string{"m", "b", "z", "a", "B", "a1", "0"} {
+		r.Observe(contracts.Announce{WorkerID: id})
+	}
+	assert.Equal(t, []string{"0", "B", "a", "a1", "b", "m", "z"}, ids(r.Workers()))
+}
+
+func TestExpiryAfterThreeIntervals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		intervalMS int64
+		life       time.Duration
+	}{
+		{"announced interval", 2000, 6 * time.Second},
+		{"default interval", 0, 15 * time.Second},
+		{"negative interval uses the default", -5, 15 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClock()
+			r := roster.New(c.Now)
+			r.Observe(contracts.Announce{WorkerID: "w1", IntervalMS: tt.intervalMS})
+			r.Observe(contracts.Announce{WorkerID: "w2", IntervalMS: 1_000_000})
+
+			c.Advance(tt.life) // exactly three intervals: still alive
+			_, ok := r.Get("w1")
+			assert.True(t, ok)
+			assert.Equal(t, []string{"w1", "w2"}, ids(r.Workers()))
+
+			c.Advance(time.Nanosecond)
+			_, ok = r.Get("w1")
+			assert.False(t, ok)
+			assert.Equal(t, []string{"w2"}, ids(r.Workers()))
+		})
+	}
+}
+
+func TestAnnouncementRenewsLiveness(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	r := roster.New(c.Now)
+	r.Observe(contracts.Announce{WorkerID: "w1", IntervalMS: 1000})
+	c.Advance(2 * time.Second)
+	r.Observe(contracts.Announce{WorkerID: "w1", IntervalMS: 1000})
+	c.Advance(2 * time.Second) // 4s after the first, 2s after the last
+	_, ok := r.Get("w1")
+	assert.True(t, ok)
+	c.Advance(1*time.Second + time.Nanosecond)
+	_, ok = r.Get("w1")
+	assert.False(t, ok)
+
+	// An expired worker that announces again is back.
+	r.Observe(contracts.Announce{WorkerID: "w1", IntervalMS: 1000})
+	assert.Equal(t, []string{"w1"}, ids(r.Workers()))
+}
+
+func TestLoadUpdatesWithoutRenewing(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	r := roster.New(c.Now)
+	r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 4, InFlight: 1, IntervalMS: 1000})
+	seen := c.Now()
+
+	c.Advance(2 * time.Second)
+	r.Load("w1", 3, 5)
+	w, ok := r.Get("w1")
+	require.True(t, ok)
+	assert.Equal(t, 3, w.InFlight)
+	assert.Equal(t, 5, w.Capacity)
+	assert.Equal(t, seen, w.SeenAt)
+
+	c.Advance(time.Second + time.Nanosecond) // 3 intervals after the announcement
+	_, ok = r.Get("w1")
+	assert.False(t, ok, "Load must not renew liveness")
+
+	r.Load("ghost", 1, 1) // unknown: nothing happens
+	_, ok = r.Get("ghost")
+	assert.False(t, ok)
+}
+
+func TestLeavingAnnouncementRemoves(t *testing.T) {
+	t.Parallel()
+	r := roster.New(newClock().Now)
+	r.Observe(contracts.Announce{WorkerID: "w1"})
+	r.Observe(contracts.Announce{WorkerID: "w2"})
+	r.Observe(contracts.Announce{WorkerID: "w1", Leaving: true, Capacity: 4})
+	_, ok := r.Get("w1")
+	assert.False(t, ok)
+	assert.Equal(t, []string{"w2"}, ids(r.Workers()))
+
+	r.Observe(contracts.Announce{WorkerID: "w9", Leaving: true}) // never known
+	assert.Equal(t, []string{"w2"}, ids(r.Workers()))
+}
+
+func TestRemove(t *testing.T) {
+	t.Parallel()
+	r := roster.New(newClock().Now)
+	r.Observe(contracts.Announce{WorkerID: "w1"})
+	r.Observe(contracts.Announce{WorkerID: "w2"})
+	r.Remove("w1")
+	_, ok := r.Get("w1")
+	assert.False(t, ok)
+	assert.Equal(t, []string{"w2"}, ids(r.Workers()))
+	r.Remove("w1")
+	r.Remove("nobody")
+	assert.Equal(t, []string{"w2"}, ids(r.Workers()))
+
+	// A removed worker is back on its next announcement.
+	r.Observe(contracts.Announce{WorkerID: "w1"})
+	assert.Equal(t, []string{"w1", "w2"}, ids(r.Workers()))
+}
+
+func TestChanged(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	r := roster.New(c.Now)
+	steps := []struct {
+		name    string
+		do      func()
+		changes bool
+	}{
+		{"worker appears", func() { r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 2, IntervalMS: 1000}) }, true},
+		{"second worker appears", func() { r.Observe(contracts.Announce{WorkerID: "w2", IntervalMS: 1000}) }, true},
+		{"re-announcement", func() { r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 2, InFlight: 1, IntervalMS: 1000}) }, true},
+		{"load changes", func() { r.Load("w1", 2, 2) }, true},
+		{"capacity changes", func() { r.Load("w1", 2, 3) }, true},
+		{"same load", func() { r.Load("w1", 2, 3) }, false},
+		{"load of an unknown worker", func() { r.Load("ghost", 1, 1) }, false},
+		{"reads", func() { r.Workers(); r.Get("w1"); r.Get("ghost") }, false},
+		{"remove", func() { r.Remove("w2") }, true},
+		{"remove an unknown worker", func() { r.Remove("w2") }, false},
+		{"leaving", func() { r.Observe(contracts.Announce{WorkerID: "w1", Leaving: true}) }, true},
+		{"leaving an unknown worker", func() { r.Observe(contracts.Announce{WorkerID: "w1", Leaving: true}) }, false},
+		{"comes back", func() { r.Observe(contracts.Announce{WorkerID: "w1"}) }, true},
+	}
+	for _, s := range steps {
+		ch := r.Changed()
+		require.False(t, closed(ch), "%s: channel closed before the step", s.name)
+		s.do()
+		assert.Equal(t, s.changes, closed(ch), "%s: channel closed", s.name)
+		if s.changes {
+			assert.False(t, closed(r.Changed()), "%s: the next channel is already closed", s.name)
+		}
+	}
+}
+
+func TestChangedWakesEveryWaiter(t *testing.T) {
+	t.Parallel()
+	r := roster.New(newClock().Now)
+	ch := r.Changed()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { <-ch })
+	}
+	r.Observe(contracts.Announce{WorkerID: "w1"})
+	wg.Wait()
+}
+
+func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
+	r := roster.New(newClock().Now)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			id := string(rune('a' + i))
+			for j := range 100 {
+				r.Observe(contracts.Announce{WorkerID: id, InFlight: j})
+				r.Load(id, j+1, 10)
+				r.Workers()
+				r.Get(id)
+				_ = r.Changed()
+				if j%10 == 0 {
+					r.Remove(id)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// startNATS runs an in-process NATS server for one test.
+func startNATS(t *testing.T) *server.Server {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return ns
+}
+
+func connect(t *testing.T, ns *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func publish(t *testing.T, nc *nats.Conn, v any) {
+	t.Helper()
+	data, ok := v.([]byte)
+	if !ok {
+		var err error
+		data, err = json.Marshal(v)
+		require.NoError(t, err)
+	}
+	require.NoError(t, nc.Publish(contracts.SubjectAnnounce, data))
+	require.NoError(t, nc.Flush())
+}
+
+// waitChanged waits for the roster to change, failing after a while.
+func waitChanged(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the roster did not change")
+	}
+}
+
+func TestSubscribe(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t)
+	nc := connect(t, ns)     // the roster's connection
+	worker := connect(t, ns) // a worker's connection
+
+	discover, err := worker.SubscribeSync(contracts.SubjectDiscover)
+	require.NoError(t, err)
+	require.NoError(t, worker.Flush())
+
+	r := roster.New(nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	require.NoError(t, r.Subscribe(ctx, nc))
+
+	// Subscribing asks every worker to announce itself.
+	msg, err := discover.NextMsg(5 * time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, contracts.SubjectDiscover, msg.Subject)
+
+	// A valid announcement appears in the roster.
+	ch := r.Changed()
+	publish(t, worker, contracts.Announce{WorkerID: "w1", Kinds: []string{"email"}, Capacity: 4, InFlight: 1, IntervalMS: 60_000})
+	waitChanged(t, ch)
+	got, ok := r.Get("w1")
+	require.True(t, ok)
+	assert.Equal(t, []string{"email"}, got.Kinds)
+	assert.Equal(t, 4, got.Capacity)
+	assert.Equal(t, 1, got.InFlight)
+
+	// Malformed announcements are ignored. Messages from one connection
+	// arrive in order, so once w2 is in, the bad ones were handled.
+	ch = r.Changed()
+	publish(t, worker, []byte(`not json`))
+	publish(t, worker, []byte(`{"worker_id":"bad id","capacity":1}`))
+	publish(t, worker, []byte(`{"worker_id":"w9","capacity":-1}`))
+	publish(t, worker, []byte(`{"worker_id":"w8","surprise":true}`))
+	publish(t, worker, []byte(`{"worker_id":"w1","leaving":true}]`))
+	publish(t, worker, contracts.Announce{WorkerID: "w2", IntervalMS: 60_000})
+	waitChanged(t, ch)
+	require.Eventually(t, func() bool { _, ok := r.Get("w2"); return ok }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, []string{"w1", "w2"}, ids(r.Workers()))
+
+	// A leaving announcement removes the worker.
+	ch = r.Changed()
+	publish(t, worker, contracts.Announce{WorkerID: "w1", Leaving: true})
+	waitChanged(t, ch)
+	assert.Equal(t, []string{"w2"}, ids(r.Workers()))
+
+	// Cancelling ctx ends the subscription.
+	cancel()
+	require.Eventually(t, func() bool { return nc.NumSubscriptions() == 0 }, 5*time.Second, time.Millisecond)
+	publish(t, worker, contracts.Announce{WorkerID: "w3", IntervalMS: 60_000})
+	require.NoError(t, nc.Flush())
+	_, ok = r.Get("w3")
+	assert.False(t, ok)
+	assert.Equal(t, []string{"w2"}, ids(r.Workers()))
+}
+
+func TestSubscribeOnClosedConnection(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t)
+	nc := connect(t, ns)
+	nc.Close()
+	err := roster.New(nil).Subscribe(t.Context(), nc)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, nats.ErrConnectionClosed)
+}
