@@ -158,6 +158,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 	took := time.Since(start)
 	rate := float64(jobs) / took.Seconds()
 	b.ReportMetric(rate, "jobs/s")
+	offers, dispatched := offerFigures(b, s)
+	b.ReportMetric(offers/dispatched, "offers/dispatch")
+	fmt.Printf("offers per dispatched job: %.3f (%.0f offers for %.0f dispatches)\n", offers/dispatched, offers, dispatched)
 	fmt.Printf("end to end: %d no-op jobs in %s = %.0f jobs/s completed (submission alone took %s) — 4 workers × 64 slots\n",
 		jobs, took.Round(time.Millisecond), rate, submitted.Round(time.Millisecond))
 
@@ -243,3 +246,25 @@ func peakRSS() int64 {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// offerFigures reads the first scheduler's offer counters from the stack's registry.
+func offerFigures(b *testing.B, s *Stack) (offers, dispatched float64) {
+	b.Helper()
+	mfs, err := s.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "sluice_scheduler_offers_total":
+			for _, m := range mf.GetMetric() {
+				offers += m.GetCounter().GetValue()
+			}
+		case "sluice_scheduler_offers_per_dispatch":
+			for _, m := range mf.GetMetric() {
+				dispatched += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return offers, dispatched
+}

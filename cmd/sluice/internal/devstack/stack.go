@@ -159,7 +159,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		sc, err := scheduler.New(scfg, scheduler.Deps{Store: s.Store, NC: nc, JS: js, Log: svcLog(o.Log, "scheduler"), Registry: prometheus.NewRegistry()})
+		reg := prometheus.NewRegistry()
+		if i == 0 {
+			reg = s.Registry // the first replica's metrics show on the gateway's /metrics
+		}
+		sc, err := scheduler.New(scfg, scheduler.Deps{Store: s.Store, NC: nc, JS: js, Log: svcLog(o.Log, "scheduler"), Registry: reg})
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +194,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		s.Reaper, err = reaper.New(rcfg, reaper.Deps{Store: s.Store, NC: nc, JS: js, Log: svcLog(o.Log, "reaper"), Registry: prometheus.NewRegistry()})
+		s.Reaper, err = reaper.New(rcfg, reaper.Deps{Store: s.Store, NC: nc, JS: js, Log: svcLog(o.Log, "reaper"), Registry: s.Registry})
 		if err != nil {
 			return nil, err
 		}
