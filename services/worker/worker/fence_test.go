@@ -98,3 +98,38 @@ func TestMissingAcksSelfFenceHandler(t *testing.T) {
 	b.noResult(300 * time.Millisecond)
 	require.EqualValues(t, 1, b.metric("sluice_worker_jobs_total", map[string]string{"state": "fenced"}))
 }
+
+// TestErrorAcksDoNotRenew: a scheduler that answers but could not record
+// the heartbeat (its store is down) renews nothing, so the worker fences
+// itself before the job can go stale and run elsewhere.
+func TestErrorAcksDoNotRenew(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := &fencedHandler{cancelled: make(chan error, 1)}
+	var failing atomic.Bool
+	b.sched.setAnswer(func(contracts.Heartbeat) (contracts.HeartbeatAck, bool) {
+		if failing.Load() {
+			return contracts.HeartbeatAck{Error: "store unavailable"}, true
+		}
+		return contracts.HeartbeatAck{}, true
+	})
+	clock := newFakeClock()
+	cfg := testConfig("w-error-ack")
+	cfg.HeartbeatInterval = 50 * time.Millisecond
+	cfg.StaleThreshold = 300 * time.Millisecond
+	r := b.start(cfg, map[string]worker.Handler{"fence": f.handle}, worker.WithClock(clock.Now))
+	l := contracts.Lease{JobID: "errack", Attempt: 1}
+	require.Equal(t, contracts.OfferAccepted, b.offer("w-error-ack", spec("errack", "fence", 1, "")).Status)
+	require.Eventually(t, f.started.Load, waitFor, time.Millisecond)
+	failing.Store(true)
+	n := b.sched.heartbeatsFor(l)
+	require.Eventually(t, func() bool { return b.sched.heartbeatsFor(l) >= n+2 }, waitFor, time.Millisecond)
+	clock.Advance(250 * time.Millisecond)
+	select {
+	case cause := <-f.cancelled:
+		require.ErrorContains(t, cause, "not acknowledged")
+	case <-time.After(waitFor):
+		t.Fatal("error acks renewed the lease")
+	}
+	require.Eventually(t, func() bool { return r.w.InFlight() == 0 }, waitFor, 5*time.Millisecond)
+}

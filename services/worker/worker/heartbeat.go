@@ -86,6 +86,11 @@ func (w *Worker) doHeartbeat(ctx context.Context, leases []contracts.Lease, time
 	if err != nil {
 		return contracts.HeartbeatAck{}, fmt.Errorf("heartbeat ack: %w", err)
 	}
+	if ack.Error != "" {
+		// Not recorded (the store did not answer, say): no renewal, so a
+		// worker cut off from the store stops before its job goes stale.
+		return contracts.HeartbeatAck{}, fmt.Errorf("heartbeat refused: %s", ack.Error)
+	}
 	return ack, nil
 }
 
