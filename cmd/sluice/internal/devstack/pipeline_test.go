@@ -18,11 +18,11 @@ import (
 )
 
 // TestEndToEndBoundedPerWorker pushes 500 sleep jobs through the gateway,
-// the scheduler and three workers limited to two jobs each: every job
+// two scheduler replicas and three workers limited to two jobs each: every job
 // succeeds, and no worker is ever seen running more than two.
 func TestEndToEndBoundedPerWorker(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 3}, map[string]string{
+	b := setup(t, Options{Workers: 3, Schedulers: 2}, map[string]string{
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
 		"SLUICE_RETRY_INTERVAL":              "200ms",
 	})
