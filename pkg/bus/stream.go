@@ -46,21 +46,39 @@ func ConsumerConfig(name, subject string, ackWait time.Duration) jetstream.Consu
 	}
 }
 
-// EnsureStream creates the job stream or brings its config up to date.
+// EnsureStream returns the job stream, creating it when it is missing. An
+// existing stream is left as it is: every service calls this at start and
+// after losing the stream, and updating a live stream's config while
+// another service creates its consumers races inside nats-server.
 func EnsureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	s, err := js.CreateOrUpdateStream(ctx, StreamConfig())
+	s, err := js.Stream(ctx, contracts.StreamName)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("ensure stream %s: %w", contracts.StreamName, err)
+	}
+	s, err = js.CreateStream(ctx, StreamConfig())
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		s, err = js.Stream(ctx, contracts.StreamName) // another service was first
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", contracts.StreamName, err)
 	}
 	return s, nil
 }
 
-// EnsureConsumer creates the stream if needed and then the durable consumer.
+// EnsureConsumer creates the stream if needed and then the durable
+// consumer, leaving an existing consumer as it is.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	if _, err := EnsureStream(ctx, js); err != nil {
 		return nil, err
 	}
-	c, err := js.CreateOrUpdateConsumer(ctx, contracts.StreamName, cfg)
+	c, err := js.Consumer(ctx, contracts.StreamName, cfg.Durable)
+	if err == nil {
+		return c, nil
+	}
+	c, err = js.CreateOrUpdateConsumer(ctx, contracts.StreamName, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", cfg.Durable, err)
 	}
