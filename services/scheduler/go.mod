@@ -12,6 +12,7 @@ require (
 	github.com/sluicehq/sluice/pkg/observe v0.0.0
 	github.com/sluicehq/sluice/pkg/store v0.0.0
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.24.0
 )
 
