@@ -38,3 +38,13 @@ tidy:
 
 clean:
 	rm -rf $(BIN) .sluice
+
+.PHONY: compose-up compose-down
+
+## compose-up: the production shape on Docker: NATS, MongoDB, every service (deploy/compose)
+compose-up:
+	docker compose -f deploy/compose/compose.yaml up -d --build
+
+## compose-down: stop and remove the containers (the NATS and MongoDB volumes stay)
+compose-down:
+	docker compose -f deploy/compose/compose.yaml down

@@ -1,0 +1,76 @@
+module github.com/sluicehq/sluice/deploy/compose
+
+go 1.26.0
+
+replace (
+	github.com/sluicehq/sluice/pkg/bus => ../../pkg/bus
+	github.com/sluicehq/sluice/pkg/contracts => ../../pkg/contracts
+	github.com/sluicehq/sluice/pkg/observe => ../../pkg/observe
+	github.com/sluicehq/sluice/pkg/store => ../../pkg/store
+	github.com/sluicehq/sluice/services/gateway => ../../services/gateway
+	github.com/sluicehq/sluice/services/reaper => ../../services/reaper
+	github.com/sluicehq/sluice/services/scheduler => ../../services/scheduler
+	github.com/sluicehq/sluice/services/worker => ../../services/worker
+)
+
+require (
+	github.com/compose-spec/compose-go/v2 v2.16.2
+	github.com/nats-io/nats-server/v2 v2.15.2
+	github.com/nats-io/nats.go v1.55.0
+	github.com/rs/zerolog v1.35.1
+	github.com/sluicehq/sluice/pkg/bus v0.0.0
+	github.com/sluicehq/sluice/pkg/contracts v0.0.0
+	github.com/sluicehq/sluice/pkg/store v0.0.0
+	github.com/sluicehq/sluice/services/gateway v0.0.0
+	github.com/sluicehq/sluice/services/reaper v0.0.0
+	github.com/sluicehq/sluice/services/scheduler v0.0.0
+	github.com/sluicehq/sluice/services/worker v0.0.0
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/caarlos0/env/v11 v11.4.2 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/distribution/reference v0.5.0 // indirect
+	github.com/docker/go-connections v0.4.0 // indirect
+	github.com/docker/go-units v0.5.0 // indirect
+	github.com/dustin/go-humanize v1.0.1 // indirect
+	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
+	github.com/google/go-tpm v0.9.8 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/mattn/go-shellwords v1.0.12 // indirect
+	github.com/minio/highwayhash v1.0.4 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/nats-io/jwt/v2 v2.8.2 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/ncruces/go-strftime v1.0.0 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.1 // indirect
+	github.com/sirupsen/logrus v1.10.1 // indirect
+	github.com/sluicehq/sluice/pkg/observe v0.0.0 // indirect
+	github.com/xhit/go-str2duration/v2 v2.1.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	go.yaml.in/yaml/v4 v4.0.0-rc.4 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+	modernc.org/libc v1.72.0 // indirect
+	modernc.org/mathutil v1.7.1 // indirect
+	modernc.org/memory v1.11.0 // indirect
+	modernc.org/sqlite v1.50.0 // indirect
+)

@@ -1,0 +1,607 @@
+package compose
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// startNATS runs nats.conf on a random loopback port with JetStream under
+// a temporary directory (StartEmbedded overrides the file's listen address
+// and store directory) and returns its client URL.
+func startNATS(t *testing.T) string {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), ConfigFile: natsConf, Listen: "127.0.0.1:0"})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return ns.ClientURL()
+}
+
+// password is the password compose.yaml gives user (its default).
+func password(t *testing.T, user string) string {
+	t.Helper()
+	pw := environment(defaultProject.Services["nats"])["NATS_"+strings.ToUpper(user)+"_PASSWORD"]
+	require.NotEmpty(t, pw, user)
+	return pw
+}
+
+// client is a NATS connection that records the asynchronous errors the
+// server reports (permission violations among them).
+type client struct {
+	user string
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	errs chan error
+}
+
+func connect(t *testing.T, url, user string) *client {
+	t.Helper()
+	c := &client{user: user, errs: make(chan error, 256)}
+	nc, err := nats.Connect(url,
+		nats.Name("test-"+user),
+		nats.UserInfo(user, password(t, user)),
+		nats.MaxReconnects(0),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case c.errs <- err:
+			default:
+			}
+		}))
+	require.NoError(t, err, "connect as %s", user)
+	t.Cleanup(nc.Close)
+	c.nc = nc
+	c.js, err = jetstream.New(nc)
+	require.NoError(t, err)
+	return c
+}
+
+// sentinel is a subject no user may publish to: its violation marks the
+// end of a batch of checks on one connection (the server answers in order).
+const sentinel = "sluice.test.sentinel"
+
+// violations flushes c, publishes the sentinel and returns the permission
+// violations the server reported before the sentinel's, as
+// `Publish to "…"` and `Subscription to "…"` strings.
+func (c *client) violations(t *testing.T) []string {
+	t.Helper()
+	require.NoError(t, c.nc.Publish(sentinel, nil))
+	require.NoError(t, c.nc.Flush())
+	var got []string
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case err := <-c.errs:
+			require.ErrorIs(t, err, nats.ErrPermissionViolation, "%s: unexpected async error", c.user)
+			v := violation(err)
+			if v == fmt.Sprintf("Publish to %q", sentinel) {
+				return got
+			}
+			got = append(got, v)
+		case <-timeout:
+			t.Fatalf("%s: no violation reported for the sentinel subject", c.user)
+		}
+	}
+}
+
+// violation turns `…Permissions Violation for Publish to "x" using reply…`
+// into `Publish to "x"`.
+func violation(err error) string {
+	s := err.Error()
+	if _, after, ok := strings.Cut(s, "Permissions Violation for "); ok {
+		s = after
+	}
+	if i := strings.Index(s, `" `); i >= 0 { // drop `using queue "q"`, `using reply subject …`
+		s = s[:i+1]
+	}
+	return s
+}
+
+// sub is a subscription: a subject, with an optional queue group.
+type sub struct{ subject, queue string }
+
+// access is what one user must be allowed and refused.
+type access struct {
+	pub, noPub []string
+	sub, noSub []sub
+}
+
+// accessOf is the permission model of nats.conf, user by user. Worker id
+// "w1" is the worker's own, "w2" another worker's.
+var accessOf = map[string]access{
+	"gateway": {
+		pub: []string{contracts.SubjectDue, "sluice.worker.cancel.w1", contracts.SubjectDiscover,
+			"$JS.API.STREAM.INFO.SLUICE_JOBS"},
+		noPub: []string{contracts.SubjectRequeue, contracts.SubjectResult, "sluice.worker.offer.w1",
+			contracts.SubjectAnnounce, contracts.SubjectHeartbeat, contracts.SubjectSubmit,
+			"$JS.API.STREAM.UPDATE.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.PURGE.SLUICE_JOBS",
+			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-due.sluice.jobs.due",
+			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due",
+			"$JS.ACK.SLUICE_JOBS.sluice-scheduler-due.1.1.1.1.0", "_INBOX.someone.else"},
+		sub: []sub{{contracts.SubjectSubmit, "q"}, {"$SRV.PING", ""}, {"$SRV.INFO.sluice-api", ""},
+			{"$SRV.STATS.sluice-api.abc", ""}, {contracts.SubjectAnnounce, ""}, {"_INBOX.abc.*", ""}},
+		noSub: []sub{{contracts.SubjectDue, ""}, {"sluice.jobs.>", ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
+			{"sluice.worker.offer.w1", ""}, {"sluice.worker.cancel.w1", ""}, {"$SRV.PING.other", ""}, {">", ""}},
+	},
+	"scheduler": {
+		pub: []string{contracts.SubjectDue, "sluice.worker.offer.w1", "sluice.worker.cancel.w1",
+			contracts.SubjectDiscover, "$JS.API.STREAM.INFO.SLUICE_JOBS",
+			"$JS.API.CONSUMER.INFO.SLUICE_JOBS.sluice-scheduler-due"},
+		noPub: []string{contracts.SubjectResult, contracts.SubjectRequeue, contracts.SubjectSubmit,
+			contracts.SubjectHeartbeat, contracts.SubjectAnnounce,
+			"$JS.API.STREAM.UPDATE.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.PURGE.SLUICE_JOBS",
+			"$JS.API.STREAM.CREATE.OTHER",
+			"$JS.API.CONSUMER.DELETE.SLUICE_JOBS.sluice-scheduler-due",
+			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.other.sluice.jobs.due", "_INBOX.someone.else"},
+		sub: []sub{{contracts.SubjectHeartbeat, contracts.QueueScheduler}, {contracts.SubjectAnnounce, ""}, {"_INBOX.abc.*", ""}},
+		noSub: []sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectHeartbeat, "other"}, {contracts.SubjectSubmit, "q"},
+			{"sluice.worker.offer.w1", ""}, {"sluice.jobs.>", ""}},
+	},
+	"worker": {
+		pub: []string{contracts.SubjectHeartbeat, contracts.SubjectAnnounce, contracts.SubjectResult, contracts.SubjectRequeue},
+		noPub: []string{contracts.SubjectDue, contracts.SubjectSubmit, "sluice.worker.offer.w2", "sluice.worker.cancel.w2",
+			contracts.SubjectDiscover, "$JS.API.STREAM.CREATE.SLUICE_JOBS", "$JS.API.STREAM.UPDATE.SLUICE_JOBS",
+			"$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.INFO.SLUICE_JOBS",
+			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-due.sluice.jobs.due",
+			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due",
+			"$JS.ACK.SLUICE_JOBS.sluice-scheduler-due.1.1.1.1.0", "_INBOX.someone.else"},
+		sub: []sub{{"sluice.worker.offer.w1", ""}, {"sluice.worker.cancel.w1", ""}, {contracts.SubjectDiscover, ""},
+			{"_INBOX.abc.*", ""},
+			// The limit of a static configuration: worker ids are dynamic,
+			// so one worker's credentials can listen to another's offers.
+			{"sluice.worker.offer.w2", ""}},
+		noSub: []sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
+			{contracts.SubjectSubmit, "q"}, {contracts.SubjectDue, ""}, {"sluice.jobs.>", ""},
+			{contracts.SubjectAnnounce, ""}, {"$SRV.PING", ""}},
+	},
+	"reaper": {
+		pub: []string{contracts.SubjectRequeue, "$JS.API.STREAM.INFO.SLUICE_JOBS"},
+		noPub: []string{contracts.SubjectDue, contracts.SubjectResult, "sluice.worker.cancel.w1", "sluice.worker.offer.w1",
+			contracts.SubjectHeartbeat, contracts.SubjectSubmit, "$JS.API.STREAM.UPDATE.SLUICE_JOBS",
+			"$JS.API.STREAM.DELETE.SLUICE_JOBS",
+			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue.sluice.jobs.requeue",
+			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-requeue"},
+		sub:   []sub{{"_INBOX.abc.*", ""}},
+		noSub: []sub{{"sluice.jobs.>", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler}},
+	},
+	"client": {
+		pub: []string{contracts.SubjectSubmit, "$SRV.PING", "$SRV.INFO.sluice-api"},
+		noPub: []string{contracts.SubjectDue, contracts.SubjectResult, contracts.SubjectRequeue, "sluice.worker.offer.w1",
+			"sluice.worker.cancel.w1", contracts.SubjectHeartbeat, contracts.SubjectAnnounce,
+			"$JS.API.STREAM.INFO.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS"},
+		sub:   []sub{{"_INBOX.abc.*", ""}},
+		noSub: []sub{{contracts.SubjectSubmit, "q"}, {contracts.SubjectAnnounce, ""}, {"sluice.jobs.>", ""}},
+	},
+}
+
+func TestNATSConfigParses(t *testing.T) {
+	t.Parallel()
+	opts, err := server.ProcessConfigFile(natsConf)
+	require.NoError(t, err)
+	require.True(t, opts.JetStream)
+	require.Equal(t, "/data/jetstream", opts.StoreDir)
+	require.Equal(t, 4222, opts.Port)
+	require.Zero(t, opts.HTTPPort, "the monitoring port is on compose's command line, not in the file")
+	require.Empty(t, opts.NoAuthUser, "no anonymous user")
+	var names []string
+	for _, u := range opts.Users {
+		names = append(names, u.Username)
+		require.Equal(t, password(t, u.Username), u.Password, "the password comes from the container's environment")
+		require.NotNil(t, u.Permissions, u.Username)
+		require.NotNil(t, u.Permissions.Publish, u.Username)
+		require.NotNil(t, u.Permissions.Subscribe, u.Username)
+		require.Empty(t, u.Permissions.Publish.Deny, "allow lists only: everything else is refused")
+	}
+	require.ElementsMatch(t, natsUsers, names)
+	require.Len(t, accessOf, len(natsUsers))
+}
+
+func TestNATSAuthentication(t *testing.T) {
+	t.Parallel()
+	url := startNATS(t)
+	_, err := nats.Connect(url, nats.MaxReconnects(0))
+	require.ErrorIs(t, err, nats.ErrAuthorization, "no anonymous connections")
+	_, err = nats.Connect(url, nats.UserInfo("worker", "wrong"), nats.MaxReconnects(0))
+	require.ErrorIs(t, err, nats.ErrAuthorization)
+	_, err = nats.Connect(url, nats.UserInfo("worker", password(t, "gateway")), nats.MaxReconnects(0))
+	require.ErrorIs(t, err, nats.ErrAuthorization, "a service's password is its own")
+	for _, u := range natsUsers {
+		connect(t, url, u)
+	}
+}
+
+// TestNATSPermissions publishes and subscribes, as each user, to what it
+// must and must not reach, and compares the violations the server reports.
+func TestNATSPermissions(t *testing.T) {
+	t.Parallel()
+	url := startNATS(t)
+	for user, a := range accessOf {
+		t.Run(user, func(t *testing.T) {
+			t.Parallel()
+			c := connect(t, url, user)
+			var want []string
+			for _, s := range a.pub {
+				require.NoError(t, c.nc.Publish(s, nil))
+			}
+			for _, s := range a.noPub {
+				require.NoError(t, c.nc.Publish(s, nil))
+				want = append(want, fmt.Sprintf("Publish to %q", s))
+			}
+			for _, s := range a.sub {
+				_, err := c.nc.QueueSubscribe(s.subject, s.queue, func(*nats.Msg) {})
+				require.NoError(t, err)
+			}
+			for _, s := range a.noSub {
+				_, err := c.nc.QueueSubscribe(s.subject, s.queue, func(*nats.Msg) {})
+				require.NoError(t, err)
+				want = append(want, fmt.Sprintf("Subscription to %q", s.subject))
+			}
+			require.ElementsMatch(t, want, c.violations(t))
+		})
+	}
+}
+
+// TestNATSRequestReply runs the core NATS conversations between the
+// services, each as its own user.
+func TestNATSRequestReply(t *testing.T) {
+	t.Parallel()
+	url := startNATS(t)
+	gw, sched, wk, caller := connect(t, url, "gateway"), connect(t, url, "scheduler"),
+		connect(t, url, "worker"), connect(t, url, "client")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+
+	// The worker listens on its own subjects and discovery.
+	offers := make(chan *nats.Msg, 4)
+	cancels := make(chan *nats.Msg, 1)
+	discovers := make(chan *nats.Msg, 2)
+	for subj, ch := range map[string]chan *nats.Msg{
+		contracts.WorkerOfferSubject("w1"): offers, contracts.WorkerCancelSubject("w1"): cancels,
+		contracts.SubjectDiscover: discovers,
+	} {
+		_, err := wk.nc.ChanSubscribe(subj, ch)
+		require.NoError(t, err)
+	}
+	// The scheduler answers heartbeats in its queue group; it and the
+	// gateway keep the roster from announcements.
+	_, err := sched.nc.QueueSubscribe(contracts.SubjectHeartbeat, contracts.QueueScheduler, func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{}`))
+	})
+	require.NoError(t, err)
+	announced := make(chan *nats.Msg, 2)
+	for _, c := range []*client{gw, sched} {
+		_, err := c.nc.ChanSubscribe(contracts.SubjectAnnounce, announced)
+		require.NoError(t, err)
+	}
+	// The gateway's NATS API is a micro service.
+	svc, err := micro.AddService(gw.nc, micro.Config{Name: contracts.SubmitServiceName, Version: "0.0.0"})
+	require.NoError(t, err)
+	defer func() { _ = svc.Stop() }()
+	require.NoError(t, svc.AddEndpoint("submit", micro.HandlerFunc(func(r micro.Request) {
+		_ = r.Respond([]byte(`{"status":202}`))
+	}), micro.WithEndpointSubject(contracts.SubjectSubmit)))
+	for _, c := range []*client{gw, sched, wk} {
+		require.NoError(t, c.nc.Flush())
+	}
+
+	// Offer: scheduler → worker, answered once.
+	offerReply := make(chan string, 1)
+	go func() {
+		m := <-offers
+		offerReply <- m.Reply
+		_ = m.Respond([]byte(`{"status":"accepted"}`))
+		_ = m.Respond([]byte(`{"status":"accepted"}`)) // one answer only: refused
+	}()
+	reply, err := sched.nc.RequestWithContext(ctx, contracts.WorkerOfferSubject("w1"), []byte(`{}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"status":"accepted"}`, string(reply.Data))
+	inbox := <-offerReply
+
+	// Heartbeat: worker → scheduler.
+	reply, err = wk.nc.RequestWithContext(ctx, contracts.SubjectHeartbeat, []byte(`{"worker_id":"w1"}`))
+	require.NoError(t, err)
+	require.Equal(t, "{}", string(reply.Data))
+
+	// Announce: worker → gateway and scheduler; discover and cancel → worker.
+	require.NoError(t, wk.nc.Publish(contracts.SubjectAnnounce, []byte(`{"worker_id":"w1"}`)))
+	for range 2 {
+		requireMsg(t, announced)
+	}
+	require.NoError(t, sched.nc.Publish(contracts.SubjectDiscover, nil))
+	require.NoError(t, gw.nc.Publish(contracts.SubjectDiscover, nil))
+	requireMsg(t, discovers)
+	requireMsg(t, discovers)
+	require.NoError(t, gw.nc.Publish(contracts.WorkerCancelSubject("w1"), []byte(`{"job_id":"j"}`)))
+	requireMsg(t, cancels)
+
+	// Submit and service discovery: client → gateway.
+	reply, err = caller.nc.RequestWithContext(ctx, contracts.SubjectSubmit, []byte(`{"kind":"sleep"}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"status":202}`, string(reply.Data))
+	reply, err = caller.nc.RequestWithContext(ctx, "$SRV.PING."+contracts.SubmitServiceName, nil)
+	require.NoError(t, err)
+	var ping micro.Ping
+	require.NoError(t, json.Unmarshal(reply.Data, &ping))
+	require.Equal(t, contracts.SubmitServiceName, ping.Name)
+
+	// A worker cannot submit (the request is dropped: no answer).
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	_, err = wk.nc.RequestWithContext(sctx, contracts.SubjectSubmit, nil)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	require.Empty(t, gw.violations(t))
+	require.Empty(t, sched.violations(t))
+	require.Empty(t, caller.violations(t))
+	require.Equal(t, []string{
+		fmt.Sprintf("Publish to %q", inbox), // the second answer to the offer
+		fmt.Sprintf("Publish to %q", contracts.SubjectSubmit),
+	}, wk.violations(t))
+}
+
+func requireMsg(t *testing.T, ch <-chan *nats.Msg) *nats.Msg {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(5 * time.Second):
+		t.Fatal("no message")
+		return nil
+	}
+}
+
+// link dials NATS as the services do (bus.Dial with the user and password
+// compose.yaml sets), logging into a buffer the test inspects.
+func link(t *testing.T, url, user string) (*bus.Link, *syncBuffer) {
+	t.Helper()
+	env := environment(defaultProject.Services[user])
+	buf := &syncBuffer{}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	l, err := bus.Dial(ctx, bus.Env{URL: url, User: env["SLUICE_NATS_USER"], Password: env["SLUICE_NATS_PASSWORD"]},
+		t.TempDir(), "test-"+user, zerolog.New(buf))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l, buf
+}
+
+// TestNATSJetStream runs every JetStream operation of each service under
+// its own user, and the ones it must not do.
+func TestNATSJetStream(t *testing.T) {
+	t.Parallel()
+	url := startNATS(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	gw, gwLog := link(t, url, "gateway")
+	sched, schedLog := link(t, url, "scheduler")
+	wk, wkLog := link(t, url, "worker")
+	rp, rpLog := link(t, url, "reaper")
+
+	// Gateway: ensures the stream at startup (creating it: the server is
+	// new), publishes "due", readiness.
+	_, err := bus.EnsureStream(ctx, gw.JS)
+	require.NoError(t, err)
+	require.NoError(t, bus.Publish(ctx, gw.JS, contracts.SubjectDue, contracts.Due{JobID: "j1"}, "due-j1"))
+	require.NoError(t, bus.Check(ctx, gw.Conn, gw.JS))
+
+	// Scheduler: the stream and its three durable consumers; "due" again.
+	consumers := map[string]jetstream.Consumer{}
+	for name, subject := range map[string]string{
+		contracts.ConsumerDue: contracts.SubjectDue, contracts.ConsumerRequeue: contracts.SubjectRequeue,
+		contracts.ConsumerResult: contracts.SubjectResult,
+	} {
+		c, err := bus.EnsureConsumer(ctx, sched.JS, bus.ConsumerConfig(name, subject, 5*time.Second))
+		require.NoError(t, err, name)
+		_, err = c.Info(ctx)
+		require.NoError(t, err, name)
+		consumers[name] = c
+	}
+	require.NoError(t, bus.Publish(ctx, sched.JS, contracts.SubjectDue, contracts.Due{JobID: "j2"}, ""))
+	require.NoError(t, bus.Check(ctx, sched.Conn, sched.JS))
+	// Creating the stream again with the same config is a no-op that proves
+	// the scheduler and the reaper may create it when it is gone.
+	_, err = sched.JS.CreateStream(ctx, bus.StreamConfig())
+	require.NoError(t, err)
+	_, err = rp.JS.CreateStream(ctx, bus.StreamConfig())
+	require.NoError(t, err)
+
+	// Worker: results and shutdown requeues. Reaper: requeues, readiness,
+	// and the stream again.
+	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.SubjectResult, contracts.Result{JobID: "j1", Attempt: 1}, "result-j1-1"))
+	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.SubjectRequeue, contracts.Requeue{JobID: "j3", Attempt: 1}, ""))
+	require.NoError(t, bus.Publish(ctx, rp.JS, contracts.SubjectRequeue, contracts.Requeue{JobID: "j4", Attempt: 1}, ""))
+	require.NoError(t, bus.Check(ctx, rp.Conn, rp.JS))
+	_, err = bus.EnsureStream(ctx, rp.JS)
+	require.NoError(t, err)
+
+	// The scheduler consumes all of it: pull, in progress, nak with delay, ack.
+	fetch := func(name string, n int) []jetstream.Msg {
+		var out []jetstream.Msg
+		for len(out) < n {
+			b, err := consumers[name].Fetch(n-len(out), jetstream.FetchMaxWait(2*time.Second))
+			require.NoError(t, err, name)
+			for m := range b.Messages() {
+				out = append(out, m)
+			}
+			require.NoError(t, b.Error(), name)
+		}
+		return out
+	}
+	due := fetch(contracts.ConsumerDue, 2)
+	require.NoError(t, due[0].InProgress())
+	require.NoError(t, due[0].DoubleAck(ctx))
+	require.NoError(t, due[1].NakWithDelay(10*time.Millisecond))
+	require.NoError(t, fetch(contracts.ConsumerDue, 1)[0].DoubleAck(ctx))
+	require.NoError(t, fetch(contracts.ConsumerResult, 1)[0].DoubleAck(ctx))
+	for _, m := range fetch(contracts.ConsumerRequeue, 2) {
+		require.NoError(t, m.DoubleAck(ctx))
+	}
+
+	// What they must not do. A refused JetStream request gets no answer:
+	// the call ends with its context, and the server reports the violation.
+	refused := func(c *bus.Link, what string, op func(ctx context.Context) error) {
+		octx, ocancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer ocancel()
+		assert.Error(t, op(octx), what) // not require: this runs in its own goroutine
+		assert.NoError(t, c.Conn.Flush())
+	}
+	refusals := []struct {
+		c       *bus.Link
+		what    string
+		subject string
+		op      func(ctx context.Context) error
+	}{
+		{wk, "worker publishes due", contracts.SubjectDue, func(ctx context.Context) error {
+			_, err := wk.JS.Publish(ctx, contracts.SubjectDue, []byte(`{"job_id":"x"}`))
+			return err
+		}},
+		{wk, "worker creates the stream", "$JS.API.STREAM.CREATE.SLUICE_JOBS", func(ctx context.Context) error {
+			_, err := wk.JS.CreateStream(ctx, bus.StreamConfig())
+			return err
+		}},
+		{wk, "worker updates the stream", "$JS.API.STREAM.UPDATE.SLUICE_JOBS", func(ctx context.Context) error {
+			_, err := wk.JS.UpdateStream(ctx, bus.StreamConfig())
+			return err
+		}},
+		{wk, "worker deletes the stream", "$JS.API.STREAM.DELETE.SLUICE_JOBS", func(ctx context.Context) error {
+			return wk.JS.DeleteStream(ctx, contracts.StreamName)
+		}},
+		{wk, "worker creates a consumer", "$JS.API.CONSUMER.CREATE.SLUICE_JOBS.thief.sluice.jobs.due", func(ctx context.Context) error {
+			_, err := wk.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, bus.ConsumerConfig("thief", contracts.SubjectDue, time.Second))
+			return err
+		}},
+		{wk, "worker pulls due messages", "$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due", func(ctx context.Context) error {
+			_, err := wk.Conn.RequestWithContext(ctx, "$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due", []byte(`{"batch":1}`))
+			return err
+		}},
+		{rp, "reaper publishes due", contracts.SubjectDue, func(ctx context.Context) error {
+			return bus.Publish(ctx, rp.JS, contracts.SubjectDue, contracts.Due{JobID: "x"}, "")
+		}},
+		{rp, "reaper creates a consumer", "$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue.sluice.jobs.requeue", func(ctx context.Context) error {
+			_, err := rp.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, bus.ConsumerConfig(contracts.ConsumerRequeue, contracts.SubjectRequeue, time.Second))
+			return err
+		}},
+		{gw, "gateway updates the stream", "$JS.API.STREAM.UPDATE.SLUICE_JOBS", func(ctx context.Context) error {
+			_, err := gw.JS.UpdateStream(ctx, bus.StreamConfig())
+			return err
+		}},
+		{gw, "gateway deletes the stream", "$JS.API.STREAM.DELETE.SLUICE_JOBS", func(ctx context.Context) error {
+			return gw.JS.DeleteStream(ctx, contracts.StreamName)
+		}},
+		{gw, "gateway publishes a result", contracts.SubjectResult, func(ctx context.Context) error {
+			return bus.Publish(ctx, gw.JS, contracts.SubjectResult, contracts.Result{JobID: "x"}, "")
+		}},
+		{sched, "scheduler purges the stream", "$JS.API.STREAM.PURGE.SLUICE_JOBS", func(ctx context.Context) error {
+			s, err := sched.JS.Stream(ctx, contracts.StreamName)
+			if err != nil {
+				return err
+			}
+			return s.Purge(ctx)
+		}},
+		{sched, "scheduler deletes a consumer", "$JS.API.CONSUMER.DELETE.SLUICE_JOBS.sluice-scheduler-due", func(ctx context.Context) error {
+			return sched.JS.DeleteConsumer(ctx, contracts.StreamName, contracts.ConsumerDue)
+		}},
+	}
+	var wg sync.WaitGroup
+	for _, r := range refusals {
+		wg.Go(func() { refused(r.c, r.what, r.op) })
+	}
+	wg.Wait()
+	// Nothing was lost or changed by the refused calls.
+	s, err := gw.JS.Stream(ctx, contracts.StreamName)
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, info.State.Consumers)
+	require.Zero(t, info.State.Msgs, "every message was acknowledged and nothing else was published")
+
+	// Each refusal was a permission violation on the expected subject, and
+	// the allowed operations caused none.
+	logs := map[*bus.Link]*syncBuffer{gw: gwLog, sched: schedLog, wk: wkLog, rp: rpLog}
+	wantViolations := map[*syncBuffer][]string{}
+	for _, r := range refusals {
+		wantViolations[logs[r.c]] = append(wantViolations[logs[r.c]], r.subject)
+	}
+	for buf, subjects := range wantViolations {
+		var want []string
+		for _, s := range subjects {
+			want = append(want, fmt.Sprintf("Publish to %q", s))
+		}
+		require.Eventually(t, func() bool { return len(buf.violations()) >= len(want) }, 5*time.Second, 10*time.Millisecond)
+		require.ElementsMatch(t, want, dedup(buf.violations()))
+	}
+}
+
+// dedup drops repeats (a refused publish may be retried).
+func dedup(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// syncBuffer collects a service's JSON log lines.
+type syncBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, string(p))
+	return len(p), nil
+}
+
+// violations are the permission violations bus.Connect logged, as
+// `Publish to "…"` and `Subscription to "…"`.
+func (b *syncBuffer) violations() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range b.lines {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal([]byte(l), &e) == nil && strings.Contains(e.Error, "Permissions Violation") {
+			out = append(out, violation(errors.New(e.Error)))
+		}
+	}
+	return out
+}
+
+// String is the log's warnings and errors.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range b.lines {
+		if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
+}
