@@ -6,7 +6,7 @@ PKGS     := $(addsuffix /...,$(MODULES))
 BIN      := bin
 SERVICES := gateway scheduler worker reaper
 
-.PHONY: run test build bench vet fmt tidy clean
+.PHONY: run test test-containers build bench vet fmt tidy clean
 
 ## run: start the whole system on the embedded default (NATS + store in ./.sluice)
 run:
@@ -15,6 +15,10 @@ run:
 ## test: every module of the workspace, with the race detector
 test:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-containers: the store suite and the whole pipeline against real mongo:7 and nats:2.12 (needs Docker; skips without)
+test-containers:
+	$(GO) test -tags containers -race -count=1 -timeout 20m $(CURDIR)/pkg/store/mongo/... $(CURDIR)/cmd/sluice/internal/devstack/
 
 ## build: one binary per service, plus the sluice CLI, into ./bin
 build:

@@ -57,7 +57,8 @@ type Options struct {
 
 // Stack is a running all-in-one Sluice.
 type Stack struct {
-	// NATS is the embedded server; NATSURL reaches it from outside.
+	// NATS is the embedded server (nil when SLUICE_NATS_URL names an
+	// outside one); NATSURL reaches the server from outside.
 	NATS    *server.Server
 	NATSURL string
 	// Store is the embedded store every service shares.
@@ -112,17 +113,25 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 	}()
 	dataDir := gcfg.Store.DataDir
-	s.NATS, err = bus.StartEmbedded(bus.EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: o.NATSListen, ServerName: "sluice-dev"})
-	if err != nil {
-		return nil, err
+	if gcfg.Bus.URL != "" {
+		s.NATSURL = gcfg.Bus.URL // an outside server (SLUICE_NATS_URL)
+	} else {
+		s.NATS, err = bus.StartEmbedded(bus.EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: o.NATSListen, ServerName: "sluice-dev"})
+		if err != nil {
+			return nil, err
+		}
+		s.NATSURL = s.NATS.ClientURL()
 	}
-	s.NATSURL = s.NATS.ClientURL()
 	s.Store, err = dial.Open(ctx, gcfg.Store)
 	if err != nil {
 		return nil, err
 	}
 	connect := func(name string) (*nats.Conn, jetstream.JetStream, error) {
-		nc, err := bus.Connect(ctx, bus.ConnectOptions{InProcess: s.NATS, Name: name}, o.Log)
+		co := bus.ConnectOptions{URL: s.NATSURL, Name: name, User: gcfg.Bus.User, Password: gcfg.Bus.Password}
+		if s.NATS != nil {
+			co.InProcess = s.NATS
+		}
+		nc, err := bus.Connect(ctx, co, o.Log)
 		if err != nil {
 			return nil, nil, err
 		}
