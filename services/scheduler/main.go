@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
@@ -30,7 +31,9 @@ func run() error {
 	log := observe.NewLogger("scheduler", os.Stderr, cfg.Log.LogLevel, cfg.Log.LogFormat)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := dial.Open(ctx, cfg.Store)
+	st, err := dial.OpenRetry(ctx, cfg.Store, func(err error, next time.Duration) {
+		log.Warn().Err(err).Dur("retry_in", next).Msg("store unavailable")
+	})
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/mongo"
 	"github.com/sluicehq/sluice/pkg/store/sqlite"
 )
 
@@ -50,7 +54,12 @@ func Open(ctx context.Context, e Env) (store.Store, error) {
 		return nil, err
 	}
 	if strings.HasPrefix(e.Store, "mongodb") {
-		return nil, fmt.Errorf("SLUICE_STORE: the MongoDB driver is not built into this version")
+		s, err := mongo.Open(ctx, e.Store)
+		if err != nil {
+			// Never the raw URL here: it may hold a password.
+			return nil, fmt.Errorf("open MongoDB store %s: %w", redact(e.Store), err)
+		}
+		return s, nil
 	}
 	s, err := sqlite.Open(ctx, e.Path())
 	if err != nil {
@@ -67,4 +76,30 @@ func redact(u string) string {
 		}
 	}
 	return u
+}
+
+// OpenRetry is Open retried with exponential backoff (up to 10 s apart)
+// until it succeeds or ctx ends, so a service started before its database
+// waits for it instead of exiting. A configuration error is returned at
+// once. notify, when set, hears every failed try and the wait before the
+// next one.
+func OpenRetry(ctx context.Context, e Env, notify func(err error, next time.Duration)) (store.Store, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	b := backoff.WithContext(backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(200*time.Millisecond),
+		backoff.WithMaxInterval(10*time.Second),
+		backoff.WithMaxElapsedTime(0),
+	), ctx)
+	var s store.Store
+	err := backoff.RetryNotify(func() error {
+		var err error
+		s, err = Open(ctx, e)
+		return err
+	}, b, notify)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }

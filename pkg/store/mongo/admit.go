@@ -1,0 +1,174 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// maxAdmitTries bounds the rounds of an admission whose dedup key was
+// taken, then freed again, while it ran.
+const maxAdmitTries = 8
+
+// Admit inserts job if the caps allow it:
+//
+//  1. when job.Key is set and the tenant has an active job with that key,
+//     that job is returned with store.Joined;
+//  2. a slot is taken in the global, then in the tenant's, counter (see
+//     reserve); no room is store.RejectedGlobal or store.RejectedTenant;
+//  3. the job is inserted. If the insert fails the slots are given back.
+//     A duplicate active key means another admission of the same key won
+//     the race: its job is returned with store.Joined.
+//
+// Joined and rejected admissions write no job. The counters are exact
+// whenever no admission is half-way; while one is, another may see its
+// slot taken and be rejected although that admission will give it back.
+//
+// The job must be pending at attempt 0 and have an id; a zero CreatedAt is
+// taken as now and a zero UpdatedAt as CreatedAt. The returned job is the
+// one stored: times in UTC, cut to the millisecond.
+func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (contracts.Job, store.Admission, error) {
+	op := "admit job " + job.ID
+	if err := checkNewJob(job); err != nil {
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+	}
+	if job.CreatedAt.IsZero() {
+		job.CreatedAt = time.Now()
+	}
+	if job.UpdatedAt.IsZero() {
+		job.UpdatedAt = job.CreatedAt
+	}
+	doc := newJobDoc(job)
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+
+	for range maxAdmitTries {
+		if job.Key != "" {
+			j, found, err := s.activeByKey(ctx, job.Tenant, job.Key)
+			if err != nil {
+				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+			}
+			if found {
+				return j, store.Joined, nil
+			}
+		}
+
+		adm, err := s.reserve(ctx, job.Tenant, caps)
+		if err != nil {
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+		}
+		if adm != store.Admitted {
+			// The key's job may have been admitted since the lookup.
+			if job.Key != "" {
+				if j, found, err := s.activeByKey(ctx, job.Tenant, job.Key); err == nil && found {
+					return j, store.Joined, nil
+				}
+			}
+			return contracts.Job{}, adm, nil
+		}
+
+		_, err = s.jobs.InsertOne(ctx, doc)
+		if err == nil {
+			return doc.job(), store.Admitted, nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, s.afterFailedInsert(ctx, job, err))
+		}
+
+		// A duplicate id or a duplicate active key: nothing was inserted.
+		if gerr := s.giveBack(ctx, globalScope, tenantScope(job.Tenant)); gerr != nil {
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, errors.Join(err, gerr))
+		}
+		if job.Key != "" {
+			j, found, lerr := s.activeByKey(ctx, job.Tenant, job.Key)
+			if lerr != nil {
+				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, lerr)
+			}
+			if found {
+				return j, store.Joined, nil
+			}
+		}
+		exists, lerr := s.exists(ctx, job.ID)
+		switch {
+		case lerr != nil:
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, errors.Join(err, lerr))
+		case exists:
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: a job with this id exists: %w", op, err)
+		}
+		// The key was freed between the insert and the lookup: again.
+	}
+	return contracts.Job{}, 0, fmt.Errorf("mongo: %s: dedup key %q kept changing hands", op, job.Key)
+}
+
+// afterFailedInsert decides what to do with the slots of an insert that
+// failed with something other than a duplicate key, and returns the error
+// to report.
+//
+// Such a failure does not say whether the job went in: a network error or
+// a timeout may come after the server wrote it, and a write concern error
+// comes after the primary did. So the slots go back only when a fresh read
+// shows the job is not there; otherwise (it is there, or the read fails
+// too) they stay taken. A counter that is too high only rejects a little
+// early until Reconcile lowers it, where one that is too low would admit
+// past the cap. The caller gets the error either way: the job may or may
+// not have been admitted, and an insert that was not acknowledged by a
+// majority may still be rolled back.
+func (s *Store) afterFailedInsert(ctx context.Context, job contracts.Job, insertErr error) error {
+	dctx, cancel := s.detached(ctx)
+	exists, err := s.exists(dctx, job.ID)
+	cancel()
+	if err != nil || exists {
+		return insertErr
+	}
+	if err := s.giveBack(ctx, globalScope, tenantScope(job.Tenant)); err != nil {
+		return errors.Join(insertErr, err)
+	}
+	return insertErr
+}
+
+// activeByKey finds the tenant's active job with that dedup key.
+func (s *Store) activeByKey(ctx context.Context, tenant, key string) (contracts.Job, bool, error) {
+	var d jobDoc
+	err := s.jobs.FindOne(ctx, bson.D{{Key: fActiveKey, Value: activeKey(tenant, key)}}).Decode(&d)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return contracts.Job{}, false, nil
+	case err != nil:
+		return contracts.Job{}, false, fmt.Errorf("look up key %q: %w", key, err)
+	}
+	return d.job(), true, nil
+}
+
+// exists says whether a job has that id.
+func (s *Store) exists(ctx context.Context, id string) (bool, error) {
+	err := s.jobs.FindOne(ctx, bson.D{{Key: fID, Value: id}},
+		options.FindOne().SetProjection(bson.D{{Key: fID, Value: 1}})).Err()
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look up id: %w", err)
+	}
+	return true, nil
+}
+
+// checkNewJob refuses a job Admit cannot insert as it is.
+func checkNewJob(job contracts.Job) error {
+	switch {
+	case job.ID == "":
+		return errors.New("job has no id")
+	case job.State != contracts.StatePending:
+		return fmt.Errorf("new job is %q, want %q: %w", job.State, contracts.StatePending, store.ErrBadTransition)
+	case job.Attempt != 0:
+		return fmt.Errorf("new job is at attempt %d, want 0: %w", job.Attempt, store.ErrBadTransition)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Admission counters. One document per scope in the counters collection:
+//
+//	{_id: "global" | "tenant:<name>", active: <pending + running jobs>, version: <changes so far>}
+//
+// active moves only by single-document $inc — up by one when Admit takes a
+// slot, down by one when a job leaves the active states (or an admission
+// gives its slot back) — and every such change also bumps version, so that
+// Reconcile can repair a counter with a compare-and-set on version without
+// racing live admissions.
+
+// The fields of a counter document.
+const (
+	fActive  = "active"
+	fVersion = "version"
+)
+
+// globalScope is the counter of the whole store.
+const globalScope = "global"
+
+// tenantScope is the counter of one tenant.
+func tenantScope(tenant string) string { return "tenant:" + tenant }
+
+// counterDoc is one admission counter.
+type counterDoc struct {
+	Scope   string `bson:"_id"`
+	Active  int64  `bson:"active"`
+	Version int64  `bson:"version"`
+}
+
+// maxSlotTries bounds the rounds of takeSlot when the counter keeps
+// changing under it (created, or a slot freed, between two steps).
+const maxSlotTries = 16
+
+// errContended says takeSlot gave up after maxSlotTries rounds.
+var errContended = errors.New("admission counter kept changing")
+
+// reserve takes one slot in the global counter, then in the tenant's,
+// each within its cap (0 = no cap, the counter still counts). When the
+// tenant has no room the global slot is given back. It returns
+// store.Admitted when both slots are taken, or the rejection.
+func (s *Store) reserve(ctx context.Context, tenant string, caps store.Caps) (store.Admission, error) {
+	ok, err := s.takeSlot(ctx, globalScope, caps.Global)
+	if err != nil {
+		return 0, fmt.Errorf("take global slot: %w", err)
+	}
+	if !ok {
+		return store.RejectedGlobal, nil
+	}
+	ok, err = s.takeSlot(ctx, tenantScope(tenant), caps.Tenant)
+	if err == nil && ok {
+		return store.Admitted, nil
+	}
+	if gerr := s.giveBack(ctx, globalScope); gerr != nil {
+		err = errors.Join(err, gerr)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("take slot of tenant %q: %w", tenant, err)
+	}
+	return store.RejectedTenant, nil
+}
+
+// takeSlot adds one to the scope's active count if it is below limit (or
+// whatever it is when limit is 0), in one atomic step, and reports whether
+// it did. A missing counter is created holding this slot.
+//
+// The conditional update misses both when the counter is full and when it
+// does not exist yet; a read tells which. A full counter is a rejection at
+// the moment of that read; a missing one is inserted, and if another
+// admission inserted it first, the next round updates it.
+func (s *Store) takeSlot(ctx context.Context, scope string, limit int) (bool, error) {
+	inc := bson.D{{Key: "$inc", Value: bson.D{{Key: fActive, Value: int64(1)}, {Key: fVersion, Value: int64(1)}}}}
+	if limit <= 0 {
+		// No cap: count anyway, creating the counter if need be. MongoDB
+		// retries an upsert by _id that lost a race to create the document;
+		// FerretDB may not, so a duplicate key runs the update once more.
+		for range 2 {
+			_, err := s.counters.UpdateOne(ctx, bson.D{{Key: fID, Value: scope}}, inc, options.UpdateOne().SetUpsert(true))
+			if err == nil {
+				return true, nil
+			}
+			if !mongo.IsDuplicateKeyError(err) {
+				return false, err
+			}
+		}
+		return false, errContended
+	}
+	filter := bson.D{{Key: fID, Value: scope}, {Key: fActive, Value: bson.D{{Key: "$lt", Value: int64(limit)}}}}
+	for range maxSlotTries {
+		res, err := s.counters.UpdateOne(ctx, filter, inc)
+		if err != nil {
+			return false, err
+		}
+		if res.MatchedCount == 1 {
+			return true, nil
+		}
+		var c counterDoc
+		err = s.counters.FindOne(ctx, bson.D{{Key: fID, Value: scope}}).Decode(&c)
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+			_, err = s.counters.InsertOne(ctx, counterDoc{Scope: scope, Active: 1, Version: 1})
+			if err == nil {
+				return true, nil
+			}
+			if !mongo.IsDuplicateKeyError(err) {
+				return false, err
+			}
+		case err != nil:
+			return false, err
+		case c.Active >= int64(limit):
+			return false, nil
+		}
+		// Created or freed meanwhile: try again.
+	}
+	return false, errContended
+}
+
+// giveBack returns one slot to a scope: an admission that took it did not
+// insert its job. It runs even when ctx has ended.
+func (s *Store) giveBack(ctx context.Context, scopes ...string) error {
+	return s.release(ctx, scopes...)
+}
+
+// release takes one off each scope's active count, in one unordered bulk
+// write of single-document updates. It never takes a counter below zero (a
+// counter that low has drifted; Reconcile repairs it). It runs even when
+// ctx has ended: a slot that is not released stays taken until Reconcile
+// finds it.
+func (s *Store) release(ctx context.Context, scopes ...string) error {
+	ctx, cancel := s.detached(ctx)
+	defer cancel()
+	dec := bson.D{{Key: "$inc", Value: bson.D{{Key: fActive, Value: int64(-1)}, {Key: fVersion, Value: int64(1)}}}}
+	models := make([]mongo.WriteModel, len(scopes))
+	for i, scope := range scopes {
+		models[i] = mongo.NewUpdateOneModel().
+			SetFilter(bson.D{{Key: fID, Value: scope}, {Key: fActive, Value: bson.D{{Key: "$gt", Value: int64(0)}}}}).
+			SetUpdate(dec)
+	}
+	if _, err := s.counters.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+		return fmt.Errorf("release slots %v: %w", scopes, err)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package mongo
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// The fields of a job document. Every name the driver writes or queries is
+// spelled here once.
+const (
+	fID               = "_id"
+	fTenant           = "tenant"
+	fKind             = "kind"
+	fPayload          = "payload"
+	fKey              = "key"
+	fActiveKey        = "active_key"
+	fPriority         = "priority"
+	fState            = "state"
+	fAttempt          = "attempt"
+	fRuns             = "runs"
+	fMaxAttempts      = "max_attempts"
+	fWorker           = "worker"
+	fError            = "error"
+	fResult           = "result"
+	fProgress         = "progress"
+	fCancelRequested  = "cancel_requested"
+	fCreatedAt        = "created_at"
+	fUpdatedAt        = "updated_at"
+	fStartedAt        = "started_at"
+	fFinishedAt       = "finished_at"
+	fNextDispatchAt   = "next_dispatch_at"
+	fDispatchDeadline = "dispatch_deadline"
+	fClaimUntil       = "claim_until"
+	fHeartbeatAt      = "heartbeat_at"
+)
+
+// jobDoc is a job as the jobs collection holds it.
+//
+// Times are BSON datetimes: UTC, millisecond precision (finer digits are
+// cut off on the way in, so what Admit and Transition return is what Get
+// reads later). An optional time that is not set is a missing field, never
+// null, so that {field: null} and the sparse indexes see it as absent.
+//
+// Payload and result are the caller's JSON text, kept byte for byte as a
+// string: the store never looks inside them.
+//
+// ActiveKey is set only while a job with a dedup key is active (see
+// activeKey); the sparse unique index on it is what makes dedup exact.
+type jobDoc struct {
+	ID               string       `bson:"_id"`
+	Tenant           string       `bson:"tenant"`
+	Kind             string       `bson:"kind"`
+	Payload          string       `bson:"payload,omitempty"`
+	Key              string       `bson:"key,omitempty"`
+	ActiveKey        string       `bson:"active_key,omitempty"`
+	Priority         int          `bson:"priority"`
+	State            string       `bson:"state"`
+	Attempt          int64        `bson:"attempt"`
+	Runs             int          `bson:"runs"`
+	MaxAttempts      int          `bson:"max_attempts"`
+	Worker           string       `bson:"worker,omitempty"`
+	Error            string       `bson:"error,omitempty"`
+	Result           string       `bson:"result,omitempty"`
+	Progress         *progressDoc `bson:"progress,omitempty"`
+	CancelRequested  bool         `bson:"cancel_requested,omitempty"`
+	CreatedAt        time.Time    `bson:"created_at"`
+	UpdatedAt        time.Time    `bson:"updated_at"`
+	StartedAt        *time.Time   `bson:"started_at,omitempty"`
+	FinishedAt       *time.Time   `bson:"finished_at,omitempty"`
+	NextDispatchAt   *time.Time   `bson:"next_dispatch_at,omitempty"`
+	DispatchDeadline *time.Time   `bson:"dispatch_deadline,omitempty"`
+	ClaimUntil       *time.Time   `bson:"claim_until,omitempty"`
+	HeartbeatAt      *time.Time   `bson:"heartbeat_at,omitempty"`
+}
+
+// progressDoc is a job's last progress report, as a subdocument.
+type progressDoc struct {
+	Percent float64 `bson:"percent"`
+	Stage   string  `bson:"stage,omitempty"`
+	Message string  `bson:"message,omitempty"`
+}
+
+// newJobDoc is the document Admit inserts for job.
+func newJobDoc(j contracts.Job) jobDoc {
+	d := jobDoc{
+		ID:               j.ID,
+		Tenant:           j.Tenant,
+		Kind:             j.Kind,
+		Payload:          string(j.Payload),
+		Key:              j.Key,
+		Priority:         j.Priority,
+		State:            string(j.State),
+		Attempt:          j.Attempt,
+		Runs:             j.Runs,
+		MaxAttempts:      j.MaxAttempts,
+		Worker:           j.Worker,
+		Error:            j.Error,
+		Result:           string(j.Result),
+		Progress:         toProgressDoc(j.Progress),
+		CancelRequested:  j.CancelRequested,
+		CreatedAt:        millis(j.CreatedAt),
+		UpdatedAt:        millis(j.UpdatedAt),
+		StartedAt:        ptrMillis(j.StartedAt),
+		FinishedAt:       ptrMillis(j.FinishedAt),
+		NextDispatchAt:   ptrMillis(j.NextDispatchAt),
+		DispatchDeadline: ptrMillis(&j.DispatchDeadline),
+		ClaimUntil:       ptrMillis(j.ClaimUntil),
+		HeartbeatAt:      ptrMillis(j.HeartbeatAt),
+	}
+	if j.Key != "" && j.State.Active() {
+		d.ActiveKey = activeKey(j.Tenant, j.Key)
+	}
+	return d
+}
+
+// job turns a stored document back into a contracts.Job.
+func (d jobDoc) job() contracts.Job {
+	j := contracts.Job{
+		ID:              d.ID,
+		Tenant:          d.Tenant,
+		Kind:            d.Kind,
+		Payload:         rawJSON(d.Payload),
+		Key:             d.Key,
+		Priority:        d.Priority,
+		State:           contracts.JobState(d.State),
+		Attempt:         d.Attempt,
+		Runs:            d.Runs,
+		MaxAttempts:     d.MaxAttempts,
+		Worker:          d.Worker,
+		Error:           d.Error,
+		Result:          rawJSON(d.Result),
+		CancelRequested: d.CancelRequested,
+		CreatedAt:       d.CreatedAt.UTC(),
+		UpdatedAt:       d.UpdatedAt.UTC(),
+		StartedAt:       utcPtr(d.StartedAt),
+		FinishedAt:      utcPtr(d.FinishedAt),
+		NextDispatchAt:  utcPtr(d.NextDispatchAt),
+		ClaimUntil:      utcPtr(d.ClaimUntil),
+		HeartbeatAt:     utcPtr(d.HeartbeatAt),
+	}
+	if d.DispatchDeadline != nil {
+		j.DispatchDeadline = d.DispatchDeadline.UTC()
+	}
+	if d.Progress != nil {
+		j.Progress = &contracts.Progress{Percent: d.Progress.Percent, Stage: d.Progress.Stage, Message: d.Progress.Message}
+	}
+	return j
+}
+
+// activeKey is the value of active_key for a tenant's dedup key: the
+// tenant's length, the tenant, then the key, so that no two (tenant, key)
+// pairs share it. One field, not a compound (tenant, key) index: a sparse
+// compound index still holds every document that has one of its fields,
+// and every job has a tenant.
+func activeKey(tenant, key string) string {
+	return strconv.Itoa(len(tenant)) + ":" + tenant + ":" + key
+}
+
+func toProgressDoc(p *contracts.Progress) *progressDoc {
+	if p == nil {
+		return nil
+	}
+	return &progressDoc{Percent: p.Percent, Stage: p.Stage, Message: p.Message}
+}
+
+func rawJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// millis is t as the store keeps it: UTC, cut to the millisecond.
+func millis(t time.Time) time.Time {
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}
+
+// ptrMillis is millis for an optional time; nil and the zero time are
+// "not set".
+func ptrMillis(t *time.Time) *time.Time {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	m := millis(*t)
+	return &m
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -1,0 +1,115 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// leaseView is what a heartbeat reads back of a renewed or promoted job.
+type leaseView struct {
+	CancelRequested bool `bson:"cancel_requested"`
+}
+
+// Heartbeat sorts workerID's leases, one compare-and-set per lease:
+//
+//   - running at that attempt on workerID: heartbeat_at = now (Renewed);
+//   - pending at that attempt (≥ 1, a dispatch claim the worker accepted,
+//     whatever claim_until says): now running on workerID, started and
+//     heartbeat at now, one more run, claim removed (Promoted);
+//   - anything else — another attempt or worker, a final or missing job —
+//     is Lost.
+//
+// A lease is first tried as a renewal, then as a promotion; each is one
+// findOneAndUpdate, so a lease is renewed or promoted at most once however
+// many heartbeats race. Renewed and promoted leases whose job has a cancel
+// request are also in Cancel. A zero now is taken as the current time.
+//
+// On an error the leases already sorted have been written; the outcome is
+// not returned, and the worker's next heartbeat sorts them again (renewing
+// twice is harmless, and a promoted lease is then renewed).
+func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (store.HeartbeatOutcome, error) {
+	var out store.HeartbeatOutcome
+	if len(leases) == 0 {
+		return out, nil
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	at := millis(now)
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+
+	// No projection: FerretDB's findAndModify has none, and a job document
+	// is small.
+	opts := options.FindOneAndUpdate().SetReturnDocument(options.After)
+	renew := bson.D{{Key: "$set", Value: bson.D{{Key: fHeartbeatAt, Value: at}}}}
+	promote := bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: fState, Value: string(contracts.StateRunning)},
+			{Key: fWorker, Value: workerID},
+			{Key: fStartedAt, Value: at},
+			{Key: fHeartbeatAt, Value: at},
+			{Key: fUpdatedAt, Value: at},
+		}},
+		{Key: "$inc", Value: bson.D{{Key: fRuns, Value: 1}}},
+		{Key: "$unset", Value: bson.D{{Key: fClaimUntil, Value: ""}}},
+	}
+
+	for _, l := range leases {
+		v, ok, err := s.leaseCAS(ctx, opts, bson.D{
+			{Key: fID, Value: l.JobID},
+			{Key: fState, Value: string(contracts.StateRunning)},
+			{Key: fAttempt, Value: l.Attempt},
+			{Key: fWorker, Value: workerID},
+		}, renew)
+		if err != nil {
+			return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: renew lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
+		}
+		if ok {
+			out.Renewed = append(out.Renewed, l)
+		} else if l.Attempt >= 1 {
+			v, ok, err = s.leaseCAS(ctx, opts, bson.D{
+				{Key: fID, Value: l.JobID},
+				{Key: fState, Value: string(contracts.StatePending)},
+				{Key: fAttempt, Value: l.Attempt},
+			}, promote)
+			if err != nil {
+				return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: promote lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
+			}
+			if ok {
+				out.Promoted = append(out.Promoted, l)
+			}
+		}
+		if !ok {
+			out.Lost = append(out.Lost, l)
+			continue
+		}
+		if v.CancelRequested {
+			out.Cancel = append(out.Cancel, l)
+		}
+	}
+	return out, nil
+}
+
+// leaseCAS applies update to the job filter matches, if any, and returns
+// what it reads back.
+func (s *Store) leaseCAS(ctx context.Context, opts *options.FindOneAndUpdateOptionsBuilder, filter, update bson.D) (leaseView, bool, error) {
+	var v leaseView
+	err := s.jobs.FindOneAndUpdate(ctx, filter, update, opts).Decode(&v)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return leaseView{}, false, nil
+	case err != nil:
+		return leaseView{}, false, err
+	}
+	return v, true, nil
+}

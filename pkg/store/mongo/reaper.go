@@ -1,0 +1,213 @@
+package mongo
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Batch sizes used when a caller gives none.
+const (
+	// DefaultStaleLimit is the number of jobs Stale returns when q.Limit is 0.
+	DefaultStaleLimit = 100
+	// DefaultPurgeLimit is the number of jobs Purge deletes when limit is 0.
+	DefaultPurgeLimit = 1000
+)
+
+// finalStates is the $in list of the final states.
+var finalStates = bson.A{string(contracts.StateSucceeded), string(contracts.StateFailed), string(contracts.StateCancelled)}
+
+// stalePart is one range query of Stale: its filter, the field it is
+// sorted by, and the job's time that made it stale.
+type stalePart struct {
+	filter bson.D
+	sortBy string
+	key    func(contracts.Job) time.Time
+}
+
+// Stale returns, oldest first, up to q.Limit jobs the reaper must look at:
+//
+//   - running jobs whose heartbeat (or, with none, start, or with neither,
+//     last update) is older than q.HeartbeatBefore;
+//   - running jobs started before q.StartedBefore;
+//   - pending jobs whose next_dispatch_at is older than q.DispatchBefore and
+//     whose claim, if any, expired before q.Now.
+//
+// A zero time disables its part; a zero q.Now is the current time. Each
+// part is a sorted, limited range scan of its own index (the heartbeat part
+// is three: one per fallback time); a job is ordered by the oldest of the
+// times that made it stale. The parts are separate queries, not a snapshot:
+// a job that changes meanwhile may be missed until the next call, or be
+// returned although it just changed — the reaper's own compare-and-set
+// sorts that out.
+func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultStaleLimit
+	}
+	now := q.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	running := bson.E{Key: fState, Value: string(contracts.StateRunning)}
+	lt := func(t time.Time) bson.D { return bson.D{{Key: "$lt", Value: millis(t)}} }
+
+	var parts []stalePart
+	if !q.HeartbeatBefore.IsZero() {
+		hb := lt(q.HeartbeatBefore)
+		parts = append(parts,
+			stalePart{
+				filter: bson.D{running, {Key: fHeartbeatAt, Value: hb}},
+				sortBy: fHeartbeatAt,
+				key:    func(j contracts.Job) time.Time { return *j.HeartbeatAt },
+			},
+			stalePart{
+				filter: bson.D{running, {Key: fHeartbeatAt, Value: nil}, {Key: fStartedAt, Value: hb}},
+				sortBy: fStartedAt,
+				key:    func(j contracts.Job) time.Time { return *j.StartedAt },
+			},
+			stalePart{
+				filter: bson.D{running, {Key: fHeartbeatAt, Value: nil}, {Key: fStartedAt, Value: nil}, {Key: fUpdatedAt, Value: hb}},
+				sortBy: fUpdatedAt,
+				key:    func(j contracts.Job) time.Time { return j.UpdatedAt },
+			})
+	}
+	if !q.StartedBefore.IsZero() {
+		parts = append(parts, stalePart{
+			filter: bson.D{running, {Key: fStartedAt, Value: lt(q.StartedBefore)}},
+			sortBy: fStartedAt,
+			key:    func(j contracts.Job) time.Time { return *j.StartedAt },
+		})
+	}
+	if !q.DispatchBefore.IsZero() {
+		parts = append(parts, stalePart{
+			filter: bson.D{
+				{Key: fState, Value: string(contracts.StatePending)},
+				{Key: fNextDispatchAt, Value: lt(q.DispatchBefore)},
+				{Key: "$or", Value: claimFree(fClaimUntil, "$lt", now)},
+			},
+			sortBy: fNextDispatchAt,
+			key:    func(j contracts.Job) time.Time { return *j.NextDispatchAt },
+		})
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	type found struct {
+		job contracts.Job
+		key time.Time
+	}
+	byID := map[string]*found{}
+	for _, p := range parts {
+		jobs, err := s.findJobs(ctx, p.filter, options.Find().
+			SetSort(bson.D{{Key: p.sortBy, Value: 1}, {Key: fID, Value: 1}}).
+			SetLimit(int64(limit)))
+		if err != nil {
+			return nil, fmt.Errorf("mongo: find stale jobs: %w", err)
+		}
+		for _, j := range jobs {
+			k := p.key(j)
+			if f, ok := byID[j.ID]; ok {
+				if k.Before(f.key) {
+					f.key = k
+				}
+				continue
+			}
+			byID[j.ID] = &found{job: j, key: k}
+		}
+	}
+	all := make([]*found, 0, len(byID))
+	for _, f := range byID {
+		all = append(all, f)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].key.Equal(all[j].key) {
+			return all[i].key.Before(all[j].key)
+		}
+		return all[i].job.ID < all[j].job.ID
+	})
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	out := make([]contracts.Job, len(all))
+	for i, f := range all {
+		out[i] = f.job
+	}
+	return out, nil
+}
+
+// Purge deletes up to limit final jobs that finished before finishedBefore,
+// oldest first, and returns how many it deleted. A limit of 0 means
+// DefaultPurgeLimit.
+//
+// It is a batch in two steps, as FerretDB has no TTL index and deleteMany
+// takes no limit: find the ids of the oldest finished jobs, then delete
+// those ids with the same condition again, so that nothing that changed in
+// between goes (final jobs never change, but the condition costs nothing).
+func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		limit = DefaultPurgeLimit
+	}
+	if finishedBefore.IsZero() {
+		return 0, nil
+	}
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	cond := bson.D{
+		{Key: fFinishedAt, Value: bson.D{{Key: "$lt", Value: millis(finishedBefore)}}},
+		{Key: fState, Value: bson.D{{Key: "$in", Value: finalStates}}},
+	}
+	cur, err := s.jobs.Find(ctx, cond, options.Find().
+		SetProjection(bson.D{{Key: fID, Value: 1}}).
+		SetSort(bson.D{{Key: fFinishedAt, Value: 1}, {Key: fID, Value: 1}}).
+		SetLimit(int64(limit)))
+	if err != nil {
+		return 0, fmt.Errorf("mongo: purge jobs: find: %w", err)
+	}
+	var rows []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return 0, fmt.Errorf("mongo: purge jobs: find: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	ids := make(bson.A, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	del := append(bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}}, cond...)
+	res, err := s.jobs.DeleteMany(ctx, del)
+	if err != nil {
+		return 0, fmt.Errorf("mongo: purge jobs: delete: %w", err)
+	}
+	return int(res.DeletedCount), nil
+}
+
+// findJobs runs a find on the jobs collection and decodes every document.
+func (s *Store) findJobs(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]contracts.Job, error) {
+	cur, err := s.jobs.Find(ctx, filter, opts)
+	if err != nil {
+		return nil, err
+	}
+	var docs []jobDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, err
+	}
+	jobs := make([]contracts.Job, len(docs))
+	for i, d := range docs {
+		jobs[i] = d.job()
+	}
+	return jobs, nil
+}

@@ -1,0 +1,178 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Transition applies ch to the job while it is still at exp.State and
+// exp.Attempt (and, when exp.ClaimFreeAt is set, holds no claim lasting past
+// it), in one findOneAndUpdate, and returns the job as it is afterwards.
+//
+// Nil fields of ch keep their value; ClearClaim wins over ClaimUntil. On a
+// final state the job's finished_at becomes ch.Now, its claim,
+// next_dispatch_at and active key are removed (its key stays, but no longer
+// blocks a new job) and, when it was active, its admission slots are
+// released. A zero ch.Now is taken as the current time.
+//
+// The release is a second write, after the job's: if it fails (or the
+// process dies first) the counters stay one too high, which rejects a
+// little early until Reconcile repairs them, and Transition still reports
+// success because the job did change.
+//
+// A change the state machine forbids, or an Attempt that does not grow, is
+// store.ErrBadTransition and touches nothing. A miss is store.ErrNotFound
+// when no job has that id and store.ErrConflict otherwise.
+func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error) {
+	op := "transition job " + exp.ID
+	if !contracts.CanTransition(exp.State, ch.State) {
+		return contracts.Job{}, fmt.Errorf("mongo: %s: %q to %q: %w", op, exp.State, ch.State, store.ErrBadTransition)
+	}
+	if ch.Attempt != 0 && ch.Attempt <= exp.Attempt {
+		return contracts.Job{}, fmt.Errorf("mongo: %s: attempt %d does not follow %d: %w", op, ch.Attempt, exp.Attempt, store.ErrBadTransition)
+	}
+	if ch.Now.IsZero() {
+		ch.Now = time.Now()
+	}
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+
+	var d jobDoc
+	err := s.jobs.FindOneAndUpdate(ctx, casFilter(exp), buildUpdate(ch),
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return contracts.Job{}, fmt.Errorf("mongo: %s: %w", op, s.explainMiss(ctx, exp))
+	case err != nil:
+		return contracts.Job{}, fmt.Errorf("mongo: %s: %w", op, err)
+	}
+	if ch.State.Final() && exp.State.Active() {
+		// Best effort by design: see the doc comment.
+		_ = s.release(ctx, globalScope, tenantScope(d.Tenant))
+	}
+	return d.job(), nil
+}
+
+// casFilter is the compare side of a compare-and-set.
+func casFilter(exp store.Expect) bson.D {
+	f := bson.D{
+		{Key: fID, Value: exp.ID},
+		{Key: fState, Value: string(exp.State)},
+		{Key: fAttempt, Value: exp.Attempt},
+	}
+	if !exp.ClaimFreeAt.IsZero() {
+		f = append(f, bson.E{Key: "$or", Value: claimFree(fClaimUntil, "$lte", exp.ClaimFreeAt)})
+	}
+	return f
+}
+
+// claimFree matches a job with no claim, or one whose claim compares to t
+// with op ("$lte": over by t, "$lt": over before t). {field: null} matches
+// a missing field, which is how an unset claim is stored.
+func claimFree(field, op string, t time.Time) bson.A {
+	return bson.A{
+		bson.D{{Key: field, Value: nil}},
+		bson.D{{Key: field, Value: bson.D{{Key: op, Value: millis(t)}}}},
+	}
+}
+
+// buildUpdate is the set side of a compare-and-set: $set, $unset and $inc
+// of the fields ch changes.
+func buildUpdate(ch store.Change) bson.D {
+	var set, unset, inc bson.D
+	setT := func(field string, t *time.Time) {
+		if m := ptrMillis(t); m != nil {
+			set = append(set, bson.E{Key: field, Value: *m})
+		} else {
+			unset = append(unset, bson.E{Key: field, Value: ""})
+		}
+	}
+	final := ch.State.Final()
+
+	set = append(set, bson.E{Key: fState, Value: string(ch.State)}, bson.E{Key: fUpdatedAt, Value: millis(ch.Now)})
+	if ch.Attempt != 0 {
+		set = append(set, bson.E{Key: fAttempt, Value: ch.Attempt})
+	}
+	if ch.IncRuns {
+		inc = append(inc, bson.E{Key: fRuns, Value: 1})
+	}
+	if ch.Worker != nil {
+		set = append(set, bson.E{Key: fWorker, Value: *ch.Worker})
+	}
+	switch {
+	case final || ch.ClearClaim:
+		unset = append(unset, bson.E{Key: fClaimUntil, Value: ""})
+	case ch.ClaimUntil != nil:
+		setT(fClaimUntil, ch.ClaimUntil)
+	}
+	switch {
+	case final:
+		unset = append(unset, bson.E{Key: fNextDispatchAt, Value: ""}, bson.E{Key: fActiveKey, Value: ""})
+		set = append(set, bson.E{Key: fFinishedAt, Value: millis(ch.Now)})
+	case ch.NextDispatchAt != nil:
+		setT(fNextDispatchAt, ch.NextDispatchAt)
+	}
+	if ch.StartedAt != nil {
+		setT(fStartedAt, ch.StartedAt)
+	}
+	if ch.HeartbeatAt != nil {
+		setT(fHeartbeatAt, ch.HeartbeatAt)
+	}
+	if ch.Error != nil {
+		set = append(set, bson.E{Key: fError, Value: *ch.Error})
+	}
+	if len(ch.Result) > 0 {
+		set = append(set, bson.E{Key: fResult, Value: string(ch.Result)})
+	}
+	if ch.Progress != nil {
+		set = append(set, bson.E{Key: fProgress, Value: toProgressDoc(ch.Progress)})
+	}
+	if ch.CancelRequested != nil {
+		set = append(set, bson.E{Key: fCancelRequested, Value: *ch.CancelRequested})
+	}
+
+	u := bson.D{{Key: "$set", Value: set}}
+	if len(unset) > 0 {
+		u = append(u, bson.E{Key: "$unset", Value: unset})
+	}
+	if len(inc) > 0 {
+		u = append(u, bson.E{Key: "$inc", Value: inc})
+	}
+	return u
+}
+
+// missView is what explainMiss reads of a job.
+type missView struct {
+	State      string     `bson:"state"`
+	Attempt    int64      `bson:"attempt"`
+	ClaimUntil *time.Time `bson:"claim_until,omitempty"`
+}
+
+// explainMiss says why a compare-and-set on exp matched no document.
+func (s *Store) explainMiss(ctx context.Context, exp store.Expect) error {
+	var v missView
+	err := s.jobs.FindOne(ctx, bson.D{{Key: fID, Value: exp.ID}},
+		options.FindOne().SetProjection(bson.D{{Key: fState, Value: 1}, {Key: fAttempt, Value: 1}, {Key: fClaimUntil, Value: 1}})).
+		Decode(&v)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return store.ErrNotFound
+	case err != nil:
+		return fmt.Errorf("read job after a miss: %w", err)
+	case contracts.JobState(v.State) == exp.State && v.Attempt == exp.Attempt && v.ClaimUntil != nil:
+		return fmt.Errorf("claim held until %s, past %s: %w",
+			v.ClaimUntil.UTC().Format(time.RFC3339Nano), exp.ClaimFreeAt.UTC().Format(time.RFC3339Nano), store.ErrConflict)
+	default:
+		return fmt.Errorf("job is %s at attempt %d, expected %s at %d: %w",
+			v.State, v.Attempt, exp.State, exp.Attempt, store.ErrConflict)
+	}
+}
