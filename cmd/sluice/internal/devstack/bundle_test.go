@@ -36,7 +36,7 @@ func testEnv(dataDir string, extra map[string]string) map[string]string {
 		"SLUICE_HTTP_ADDR":                   "127.0.0.1:0",
 		"SLUICE_RETRY_INTERVAL":              "100ms",
 		"SLUICE_HEARTBEAT_INTERVAL":          "100ms",
-		"SLUICE_STALE_THRESHOLD":             "1s",
+		"SLUICE_STALE_THRESHOLD":             "2s",
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "1",
 		"SLUICE_SHUTDOWN_TIMEOUT":            "2s",
 		"SLUICE_CLAIM_TTL":                   "5s",

