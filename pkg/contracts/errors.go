@@ -93,7 +93,8 @@ const (
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	// Limit names the admission limit that was hit ("global" or "tenant"), on 429s only.
+	// Limit names the limit that was hit on a 429: the admission cap
+	// ("global" or "tenant") or a rate limit ("tenant" or "ip", code rate_limited).
 	Limit string `json:"limit,omitempty"`
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"time"
 
@@ -44,10 +45,26 @@ type Config struct {
 	MaxBodyBytes int64 `env:"SLUICE_MAX_BODY_BYTES" envDefault:"1048576"`
 	// ShutdownTimeout bounds the graceful shutdown of the HTTP server.
 	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+
+	// RateLimitTenant is the token-bucket rate of submits and cancels
+	// (HTTP and NATS) per tenant, in requests per second; 0 = off.
+	// Read-only routes are never rate limited.
+	RateLimitTenant float64 `env:"SLUICE_RATE_LIMIT_TENANT" envDefault:"200"`
+	// RateLimitTenantBurst is the per-tenant bucket size.
+	RateLimitTenantBurst int `env:"SLUICE_RATE_LIMIT_TENANT_BURST" envDefault:"400"`
+	// RateLimitIP is the token-bucket rate of HTTP submits and cancels per
+	// client IP (the connection's address, X-Forwarded-For is not trusted;
+	// an IPv6 client counts by its /64), in requests per second; 0 = off.
+	RateLimitIP float64 `env:"SLUICE_RATE_LIMIT_IP" envDefault:"100"`
+	// RateLimitIPBurst is the per-IP bucket size.
+	RateLimitIPBurst int `env:"SLUICE_RATE_LIMIT_IP_BURST" envDefault:"200"`
 }
 
 // maxBodyLimit is the largest SLUICE_MAX_BODY_BYTES accepted.
 const maxBodyLimit = 64 << 20
+
+// maxRateBurst is the largest rate-limit burst accepted.
+const maxRateBurst = 1 << 30
 
 // LoadConfig reads the configuration from environ (the process environment
 // when nil), fills the defaults and validates it. Errors name the variable.
@@ -105,6 +122,17 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		bad("SLUICE_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
+	rateLimit := func(rateVar string, perSecond float64, burstVar string, burst int) {
+		if math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond < 0 {
+			bad(rateVar, "must be 0 (off) or a positive number of requests per second, got %v", perSecond)
+			return
+		}
+		if burst < 0 || burst > maxRateBurst || (perSecond > 0 && burst < 1) {
+			bad(burstVar, "must be between 1 and %d (0 allowed only while %s is 0), got %d", maxRateBurst, rateVar, burst)
+		}
+	}
+	rateLimit("SLUICE_RATE_LIMIT_TENANT", c.RateLimitTenant, "SLUICE_RATE_LIMIT_TENANT_BURST", c.RateLimitTenantBurst)
+	rateLimit("SLUICE_RATE_LIMIT_IP", c.RateLimitIP, "SLUICE_RATE_LIMIT_IP_BURST", c.RateLimitIPBurst)
 	if err := c.Store.Validate(); err != nil {
 		errs = append(errs, err)
 	}

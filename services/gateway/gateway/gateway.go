@@ -41,11 +41,31 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/httpapi"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
 	"github.com/sluicehq/sluice/services/gateway/internal/natsapi"
+	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
 )
 
 // streamSetupTimeout bounds the best-effort creation of the job stream at
 // startup.
 const streamSetupTimeout = 5 * time.Second
+
+// serverTimeouts are the HTTP server's connection timeouts: they bound
+// slow clients (slowloris headers, trickled bodies, stalled reads, idle
+// keep-alives).
+type serverTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// defaultServerTimeouts are the production timeouts (those of
+// observe.ServeListener).
+var defaultServerTimeouts = serverTimeouts{
+	readHeader: 5 * time.Second,
+	read:       30 * time.Second,
+	write:      60 * time.Second,
+	idle:       120 * time.Second,
+}
+
+// maxHeaderBytes bounds a request's header.
+const maxHeaderBytes = 64 << 10
 
 // Deps are the gateway's collaborators. Store and NC are required; the
 // rest have defaults.
@@ -80,6 +100,10 @@ type Gateway struct {
 	roster  *roster.Roster
 	handler http.Handler
 	natsAPI *natsapi.API
+	// timeouts are the HTTP server's; tests shorten them.
+	timeouts serverTimeouts
+	// tenantLimit and ipLimit are the rate limiters (nil = off).
+	tenantLimit, ipLimit *ratelimit.Limiter
 }
 
 // New validates cfg and wires a gateway from deps. It starts nothing.
@@ -127,14 +151,22 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	nc, js := deps.NC, deps.JS
 	probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, nc, js) })
 
+	// One per-tenant limiter serves HTTP and NATS alike.
+	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now})
+	ipLimit := ratelimit.New(cfg.RateLimitIP, cfg.RateLimitIPBurst, ratelimit.Options{Now: deps.Now})
+
 	ros := roster.New(deps.Now)
 	g := &Gateway{
-		cfg:    cfg,
-		log:    deps.Log,
-		nc:     deps.NC,
-		js:     deps.JS,
-		auth:   au,
-		roster: ros,
+		cfg:      cfg,
+		log:      deps.Log,
+		nc:       deps.NC,
+		js:       deps.JS,
+		auth:     au,
+		roster:   ros,
+		timeouts: defaultServerTimeouts,
+
+		tenantLimit: tenantLimit,
+		ipLimit:     ipLimit,
 		handler: httpapi.New(httpapi.Deps{
 			Store:        deps.Store,
 			Admitter:     admitter,
@@ -147,8 +179,11 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			Log:          deps.Log,
 			MaxBodyBytes: cfg.MaxBodyBytes,
 			Caps:         caps,
+			TenantLimit:  tenantLimit,
+			IPLimit:      ipLimit,
 		}),
-		natsAPI: natsapi.New(deps.NC, admitter, au, cfg.MaxBodyBytes, deps.Log),
+		natsAPI: natsapi.New(deps.NC, admitter, au, cfg.MaxBodyBytes, deps.Log,
+			natsapi.Options{TenantLimit: tenantLimit, Metrics: m}),
 	}
 	return g, nil
 }
@@ -196,7 +231,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	g.ensureStream(ctx)
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error {
-		return observe.ServeListener(ctx, ln, g.handler, g.cfg.ShutdownTimeout)
+		return g.serveHTTP(ctx, ln)
 	})
 	eg.Go(func() error { return g.natsAPI.Serve(ctx) })
 	eg.Go(func() error {
@@ -226,4 +261,33 @@ func (g *Gateway) ensureStream(ctx context.Context) {
 	if _, err := bus.EnsureStream(sctx, g.js); err != nil {
 		g.log.Warn().Err(err).Msg("job stream not ensured at startup")
 	}
+}
+
+// serveHTTP serves the HTTP API on ln with the gateway's timeouts until
+// ctx ends, then shuts down gracefully within SLUICE_SHUTDOWN_TIMEOUT.
+func (g *Gateway) serveHTTP(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: g.timeouts.readHeader,
+		ReadTimeout:       g.timeouts.read,
+		WriteTimeout:      g.timeouts.write,
+		IdleTimeout:       g.timeouts.idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	}
+	return nil
 }

@@ -57,6 +57,22 @@ func caps(global, tenant int) option {
 // maxBody sets SLUICE_MAX_BODY_BYTES.
 func maxBody(n int64) option { return func(c *gateway.Config) { c.MaxBodyBytes = n } }
 
+// rateLimits sets the per-tenant and per-IP rate limits (0 = off).
+func rateLimits(tenant float64, tenantBurst int, ip float64, ipBurst int) option {
+	return func(c *gateway.Config) {
+		c.RateLimitTenant, c.RateLimitTenantBurst = tenant, tenantBurst
+		c.RateLimitIP, c.RateLimitIPBurst = ip, ipBurst
+	}
+}
+
+// hooks adjust how a bundle's gateways are built.
+type hooks struct {
+	// deps changes each gateway's Deps before New.
+	deps func(*gateway.Deps)
+	// gw changes each gateway after New, before Serve.
+	gw func(*gateway.Gateway)
+}
+
 // bundle is one test's private world: an embedded NATS server with the job
 // stream, a SQLite store in a temp dir and one or more gateways on them.
 type bundle struct {
@@ -69,6 +85,7 @@ type bundle struct {
 	stream jetstream.Stream
 	st     *sqlite.Store // the test's own handle on the store
 	gws    []*instance
+	hooks  hooks
 }
 
 // instance is one gateway process: its own store handle, NATS connection,
@@ -87,6 +104,12 @@ type instance struct {
 // acme and globex) unless openMode is given.
 func setup(tb testing.TB, opts ...option) *bundle {
 	tb.Helper()
+	return setupWith(tb, hooks{}, opts...)
+}
+
+// setupWith is setup with hooks applied to every gateway of the bundle.
+func setupWith(tb testing.TB, h hooks, opts ...option) *bundle {
+	tb.Helper()
 	dir := tb.TempDir()
 	cfg := gateway.DefaultConfig()
 	cfg.Store.DataDir = dir
@@ -97,7 +120,7 @@ func setup(tb testing.TB, opts ...option) *bundle {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	b := &bundle{tb: tb, cfg: cfg, path: filepath.Join(dir, "sluice.db")}
+	b := &bundle{tb: tb, cfg: cfg, path: filepath.Join(dir, "sluice.db"), hooks: h}
 
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: filepath.Join(dir, "nats")})
 	require.NoError(tb, err)
@@ -142,10 +165,15 @@ func (b *bundle) addGateway() *instance {
 	tb := b.tb
 	tb.Helper()
 	in := &instance{st: b.openStore(), nc: b.connect(), reg: prometheus.NewRegistry()}
-	gw, err := gateway.New(b.cfg, gateway.Deps{
-		Store: in.st, NC: in.nc, Registerer: in.reg, Gatherer: in.reg,
-	})
+	deps := gateway.Deps{Store: in.st, NC: in.nc, Registerer: in.reg, Gatherer: in.reg}
+	if b.hooks.deps != nil {
+		b.hooks.deps(&deps)
+	}
+	gw, err := gateway.New(b.cfg, deps)
 	require.NoError(tb, err)
+	if b.hooks.gw != nil {
+		b.hooks.gw(gw)
+	}
 	in.gw = gw
 	in.srv = httptest.NewServer(gw.Handler())
 	tb.Cleanup(in.srv.Close)

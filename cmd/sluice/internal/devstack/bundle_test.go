@@ -41,6 +41,8 @@ func testEnv(dataDir string, extra map[string]string) map[string]string {
 		"SLUICE_SHUTDOWN_TIMEOUT":            "2s",
 		"SLUICE_CLAIM_TTL":                   "5s",
 		"SLUICE_LOG_LEVEL":                   "warn",
+		"SLUICE_RATE_LIMIT_TENANT":           "0", // these tests submit faster than a client should
+		"SLUICE_RATE_LIMIT_IP":               "0",
 	}
 	for k, v := range extra {
 		env[k] = v

@@ -4,8 +4,9 @@
 // access log).
 //
 // Every answer is JSON, including the 404 and 405 the router itself gives
-// for unknown routes and wrong methods. Health, readiness and metrics need
-// no token and never answer 429.
+// for unknown routes and wrong methods. Submit and cancel are rate limited
+// per client IP and per tenant (429 rate_limited). Read-only routes never
+// answer 429; health, readiness and metrics also need no token.
 package httpapi
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/auth"
 	"github.com/sluicehq/sluice/services/gateway/internal/cancel"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
 )
 
 // contentTypeJSON is the Content-Type of every API answer.
@@ -54,6 +56,10 @@ type Deps struct {
 	MaxBodyBytes int64
 	// Caps are shown in /v1/stats.
 	Caps store.Caps
+	// TenantLimit rate-limits submits and cancels per tenant (nil = off).
+	TenantLimit *ratelimit.Limiter
+	// IPLimit rate-limits submits and cancels per client IP (nil = off).
+	IPLimit *ratelimit.Limiter
 }
 
 // api holds the handlers' dependencies.
@@ -65,10 +71,15 @@ type api struct {
 func New(d Deps) http.Handler {
 	a := &api{Deps: d}
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/jobs", a.authed(a.submit))
+	// The writing /v1 routes are rate limited per client IP (before
+	// authentication, so token guessing is limited too), then per tenant.
+	// Read-only routes, like health, readiness and metrics, never answer
+	// 429 (DESIGN.md).
+	write := func(h tenantHandler) http.Handler { return a.ipLimited(a.authed(a.tenantLimited(h))) }
+	mux.Handle("POST /v1/jobs", write(a.submit))
+	mux.Handle("POST /v1/jobs/{id}/cancel", write(a.cancelJob))
 	mux.Handle("GET /v1/jobs", a.authed(a.listJobs))
 	mux.Handle("GET /v1/jobs/{id}", a.authed(a.getJob))
-	mux.Handle("POST /v1/jobs/{id}/cancel", a.authed(a.cancelJob))
 	mux.Handle("GET /v1/stats", a.authed(a.stats))
 	if d.Probe != nil {
 		d.Probe.Register(mux)

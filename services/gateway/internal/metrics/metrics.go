@@ -24,6 +24,14 @@ const (
 	LimitNone   = "none"
 	LimitGlobal = "global"
 	LimitTenant = "tenant"
+	// LimitIP is the per-client-IP rate limit (sluice_gateway_rate_limited_total only).
+	LimitIP = "ip"
+)
+
+// Transport label values of sluice_gateway_rate_limited_total.
+const (
+	TransportHTTP = "http"
+	TransportNATS = "nats"
 )
 
 // RouteUnmatched labels requests that matched no route.
@@ -36,6 +44,7 @@ type Metrics struct {
 	httpRequests    *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
 	publishFailures prometheus.Counter
+	rateLimited     *prometheus.CounterVec
 }
 
 // New creates the gateway's collectors and registers them with reg.
@@ -61,8 +70,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "sluice_gateway_due_publish_failures_total",
 			Help: "Admitted jobs whose due message could not be published (the reaper republishes them).",
 		}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_rate_limited_total",
+			Help: "Requests refused with 429 rate_limited, by transport and by the rate limit hit (tenant or ip).",
+		}, []string{"transport", "limit"}),
 	}
-	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures} {
+	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures, m.rateLimited} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
@@ -75,12 +88,22 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	} {
 		m.admissions.WithLabelValues(l[0], l[1])
 	}
+	for _, l := range [][2]string{
+		{TransportHTTP, LimitTenant}, {TransportHTTP, LimitIP}, {TransportNATS, LimitTenant},
+	} {
+		m.rateLimited.WithLabelValues(l[0], l[1])
+	}
 	return m, nil
 }
 
 // Admission counts one admission outcome.
 func (m *Metrics) Admission(outcome, limit string) {
 	m.admissions.WithLabelValues(outcome, limit).Inc()
+}
+
+// RateLimited counts one request refused by a rate limit.
+func (m *Metrics) RateLimited(transport, limit string) {
+	m.rateLimited.WithLabelValues(transport, limit).Inc()
 }
 
 // PublishFailure counts one due message that could not be published.

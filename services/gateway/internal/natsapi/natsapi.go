@@ -22,6 +22,8 @@ import (
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/services/gateway/internal/admission"
 	"github.com/sluicehq/sluice/services/gateway/internal/auth"
+	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
 )
 
 // Version is the micro service version the gateway announces.
@@ -41,11 +43,23 @@ type API struct {
 	auth         *auth.Authenticator
 	maxBodyBytes int64
 	log          zerolog.Logger
+	tenantLimit  *ratelimit.Limiter
+	metrics      *metrics.Metrics
+}
+
+// Options are the NATS API's optional settings.
+type Options struct {
+	// TenantLimit rate-limits submits per tenant (nil = off); the gateway
+	// shares it with the HTTP API.
+	TenantLimit *ratelimit.Limiter
+	// Metrics counts rate-limited requests (nil = not counted).
+	Metrics *metrics.Metrics
 }
 
 // New returns the NATS API; Serve runs it.
-func New(nc *nats.Conn, ad *admission.Admitter, au *auth.Authenticator, maxBodyBytes int64, log zerolog.Logger) *API {
-	return &API{nc: nc, admitter: ad, auth: au, maxBodyBytes: maxBodyBytes, log: log}
+func New(nc *nats.Conn, ad *admission.Admitter, au *auth.Authenticator, maxBodyBytes int64, log zerolog.Logger, o Options) *API {
+	return &API{nc: nc, admitter: ad, auth: au, maxBodyBytes: maxBodyBytes, log: log,
+		tenantLimit: o.TenantLimit, metrics: o.Metrics}
 }
 
 // Serve registers the micro service and its endpoint on
@@ -98,7 +112,8 @@ func (a *API) handle(ctx context.Context, req micro.Request) {
 	}
 }
 
-// submit resolves the tenant, checks the size and runs the admission.
+// submit resolves the tenant, applies its rate limit, checks the size and
+// runs the admission.
 func (a *API) submit(ctx context.Context, req micro.Request) (admission.Outcome, string) {
 	h := req.Headers()
 	var token string
@@ -113,6 +128,16 @@ func (a *API) submit(ctx context.Context, req micro.Request) (admission.Outcome,
 	case err != nil:
 		return admission.Fail(http.StatusBadRequest, contracts.CodeBadRequest,
 			"the "+contracts.HeaderTenant+" header must be 1-64 letters, digits, '_', '.' or '-'"), ""
+	}
+	if ok, wait := a.tenantLimit.Allow(tenant); !ok {
+		if a.metrics != nil {
+			a.metrics.RateLimited(metrics.TransportNATS, metrics.LimitTenant)
+		}
+		o := admission.Fail(http.StatusTooManyRequests, contracts.CodeRateLimited,
+			fmt.Sprintf("too many requests (tenant rate limit), retry after %d ms", max(wait.Milliseconds(), 1)))
+		o.Error.Limit = metrics.LimitTenant
+		o.RetryAfter = wait
+		return o, tenant
 	}
 	if int64(len(req.Data())) > a.maxBodyBytes {
 		return admission.TooLarge(a.maxBodyBytes), tenant

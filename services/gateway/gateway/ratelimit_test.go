@@ -1,0 +1,277 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/gateway/gateway"
+	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
+)
+
+// serveFrom sends one request straight to a gateway's handler as if it
+// came from remoteAddr.
+func serveFrom(h http.Handler, remoteAddr, method, path, token, body string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r.RemoteAddr = remoteAddr
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+// recResponse turns a recorder into a response for the shared checks.
+func recResponse(rec *httptest.ResponseRecorder) response {
+	return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
+// requireRateLimited checks a 429 rate_limited answer naming limit with a
+// Retry-After of want seconds (within 2% for long waits).
+func requireRateLimited(tb testing.TB, r response, limit string, want int64) {
+	tb.Helper()
+	e := r.requireError(tb, http.StatusTooManyRequests, contracts.CodeRateLimited)
+	require.Equal(tb, limit, e.Limit, string(r.body))
+	got, err := strconv.ParseInt(r.header.Get("Retry-After"), 10, 64)
+	require.NoError(tb, err, "Retry-After %q", r.header.Get("Retry-After"))
+	if want < 100 {
+		require.Equal(tb, want, got, "Retry-After")
+		return
+	}
+	// A slow bucket refills a little while the test runs.
+	require.LessOrEqual(tb, got, want, "Retry-After")
+	require.GreaterOrEqual(tb, got, want-want/50, "Retry-After")
+}
+
+func TestRateLimitTenantBurst(t *testing.T) {
+	t.Parallel()
+	// 0.5/s: an empty bucket refills one token in 2s.
+	b := setup(t, rateLimits(0.5, 3, 0, 0))
+	var id string
+	for i := range 3 {
+		r := b.submit(tokenA, `{"kind":"x"}`)
+		require.Equal(t, http.StatusAccepted, r.status, "request %d is within the burst", i+1)
+		id = r.job(t).ID
+	}
+	before := b.snap()
+	requireRateLimited(t, b.submit(tokenA, `{"kind":"x"}`), "tenant", 2)
+	// Cancel shares the tenant's bucket; a refused request takes no token
+	// and writes nothing.
+	requireRateLimited(t, b.do(req{method: http.MethodPost, path: "/v1/jobs/" + id + "/cancel", token: tokenA}), "tenant", 2)
+	require.Equal(t, before, b.snap())
+
+	// Reads are never rate limited.
+	for range 10 {
+		require.Equal(t, http.StatusOK, b.do(req{method: http.MethodGet, path: "/v1/jobs/" + id, token: tokenA}).status)
+		require.Equal(t, http.StatusOK, b.do(req{method: http.MethodGet, path: "/v1/stats", token: tokenA}).status)
+	}
+	// Authentication comes first: a bad token is 401, not 429.
+	b.submit("wrong", `{"kind":"x"}`).requireError(t, http.StatusUnauthorized, contracts.CodeUnauthorized)
+}
+
+func TestRateLimitTenantsIndependent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, rateLimits(0.001, 2, 0, 0))
+	for range 2 {
+		require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"a"}`).status)
+	}
+	requireRateLimited(t, b.submit(tokenA, `{"kind":"a"}`), "tenant", 1000)
+
+	// Tenant B still has its whole burst.
+	for range 2 {
+		require.Equal(t, http.StatusAccepted, b.submit(tokenB, `{"kind":"b"}`).status)
+	}
+	requireRateLimited(t, b.submit(tokenB, `{"kind":"b"}`), "tenant", 1000)
+	requireRateLimited(t, b.submit(tokenA, `{"kind":"a"}`), "tenant", 1000)
+}
+
+func TestRateLimitPerIP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, rateLimits(0, 0, 0.25, 4))
+	h := b.gws[0].gw.Handler()
+	const ip1, ip2 = "192.0.2.10:40000", "192.0.2.11:40000"
+	submitFrom := func(addr, token string) *httptest.ResponseRecorder {
+		return serveFrom(h, addr, http.MethodPost, "/v1/jobs", token, `{"kind":"ip"}`)
+	}
+
+	// One address, any tenant (or none: 401s count too), shares one bucket.
+	require.Equal(t, http.StatusAccepted, submitFrom(ip1, tokenA).Code)
+	require.Equal(t, http.StatusAccepted, submitFrom(ip1, tokenB).Code)
+	require.Equal(t, http.StatusUnauthorized, submitFrom(ip1, "").Code)
+	require.Equal(t, http.StatusAccepted, submitFrom("192.0.2.10:50000", tokenB).Code, "the port is not part of the key")
+	for _, tok := range []string{tokenA, tokenB, "", "wrong"} {
+		requireRateLimited(t, recResponse(submitFrom(ip1, tok)), "ip", 4)
+	}
+	requireRateLimited(t, recResponse(serveFrom(h, ip1, http.MethodPost, "/v1/jobs/x/cancel", tokenA, "")), "ip", 4)
+	// Reads from that address still work.
+	require.Equal(t, http.StatusOK, serveFrom(h, ip1, http.MethodGet, "/v1/stats", tokenA, "").Code)
+	// Another address is not limited, for the same tenants.
+	require.Equal(t, http.StatusAccepted, submitFrom(ip2, tokenA).Code)
+	require.Equal(t, http.StatusAccepted, submitFrom(ip2, tokenB).Code)
+
+	// X-Forwarded-For is not trusted.
+	r := httptest.NewRequest(http.MethodPost, "/v1/jobs", strings.NewReader(`{"kind":"ip"}`))
+	r.RemoteAddr = ip1
+	r.Header.Set("X-Forwarded-For", "203.0.113.7")
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer "+tokenA)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+
+	// An IPv6 client counts by its /64.
+	for i := range 4 {
+		require.Equal(t, http.StatusAccepted, submitFrom(fmt.Sprintf("[2001:db8:1:2::%x]:443", i+1), tokenA).Code)
+	}
+	requireRateLimited(t, recResponse(submitFrom("[2001:db8:1:2:ffff::1]:1", tokenA)), "ip", 4)
+	require.Equal(t, http.StatusAccepted, submitFrom("[2001:db8:1:3::1]:1", tokenA).Code)
+
+	// Over a real connection the address is the socket's.
+	for range 4 {
+		require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"ip"}`).status)
+	}
+	requireRateLimited(t, b.submit(tokenB, `{"kind":"ip"}`), "ip", 4)
+}
+
+func TestRateLimitNeverOnHealthReadyMetricsOrReads(t *testing.T) {
+	t.Parallel()
+	b := setup(t, rateLimits(0.001, 1, 0.001, 1))
+	// Both servers run the same handler, so 127.0.0.1 has one bucket.
+	id := b.submit(tokenA, `{"kind":"x"}`).job(t).ID
+	for _, base := range []string{b.gws[0].srv.URL, b.gws[0].serveURL} {
+		requireRateLimited(t, b.doOn(base, req{method: http.MethodPost, path: "/v1/jobs", token: tokenB, body: `{"kind":"x"}`}), "ip", 1000)
+		for range 20 {
+			for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+				r := b.doOn(base, req{method: http.MethodGet, path: p})
+				require.Equal(t, http.StatusOK, r.status, "%s: %s", p, r.body)
+			}
+			for _, p := range []string{"/v1/stats", "/v1/jobs", "/v1/jobs/" + id} {
+				r := b.doOn(base, req{method: http.MethodGet, path: p, token: tokenA})
+				require.Equal(t, http.StatusOK, r.status, "%s: %s", p, r.body)
+			}
+		}
+	}
+	// Nor does the tenant limiter.
+	h := b.gws[0].gw.Handler()
+	requireRateLimited(t, recResponse(serveFrom(h, "192.0.2.99:1", http.MethodPost, "/v1/jobs", tokenA, `{"kind":"x"}`)), "tenant", 1000)
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		require.Equal(t, http.StatusOK, serveFrom(h, "192.0.2.99:1", http.MethodGet, p, "", "").Code, p)
+	}
+	require.Equal(t, http.StatusOK, serveFrom(h, "192.0.2.99:1", http.MethodGet, "/v1/jobs/"+id, tokenA, "").Code)
+
+	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="ip",transport="http"} 2`)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="http"} 1`)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="nats"} 0`)
+}
+
+func TestRateLimitZeroDisables(t *testing.T) {
+	t.Parallel()
+	// A burst of 1 would refuse the second request if the limits were on.
+	b := setup(t, rateLimits(0, 1, 0, 1))
+	h := b.gws[0].gw.Handler()
+	for i := range 60 {
+		rec := serveFrom(h, "192.0.2.1:1", http.MethodPost, "/v1/jobs/missing/cancel", tokenA, "")
+		require.Equal(t, http.StatusNotFound, rec.Code, "request %d: %s", i, rec.Body.Bytes())
+	}
+	for range 20 {
+		require.Equal(t, http.StatusAccepted, b.submit(tokenB, `{"kind":"x"}`).status)
+		got := b.natsSubmit(map[string]string{contracts.HeaderToken: tokenB}, `{"kind":"x"}`)
+		require.Equal(t, http.StatusAccepted, got.Status)
+	}
+	tenants, ips := gateway.RateLimitKeys(b.gws[0].gw)
+	require.Zero(t, tenants)
+	require.Zero(t, ips)
+}
+
+func TestRateLimitMapBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := b.gws[0].gw.Handler()
+	const clients = ratelimit.DefaultMaxKeys + 2000
+	for i := range clients {
+		addr := fmt.Sprintf("10.%d.%d.%d:1234", i>>16&255, i>>8&255, i&255)
+		// No token: a cheap 401 after the IP check.
+		rec := serveFrom(h, addr, http.MethodPost, "/v1/jobs", "", `{"kind":"x"}`)
+		require.Equal(t, http.StatusUnauthorized, rec.Code)
+	}
+	_, ips := gateway.RateLimitKeys(b.gws[0].gw)
+	require.Equal(t, ratelimit.DefaultMaxKeys, ips, "the per-IP map is capped")
+	// The tenant map is bounded the same way (open mode lets NATS clients
+	// name any tenant); internal/ratelimit checks eviction with a small cap.
+}
+
+func TestRateLimitNATSSubmit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, rateLimits(0.001, 2, 0, 0))
+	tokA := map[string]string{contracts.HeaderToken: tokenA}
+	for range 2 {
+		require.Equal(t, http.StatusAccepted, b.natsSubmit(tokA, `{"kind":"n"}`).Status)
+	}
+	before := b.snap()
+	got := b.natsSubmit(tokA, `{"kind":"n"}`)
+	require.Equal(t, http.StatusTooManyRequests, got.Status)
+	require.NotNil(t, got.Error)
+	require.Equal(t, contracts.CodeRateLimited, got.Error.Code)
+	require.Equal(t, "tenant", got.Error.Limit)
+	require.NotEmpty(t, got.Error.Message)
+	require.Nil(t, got.Job)
+	require.InDelta(t, 1_000_000, got.RetryAfterMS, 10_000, "one token at 0.001/s")
+	require.Equal(t, before, b.snap(), "a rate-limited submit writes nothing")
+
+	// HTTP shares the tenant's bucket; the other tenant is untouched.
+	requireRateLimited(t, b.submit(tokenA, `{"kind":"n"}`), "tenant", 1000)
+	require.Equal(t, http.StatusAccepted, b.natsSubmit(map[string]string{contracts.HeaderToken: tokenB}, `{"kind":"n"}`).Status)
+
+	// Authentication still comes first.
+	require.Equal(t, http.StatusUnauthorized, b.natsSubmit(map[string]string{contracts.HeaderToken: "nope"}, `{"kind":"n"}`).Status)
+
+	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="nats"} 1`)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="http"} 1`)
+}
+
+func TestRateLimitConfig(t *testing.T) {
+	t.Parallel()
+	cfg := gateway.DefaultConfig()
+	require.InDelta(t, 200, cfg.RateLimitTenant, 0)
+	require.Equal(t, 400, cfg.RateLimitTenantBurst)
+	require.InDelta(t, 100, cfg.RateLimitIP, 0)
+	require.Equal(t, 200, cfg.RateLimitIPBurst)
+
+	cfg, err := gateway.LoadConfig(map[string]string{
+		"SLUICE_RATE_LIMIT_TENANT": "0.5", "SLUICE_RATE_LIMIT_TENANT_BURST": "3",
+		"SLUICE_RATE_LIMIT_IP": "0", "SLUICE_RATE_LIMIT_IP_BURST": "0",
+	})
+	require.NoError(t, err)
+	require.InDelta(t, 0.5, cfg.RateLimitTenant, 0)
+	require.Equal(t, 3, cfg.RateLimitTenantBurst)
+	require.Zero(t, cfg.RateLimitIP)
+
+	for _, tc := range []struct{ variable, value string }{
+		{"SLUICE_RATE_LIMIT_TENANT", "-1"},
+		{"SLUICE_RATE_LIMIT_TENANT", "fast"},
+		{"SLUICE_RATE_LIMIT_TENANT", "NaN"},
+		{"SLUICE_RATE_LIMIT_TENANT", "+Inf"},
+		{"SLUICE_RATE_LIMIT_TENANT_BURST", "0"},
+		{"SLUICE_RATE_LIMIT_TENANT_BURST", "-5"},
+		{"SLUICE_RATE_LIMIT_IP", "-0.1"},
+		{"SLUICE_RATE_LIMIT_IP_BURST", "0"},
+		{"SLUICE_RATE_LIMIT_IP_BURST", "many"},
+		{"SLUICE_RATE_LIMIT_IP_BURST", "99999999999"},
+	} {
+		_, err := gateway.LoadConfig(map[string]string{tc.variable: tc.value})
+		require.Error(t, err, "%s=%s", tc.variable, tc.value)
+		require.Contains(t, err.Error(), tc.variable, "%s=%s", tc.variable, tc.value)
+	}
+}

@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/gateway/internal/admission"
+	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+)
+
+// ipLimited applies the per-client-IP rate limit before anything else
+// (authentication included, so token guessing is limited too).
+func (a *api) ipLimited(next http.Handler) http.Handler {
+	if a.IPLimit == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ok, wait := a.IPLimit.Allow(ClientKey(r.RemoteAddr)); !ok {
+			a.rateLimited(w, metrics.LimitIP, wait)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// tenantLimited applies the per-tenant rate limit to an authenticated
+// request.
+func (a *api) tenantLimited(next tenantHandler) tenantHandler {
+	if a.TenantLimit == nil {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request, tenant string) {
+		if ok, wait := a.TenantLimit.Allow(tenant); !ok {
+			a.rateLimited(w, metrics.LimitTenant, wait)
+			return
+		}
+		next(w, r, tenant)
+	}
+}
+
+// rateLimited answers 429 rate_limited naming the limit, with Retry-After
+// in whole seconds (at least 1).
+func (a *api) rateLimited(w http.ResponseWriter, limit string, wait time.Duration) {
+	if a.Metrics != nil {
+		a.Metrics.RateLimited(metrics.TransportHTTP, limit)
+	}
+	secs := admission.RetryAfterSeconds(wait)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	writeJSON(w, http.StatusTooManyRequests, contracts.ErrorBody{Error: contracts.ErrorDetail{
+		Code:    contracts.CodeRateLimited,
+		Message: fmt.Sprintf("too many requests (%s rate limit), retry after %d s", limit, secs),
+		Limit:   limit,
+	}})
+}
+
+// ClientKey is the rate-limit key of a client from its r.RemoteAddr
+// (forwarding headers are not trusted): the IP address, or its /64 prefix
+// for IPv6, since one IPv6 client usually holds a whole /64.
+func ClientKey(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() {
+		return netip.PrefixFrom(ip, 64).Masked().String()
+	}
+	return ip.String()
+}

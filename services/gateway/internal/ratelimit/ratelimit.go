@@ -1,0 +1,140 @@
+// Package ratelimit holds token buckets (golang.org/x/time/rate) keyed by a
+// string, such as a tenant or a client IP, in a bounded map.
+//
+// The map is an LRU list capped at a maximum number of keys: a key unused
+// for longer than the idle time is dropped on the next insert, and when the
+// map is full the least recently used key is dropped, so a client with many
+// addresses cannot grow memory without bound. A dropped key starts again
+// with a full bucket; once a key has been idle long enough to refill, that
+// is exactly the state it would have had anyway.
+package ratelimit
+
+import (
+	"container/list"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Defaults of the map's bounds.
+const (
+	// DefaultMaxKeys bounds the number of keys held at once.
+	DefaultMaxKeys = 10000
+	// DefaultIdle is how long an unused key is kept.
+	DefaultIdle = 3 * time.Minute
+)
+
+// Limiter is a set of token buckets, one per key, all with the same rate
+// and burst. It is safe for concurrent use. A nil *Limiter allows
+// everything.
+type Limiter struct {
+	limit   rate.Limit
+	burst   int
+	maxKeys int
+	idle    time.Duration
+	now     func() time.Time
+
+	mu   sync.Mutex
+	keys map[string]*list.Element // of *entry
+	lru  list.List                // front = most recently used
+}
+
+// entry is one key's bucket.
+type entry struct {
+	key  string
+	lim  *rate.Limiter
+	used time.Time
+}
+
+// Options bound a Limiter's map; zero values take the defaults.
+type Options struct {
+	// MaxKeys is the most keys held at once (DefaultMaxKeys).
+	MaxKeys int
+	// Idle is how long an unused key is kept (DefaultIdle).
+	Idle time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+// New returns a limiter allowing perSecond requests per second per key
+// with bursts of burst. perSecond <= 0 (or burst < 1) disables it: New
+// returns nil, which allows everything.
+func New(perSecond float64, burst int, o Options) *Limiter {
+	if !(perSecond > 0) || burst < 1 || math.IsInf(perSecond, 0) {
+		return nil
+	}
+	if o.MaxKeys <= 0 {
+		o.MaxKeys = DefaultMaxKeys
+	}
+	if o.Idle <= 0 {
+		o.Idle = DefaultIdle
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Limiter{
+		limit:   rate.Limit(perSecond),
+		burst:   burst,
+		maxKeys: o.MaxKeys,
+		idle:    o.Idle,
+		now:     o.Now,
+		keys:    map[string]*list.Element{},
+	}
+}
+
+// Allow takes one token from key's bucket. When the bucket is empty it
+// takes nothing and returns false with the time until a token will be
+// there (always positive).
+func (l *Limiter) Allow(key string) (bool, time.Duration) {
+	if l == nil {
+		return true, 0
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.bucket(key, now)
+	r := lim.ReserveN(now, 1)
+	if !r.OK() {
+		return false, time.Second // cannot happen with burst >= 1
+	}
+	delay := r.DelayFrom(now)
+	if delay <= 0 {
+		return true, 0
+	}
+	r.CancelAt(now)
+	return false, delay
+}
+
+// bucket returns key's bucket, creating it (and evicting idle or least
+// recently used keys to make room) when it is missing. l.mu is held.
+func (l *Limiter) bucket(key string, now time.Time) *rate.Limiter {
+	if el, ok := l.keys[key]; ok {
+		e := el.Value.(*entry)
+		e.used = now
+		l.lru.MoveToFront(el)
+		return e.lim
+	}
+	for back := l.lru.Back(); back != nil; back = l.lru.Back() {
+		e := back.Value.(*entry)
+		if len(l.keys) < l.maxKeys && now.Sub(e.used) < l.idle {
+			break
+		}
+		l.lru.Remove(back)
+		delete(l.keys, e.key)
+	}
+	e := &entry{key: key, lim: rate.NewLimiter(l.limit, l.burst), used: now}
+	l.keys[key] = l.lru.PushFront(e)
+	return e.lim
+}
+
+// Len is the number of keys held.
+func (l *Limiter) Len() int {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
+}

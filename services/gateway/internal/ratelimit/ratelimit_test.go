@@ -1,0 +1,142 @@
+package ratelimit_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func TestBurstThenDelay(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	l := ratelimit.New(2, 5, ratelimit.Options{Now: c.now})
+	for i := range 5 {
+		ok, d := l.Allow("a")
+		require.True(t, ok, i)
+		require.Zero(t, d)
+	}
+	ok, d := l.Allow("a")
+	require.False(t, ok)
+	require.Equal(t, 500*time.Millisecond, d)
+	// A refused request takes no token: the delay does not grow.
+	ok, d = l.Allow("a")
+	require.False(t, ok)
+	require.Equal(t, 500*time.Millisecond, d)
+	// Another key has its own bucket.
+	ok, _ = l.Allow("b")
+	require.True(t, ok)
+	c.add(500 * time.Millisecond)
+	ok, _ = l.Allow("a")
+	require.True(t, ok)
+	ok, _ = l.Allow("a")
+	require.False(t, ok)
+}
+
+func TestDisabled(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rate  float64
+		burst int
+	}{{0, 10}, {-1, 10}, {5, 0}} {
+		l := ratelimit.New(tc.rate, tc.burst, ratelimit.Options{})
+		require.Nil(t, l, "%v", tc)
+		for range 1000 {
+			ok, d := l.Allow("k")
+			require.True(t, ok)
+			require.Zero(t, d)
+		}
+		require.Zero(t, l.Len())
+	}
+}
+
+func TestBoundedUnderManyKeys(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	const maxKeys = 64
+	l := ratelimit.New(1, 1, ratelimit.Options{MaxKeys: maxKeys, Idle: time.Minute, Now: c.now})
+	for i := range 100_000 {
+		ok, _ := l.Allow(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		require.True(t, ok, "a new key starts with a full bucket")
+		require.LessOrEqual(t, l.Len(), maxKeys)
+	}
+	require.Equal(t, maxKeys, l.Len())
+
+	// A key in active use is kept while others churn through the map: it is
+	// the most recently used, so it is never the one evicted.
+	ok, _ := l.Allow("hot")
+	require.True(t, ok)
+	for i := range 10 * maxKeys {
+		ok, _ = l.Allow("hot")
+		require.False(t, ok, "hot must stay limited (its bucket survives)")
+		l.Allow(fmt.Sprintf("churn-%d", i%(maxKeys/2)))
+	}
+	require.LessOrEqual(t, l.Len(), maxKeys)
+}
+
+func TestIdleKeysEvicted(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	l := ratelimit.New(1, 1, ratelimit.Options{MaxKeys: 1000, Idle: time.Minute, Now: c.now})
+	for i := range 500 {
+		l.Allow(fmt.Sprint("old-", i))
+	}
+	require.Equal(t, 500, l.Len())
+	c.add(30 * time.Second)
+	l.Allow("recent")
+	require.Equal(t, 501, l.Len(), "nothing idle for a minute yet")
+	c.add(45 * time.Second)
+	l.Allow("new")
+	require.Equal(t, 2, l.Len(), "the old keys are gone, recent and new stay")
+}
+
+func TestConcurrent(t *testing.T) {
+	t.Parallel()
+	l := ratelimit.New(0.001, 50, ratelimit.Options{MaxKeys: 16})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	allowed := 0
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				if ok, _ := l.Allow("shared"); ok {
+					mu.Lock()
+					allowed++
+					mu.Unlock()
+				}
+				l.Allow(fmt.Sprint(g, "-", i%4))
+			}
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, l.Len(), 16)
+	// "shared" may be evicted under churn and start again with a full
+	// bucket, so only its first burst is certain.
+	require.GreaterOrEqual(t, allowed, 50)
+}
