@@ -52,3 +52,9 @@ compose-up:
 ## compose-down: stop and remove the containers (the NATS and MongoDB volumes stay)
 compose-down:
 	docker compose -f deploy/compose/compose.yaml down
+
+.PHONY: chaos
+
+## chaos: 10 minutes of load on the real binaries as separate processes while kill -9'ing services and NATS, then the invariant check
+chaos:
+	SLUICE_CHAOS_LONG=10m $(GO) test -run '^TestChaosLong$$' -count=1 -timeout 30m -v ./cmd/sluice/internal/chaos/
