@@ -3,7 +3,6 @@ package mongo
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -103,11 +102,7 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 
 	ctx, cancel := s.call(ctx)
 	defer cancel()
-	type found struct {
-		job contracts.Job
-		key time.Time
-	}
-	byID := map[string]*found{}
+	var found store.StaleSet
 	for _, p := range parts {
 		jobs, err := s.findJobs(ctx, p.filter, options.Find().
 			SetSort(bson.D{{Key: p.sortBy, Value: 1}, {Key: fID, Value: 1}}).
@@ -116,34 +111,10 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 			return nil, fmt.Errorf("mongo: find stale jobs: %w", err)
 		}
 		for _, j := range jobs {
-			k := p.key(j)
-			if f, ok := byID[j.ID]; ok {
-				if k.Before(f.key) {
-					f.key = k
-				}
-				continue
-			}
-			byID[j.ID] = &found{job: j, key: k}
+			found.Add(j, p.key(j))
 		}
 	}
-	all := make([]*found, 0, len(byID))
-	for _, f := range byID {
-		all = append(all, f)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].key.Equal(all[j].key) {
-			return all[i].key.Before(all[j].key)
-		}
-		return all[i].job.ID < all[j].job.ID
-	})
-	if len(all) > limit {
-		all = all[:limit]
-	}
-	out := make([]contracts.Job, len(all))
-	for i, f := range all {
-		out[i] = f.job
-	}
-	return out, nil
+	return found.Jobs(limit), nil
 }
 
 // Purge deletes up to limit final jobs that finished before finishedBefore,

@@ -34,11 +34,8 @@ import (
 // when no job has that id and store.ErrConflict otherwise.
 func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error) {
 	op := "transition job " + exp.ID
-	if !contracts.CanTransition(exp.State, ch.State) {
-		return contracts.Job{}, fmt.Errorf("mongo: %s: %q to %q: %w", op, exp.State, ch.State, store.ErrBadTransition)
-	}
-	if ch.Attempt != 0 && ch.Attempt <= exp.Attempt {
-		return contracts.Job{}, fmt.Errorf("mongo: %s: attempt %d does not follow %d: %w", op, ch.Attempt, exp.Attempt, store.ErrBadTransition)
+	if err := ch.Check(exp); err != nil {
+		return contracts.Job{}, fmt.Errorf("mongo: %s: %w", op, err)
 	}
 	if ch.Now.IsZero() {
 		ch.Now = time.Now()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -103,11 +102,7 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 		return nil, nil
 	}
 
-	type found struct {
-		job contracts.Job
-		key time.Time
-	}
-	byID := map[string]*found{}
+	var found store.StaleSet
 	err := s.read(ctx, "find stale jobs", func(tx *sql.Tx) error {
 		for _, p := range parts {
 			rows, err := tx.QueryContext(ctx, p.query, p.args...)
@@ -119,14 +114,7 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 				return err
 			}
 			for _, j := range jobs {
-				k := p.key(j)
-				if f, ok := byID[j.ID]; ok {
-					if k.Before(f.key) {
-						f.key = k
-					}
-					continue
-				}
-				byID[j.ID] = &found{job: j, key: k}
+				found.Add(j, p.key(j))
 			}
 		}
 		return nil
@@ -134,24 +122,7 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 	if err != nil {
 		return nil, err
 	}
-	all := make([]*found, 0, len(byID))
-	for _, f := range byID {
-		all = append(all, f)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].key.Equal(all[j].key) {
-			return all[i].key.Before(all[j].key)
-		}
-		return all[i].job.ID < all[j].job.ID
-	})
-	if len(all) > limit {
-		all = all[:limit]
-	}
-	out := make([]contracts.Job, len(all))
-	for i, f := range all {
-		out[i] = f.job
-	}
-	return out, nil
+	return found.Jobs(limit), nil
 }
 
 // Purge deletes up to limit final jobs that finished before finishedBefore,

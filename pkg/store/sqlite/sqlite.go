@@ -103,7 +103,6 @@ type Store struct {
 	wc   *stmtCache
 	rc   *stmtCache
 	ws   writeStmts
-	get  *sql.Stmt
 
 	writes *writer
 }
@@ -238,8 +237,8 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.ws, err = prepareWrites(ctx, s.wc); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
-	if s.get, err = s.rc.get(ctx, getQuery); err != nil {
-		return fmt.Errorf("prepare: %w", err)
+	if err := s.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("prepare: read pool: %w", err)
 	}
 	return nil
 }

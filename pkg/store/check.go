@@ -1,0 +1,72 @@
+package store
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// Check reports whether ch may be applied to a job at exp at all: the state
+// machine must allow the move and a new attempt must be larger than the old
+// one. Its errors wrap ErrBadTransition. Every driver calls it before it
+// touches the database.
+func (ch Change) Check(exp Expect) error {
+	if !contracts.CanTransition(exp.State, ch.State) {
+		return fmt.Errorf("%q to %q: %w", exp.State, ch.State, ErrBadTransition)
+	}
+	if ch.Attempt != 0 && ch.Attempt <= exp.Attempt {
+		return fmt.Errorf("attempt %d does not follow %d: %w", ch.Attempt, exp.Attempt, ErrBadTransition)
+	}
+	return nil
+}
+
+// StaleSet merges the answers of a driver's separate stale queries (quiet
+// heartbeat, over max runtime, lost pending): a job found twice is kept
+// once, at the earliest time that made it stale, and Jobs returns the
+// oldest first. The zero value is ready to use.
+type StaleSet struct {
+	byID map[string]*staleEntry
+}
+
+type staleEntry struct {
+	job   contracts.Job
+	since time.Time
+}
+
+// Add records a job found stale since the given time.
+func (s *StaleSet) Add(j contracts.Job, since time.Time) {
+	if s.byID == nil {
+		s.byID = map[string]*staleEntry{}
+	}
+	if e, ok := s.byID[j.ID]; ok {
+		if since.Before(e.since) {
+			e.since = since
+		}
+		return
+	}
+	s.byID[j.ID] = &staleEntry{job: j, since: since}
+}
+
+// Jobs returns at most limit jobs, stalest first (ties by id).
+func (s *StaleSet) Jobs(limit int) []contracts.Job {
+	all := make([]*staleEntry, 0, len(s.byID))
+	for _, e := range s.byID {
+		all = append(all, e)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].since.Equal(all[j].since) {
+			return all[i].since.Before(all[j].since)
+		}
+		return all[i].job.ID < all[j].job.ID
+	})
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	out := make([]contracts.Job, len(all))
+	for i, e := range all {
+		out[i] = e.job
+	}
+	return out
+}
