@@ -58,3 +58,9 @@ compose-down:
 ## chaos: 10 minutes of load on the real binaries as separate processes while kill -9'ing services and NATS, then the invariant check
 chaos:
 	SLUICE_CHAOS_LONG=10m $(GO) test -run '^TestChaosLong$$' -count=1 -timeout 30m -v ./cmd/sluice/internal/chaos/
+
+.PHONY: fuzz
+
+## fuzz: every go test -fuzz target in turn, FUZZTIME each (default 5m); prints exec counts
+fuzz:
+	FUZZTIME=$${FUZZTIME:-5m} ./scripts/fuzz-all

@@ -437,3 +437,70 @@ func checkValidate(t *testing.T, r SubmitRequest, lim Limits) {
 		t.Fatalf("dispatch deadline %v outside (%v, %v]", s.DispatchDeadline, testNow, testNow.Add(maxWait))
 	}
 }
+
+func FuzzDecodeProgressReport(f *testing.F) {
+	addSeeds(f,
+		`{"job_id":"j1","attempt":1,"worker_id":"w1","progress":{"percent":42.5,"stage":"upload","message":"3 of 7"}}`,
+		`{"job_id":"j1","attempt":1,"worker_id":"w1","progress":{"percent":0}}`,
+		`{"job_id":"j1","attempt":1,"worker_id":"w1","progress":{"percent":100.0001}}`,
+		`{"job_id":"j1","attempt":1,"worker_id":"w1","progress":{"percent":-1}}`,
+		`{"job_id":"j1","attempt":1,"worker_id":"w1","progress":{"percent":1e400}}`,
+		`{"job_id":"j1","attempt":1,"worker_id":"w1","progress":{"percent":50,"stage":"`+strings.Repeat("s", 65)+`"}}`,
+		`{"job_id":"j1","attempt":0,"worker_id":"w1","progress":{"percent":5}}`,
+		`{"job_id":"j1","attempt":1,"worker_id":"w 1","progress":{"percent":5}}`,
+	)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := DecodeProgressReport(data)
+		if err != nil {
+			return
+		}
+		acceptedIsOneValue(t, data)
+		checkLeaseInvariant(t, Lease{JobID: m.JobID, Attempt: m.Attempt})
+		if !ValidWorkerID(m.WorkerID) || m.Progress.Check() != nil {
+			t.Fatalf("accepted %+v", m)
+		}
+		checkRoundTrip(t, m, DecodeProgressReport, sameValue[ProgressReport])
+	})
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	addSeeds(f,
+		`{"type":"state","job_id":"j1","tenant":"acme","kind":"sleep","state":"running","attempt":1,"worker":"w1","at":"2026-11-23T10:00:00Z"}`,
+		`{"type":"state","job_id":"j1","tenant":"a.b","state":"failed","attempt":3,"error":"stale: lost 3 times","at":"2026-11-23T10:00:00.123456789+02:00"}`,
+		`{"type":"progress","job_id":"j1","tenant":"acme","attempt":1,"progress":{"percent":10,"stage":"copy"},"at":"2026-11-23T10:00:00Z"}`,
+		`{"type":"progress","job_id":"j1","tenant":"acme","attempt":1,"at":"2026-11-23T10:00:00Z"}`,
+		`{"type":"state","job_id":"j1","state":"bored","attempt":1,"at":"2026-11-23T10:00:00Z"}`,
+		`{"type":"snapshot","job_id":"j1","at":"2026-11-23T10:00:00Z"}`,
+		`{"type":"state","job_id":"j1","state":"pending","at":"yesterday"}`,
+	)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := DecodeEvent(data)
+		if err != nil {
+			return
+		}
+		acceptedIsOneValue(t, data)
+		if !ValidJobID(m.JobID) {
+			t.Fatalf("accepted job_id %q", m.JobID)
+		}
+		switch m.Type {
+		case EventState:
+			if !m.State.Valid() {
+				t.Fatalf("accepted state %q", m.State)
+			}
+		case EventProgress:
+			if m.Progress == nil || m.Progress.Check() != nil {
+				t.Fatalf("accepted progress %+v", m.Progress)
+			}
+		default:
+			t.Fatalf("accepted type %q", m.Type)
+		}
+		checkRoundTrip(t, m, DecodeEvent, sameEvent)
+	})
+}
+
+// sameEvent compares instants, not time.Location pointers.
+func sameEvent(a, b Event) bool {
+	ta, tb := a.At, b.At
+	a.At, b.At = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b) && ta.Equal(tb)
+}
