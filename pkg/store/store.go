@@ -153,6 +153,10 @@ type HeartbeatOutcome struct {
 	Renewed []contracts.Lease
 	// Promoted leases were pending claims at that attempt and are now running on this worker.
 	Promoted []contracts.Lease
+	// Started holds the jobs of Promoted, in the same order, as they are
+	// after the promotion (without payload), for change events and the
+	// queue-wait metric.
+	Started []contracts.Job
 	// Lost leases are no longer this worker's: it must stop that work.
 	Lost []contracts.Lease
 	// Cancel lists held leases whose job a user asked to cancel.

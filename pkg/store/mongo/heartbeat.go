@@ -14,10 +14,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
-// leaseView is what a heartbeat reads back of a renewed or promoted job.
-type leaseView struct {
-	CancelRequested bool `bson:"cancel_requested"`
-}
 
 // Heartbeat sorts workerID's leases, one compare-and-set per lease:
 //
@@ -86,7 +82,10 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: promote lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
 			}
 			if ok {
+				job := v.job()
+				job.Payload = nil
 				out.Promoted = append(out.Promoted, l)
+				out.Started = append(out.Started, job)
 			}
 		}
 		if !ok {
@@ -102,14 +101,14 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 
 // leaseCAS applies update to the job filter matches, if any, and returns
 // what it reads back.
-func (s *Store) leaseCAS(ctx context.Context, opts *options.FindOneAndUpdateOptionsBuilder, filter, update bson.D) (leaseView, bool, error) {
-	var v leaseView
+func (s *Store) leaseCAS(ctx context.Context, opts *options.FindOneAndUpdateOptionsBuilder, filter, update bson.D) (jobDoc, bool, error) {
+	var v jobDoc
 	err := s.jobs.FindOneAndUpdate(ctx, filter, update, opts).Decode(&v)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
-		return leaseView{}, false, nil
+		return jobDoc{}, false, nil
 	case err != nil:
-		return leaseView{}, false, err
+		return jobDoc{}, false, err
 	}
 	return v, true, nil
 }

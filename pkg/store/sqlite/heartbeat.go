@@ -19,7 +19,7 @@ const (
 	renewQuery      = `UPDATE jobs SET heartbeat_at = ? WHERE id = ?`
 	promoteQuery    = `UPDATE jobs SET state = 'running', worker = ?,
 			started_at = ?, heartbeat_at = ?, updated_at = ?, runs = runs + 1, claim_until = NULL
-		WHERE id = ?`
+		WHERE id = ? RETURNING ` + jobColumns
 )
 
 // Heartbeat sorts workerID's leases in one write transaction:
@@ -72,10 +72,13 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				}
 				out.Renewed = append(out.Renewed, l)
 			case contracts.JobState(state) == contracts.StatePending && attempt > 0:
-				if _, err := promote.ExecContext(ctx, workerID, at, at, at, l.JobID); err != nil {
+				job, err := scanJob(promote.QueryRowContext(ctx, workerID, at, at, at, l.JobID))
+				if err != nil {
 					return fmt.Errorf("promote lease %s/%d: %w", l.JobID, l.Attempt, err)
 				}
+				job.Payload = nil
 				out.Promoted = append(out.Promoted, l)
+				out.Started = append(out.Started, job)
 			default:
 				out.Lost = append(out.Lost, l)
 				continue

@@ -25,6 +25,17 @@ func requireOutcome(t *testing.T, renewed, promoted, lost, cancel []contracts.Le
 	require.ElementsMatch(t, promoted, got.Promoted, "promoted")
 	require.ElementsMatch(t, lost, got.Lost, "lost")
 	require.ElementsMatch(t, cancel, got.Cancel, "cancel")
+	require.Len(t, got.Started, len(got.Promoted), "one started job per promoted lease")
+	for i, l := range got.Promoted {
+		j := got.Started[i]
+		require.Equal(t, l, leaseOf(j), "started[%d] is the job of promoted[%d]", i, i)
+		require.Equal(t, contracts.StateRunning, j.State, "started job's state")
+		require.NotEmpty(t, j.Tenant, "started job's tenant")
+		require.NotEmpty(t, j.Worker, "started job's worker")
+		require.NotNil(t, j.StartedAt, "started job's started_at")
+		require.False(t, j.CreatedAt.IsZero(), "started job's created_at")
+		require.Empty(t, j.Payload, "started job's payload is left out")
+	}
 }
 
 func testHeartbeatRenews(t *testing.T, s store.Store) {

@@ -1,0 +1,115 @@
+// Package events publishes and reads Sluice's job change events: the
+// SLUICE_EVENTS JetStream stream, one subject per job (see
+// contracts.EventSubject).
+//
+// Events are notifications, never the record. They are published with a
+// plain core NATS publish after the store's compare-and-set succeeded: no
+// acknowledgement is awaited, so an event can be lost (NATS down, the
+// stream deleted) and readers start from a snapshot read from the store.
+// The stream keeps events for a while (limits retention) so a reader can
+// resume from a stream sequence (the SSE Last-Event-ID).
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// Retention of the event stream: whichever limit is reached first drops
+// the oldest events.
+const (
+	// MaxAge is how long an event is kept.
+	MaxAge = time.Hour
+	// MaxBytes bounds the stream's size.
+	MaxBytes = 256 << 20
+	// MaxMsgsPerSubject bounds the events kept for one job.
+	MaxMsgsPerSubject = 1000
+)
+
+// StreamConfig is the event stream: file storage, limits retention, oldest
+// events dropped first.
+func StreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              contracts.EventStreamName,
+		Description:       "Sluice job change events (notifications; the store is the record)",
+		Subjects:          []string{contracts.EventStreamSubjects},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           jetstream.FileStorage,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            MaxAge,
+		MaxBytes:          MaxBytes,
+		MaxMsgsPerSubject: MaxMsgsPerSubject,
+		Replicas:          1,
+	}
+}
+
+// EnsureStream returns the event stream, creating it when it is missing;
+// an existing stream is left as it is.
+func EnsureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, contracts.EventStreamName)
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("ensure stream %s: %w", contracts.EventStreamName, err)
+	}
+	s, err = js.CreateStream(ctx, StreamConfig())
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		s, err = js.Stream(ctx, contracts.EventStreamName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", contracts.EventStreamName, err)
+	}
+	return s, nil
+}
+
+// Publisher sends change events. It is safe for concurrent use; a nil
+// *Publisher publishes nothing, so components can run without events.
+type Publisher struct {
+	nc      *nats.Conn
+	dropped atomic.Int64
+}
+
+// NewPublisher returns a Publisher on nc.
+func NewPublisher(nc *nats.Conn) *Publisher { return &Publisher{nc: nc} }
+
+// Publish sends ev without waiting for anything. An event that cannot be
+// sent is counted (Dropped) and otherwise ignored: the store already holds
+// the change.
+func (p *Publisher) Publish(ev contracts.Event) {
+	if p == nil {
+		return
+	}
+	data, err := json.Marshal(ev)
+	if err == nil {
+		err = p.nc.Publish(ev.Subject(), data)
+	}
+	if err != nil {
+		p.dropped.Add(1)
+	}
+}
+
+// State publishes a state event for job as it is after a change.
+func (p *Publisher) State(job contracts.Job) {
+	if p == nil {
+		return
+	}
+	p.Publish(contracts.StateEvent(job))
+}
+
+// Dropped says how many events could not be sent.
+func (p *Publisher) Dropped() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.dropped.Load()
+}

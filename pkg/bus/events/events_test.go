@@ -1,0 +1,165 @@
+package events_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/events"
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type bundle struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	pub *events.Publisher
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = events.EnsureStream(t.Context(), js)
+	require.NoError(t, err)
+	return bundle{nc: nc, js: js, pub: events.NewPublisher(nc)}
+}
+
+func stateEvent(tenant, id string, st contracts.JobState, attempt int64) contracts.Event {
+	return contracts.StateEvent(contracts.Job{ID: id, Tenant: tenant, Kind: "sleep", State: st, Attempt: attempt,
+		UpdatedAt: time.Now().UTC()})
+}
+
+// next reads one event or fails after a generous wait.
+func next(t *testing.T, f *events.Follower) events.Received {
+	t.Helper()
+	select {
+	case r, ok := <-f.C():
+		require.True(t, ok, "follower closed: %v", f.Err())
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	return events.Received{}
+}
+
+func TestStreamConfigKeepsEventsForResume(t *testing.T) {
+	t.Parallel()
+	cfg := events.StreamConfig()
+	require.Equal(t, contracts.EventStreamName, cfg.Name)
+	require.Equal(t, []string{contracts.EventStreamSubjects}, cfg.Subjects)
+	require.Equal(t, jetstream.LimitsPolicy, cfg.Retention)
+	require.Equal(t, jetstream.FileStorage, cfg.Storage)
+	require.Positive(t, cfg.MaxAge)
+	require.Positive(t, cfg.MaxBytes)
+}
+
+func TestFollowJobFromNowOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.pub.Publish(stateEvent("acme", "j1", contracts.StatePending, 0)) // before the follower: not seen
+	waitSeq(t, b, 1)
+
+	f, err := events.Follow(t.Context(), b.js, contracts.EventSubject("acme", "j1"), 0)
+	require.NoError(t, err)
+	defer f.Close()
+	require.Equal(t, uint64(1), f.Start)
+
+	b.pub.Publish(stateEvent("acme", "j2", contracts.StateRunning, 1)) // another job: filtered out
+	b.pub.State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateRunning, Attempt: 1, Worker: "w1"})
+	b.pub.Publish(contracts.Event{Type: contracts.EventProgress, JobID: "j1", Tenant: "acme", Attempt: 1,
+		Progress: &contracts.Progress{Percent: 50, Stage: "copy"}, At: time.Now()})
+
+	r := next(t, f)
+	require.Equal(t, uint64(3), r.Seq)
+	require.Equal(t, contracts.EventState, r.Event.Type)
+	require.Equal(t, contracts.StateRunning, r.Event.State)
+	require.Equal(t, "w1", r.Event.Worker)
+	r = next(t, f)
+	require.Equal(t, uint64(4), r.Seq)
+	require.Equal(t, contracts.EventProgress, r.Event.Type)
+	require.InDelta(t, 50, r.Event.Progress.Percent, 0)
+	require.Zero(t, b.pub.Dropped())
+}
+
+func TestFollowTenantResumesAfterSequence(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A tenant name with a dot still maps to one subject token.
+	for i, id := range []string{"a1", "a2", "a3"} {
+		b.pub.Publish(stateEvent("acme.eu", id, contracts.StatePending, int64(i)))
+		b.pub.Publish(stateEvent("other", id, contracts.StatePending, int64(i)))
+	}
+	waitSeq(t, b, 6)
+
+	f, err := events.Follow(t.Context(), b.js, contracts.TenantEventSubjects("acme.eu"), 1)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, want := range []struct {
+		seq uint64
+		id  string
+	}{{3, "a2"}, {5, "a3"}} {
+		r := next(t, f)
+		require.Equal(t, want.seq, r.Seq)
+		require.Equal(t, want.id, r.Event.JobID)
+		require.Equal(t, "acme.eu", r.Event.Tenant)
+	}
+}
+
+func TestFollowAfterBeyondTheEndStartsAtTheEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.pub.Publish(stateEvent("acme", "j1", contracts.StatePending, 0))
+	waitSeq(t, b, 1)
+	// A client's Last-Event-ID from before the stream was recreated.
+	f, err := events.Follow(t.Context(), b.js, contracts.TenantEventSubjects("acme"), 999)
+	require.NoError(t, err)
+	defer f.Close()
+	require.Equal(t, uint64(1), f.Start)
+	b.pub.Publish(stateEvent("acme", "j1", contracts.StateRunning, 1))
+	r := next(t, f)
+	require.Equal(t, uint64(2), r.Seq)
+}
+
+func TestCloseEndsTheFollower(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f, err := events.Follow(t.Context(), b.js, contracts.TenantEventSubjects("acme"), 0)
+	require.NoError(t, err)
+	f.Close()
+	f.Close() // idempotent
+	_, ok := <-f.C()
+	require.False(t, ok)
+	require.NoError(t, f.Err())
+}
+
+func TestNilPublisherPublishesNothing(t *testing.T) {
+	t.Parallel()
+	var p *events.Publisher
+	p.State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StatePending})
+	require.Zero(t, p.Dropped())
+}
+
+// waitSeq waits until the stream holds n events.
+func waitSeq(t *testing.T, b bundle, n uint64) {
+	t.Helper()
+	require.NoError(t, b.nc.Flush())
+	s, err := b.js.Stream(t.Context(), contracts.EventStreamName)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := s.Info(t.Context())
+		return err == nil && info.State.LastSeq >= n
+	}, 10*time.Second, 5*time.Millisecond)
+}

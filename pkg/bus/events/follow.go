@@ -1,0 +1,126 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// Received is one event read from the stream, with its stream sequence
+// (the SSE event id).
+type Received struct {
+	Seq   uint64
+	Event contracts.Event
+}
+
+// Follower reads the events of one subject filter in stream order. Build it
+// with Follow; read C until it is closed; Close it when done.
+type Follower struct {
+	// Start is the sequence the follower started after: the stream's last
+	// sequence when it was created, or the requested one if older.
+	Start uint64
+
+	c      chan Received
+	it     jetstream.MessagesContext
+	done   chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+	mu     sync.Mutex
+	err    error
+}
+
+// Follow starts reading filter's events after sequence after; after 0, or
+// beyond the stream's end (the stream was recreated and numbers restarted),
+// means only events newer than now. Events older than the stream keeps are
+// gone: reading resumes at the oldest kept. The stream is created if
+// missing.
+func Follow(ctx context.Context, js jetstream.JetStream, filter string, after uint64) (*Follower, error) {
+	s, err := EnsureStream(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("follow %s: stream info: %w", filter, err)
+	}
+	last := info.State.LastSeq
+	if after == 0 || after > last {
+		after = last
+	}
+	cons, err := js.OrderedConsumer(ctx, contracts.EventStreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    after + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("follow %s: %w", filter, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("follow %s: %w", filter, err)
+	}
+	f := &Follower{Start: after, c: make(chan Received, 64), it: it, done: make(chan struct{})}
+	f.wg.Add(1)
+	go f.pump()
+	return f, nil
+}
+
+// C delivers the events; it is closed when the follower stops (Close, or
+// the subscription failed: see Err).
+func (f *Follower) C() <-chan Received { return f.c }
+
+// Err says why C was closed early; nil after Close.
+func (f *Follower) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// Close stops the follower and waits for its goroutine.
+func (f *Follower) Close() {
+	f.once.Do(func() {
+		close(f.done)
+		f.it.Stop()
+	})
+	f.wg.Wait()
+}
+
+// pump moves messages from the consumer to C. Malformed events are
+// skipped.
+func (f *Follower) pump() {
+	defer f.wg.Done()
+	defer close(f.c)
+	for {
+		msg, err := f.it.Next()
+		if err != nil {
+			select {
+			case <-f.done:
+			default:
+				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					f.mu.Lock()
+					f.err = fmt.Errorf("follow events: %w", err)
+					f.mu.Unlock()
+				}
+			}
+			return
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			continue
+		}
+		ev, err := contracts.DecodeEvent(msg.Data())
+		if err != nil {
+			continue
+		}
+		select {
+		case f.c <- Received{Seq: meta.Sequence.Stream, Event: ev}:
+		case <-f.done:
+			return
+		}
+	}
+}
