@@ -63,6 +63,11 @@ type Stats struct {
 	Counts          map[JobState]int `json:"counts"`
 	TenantActive    map[string]int   `json:"tenant_active,omitempty"`
 	Workers         []WorkerInfo     `json:"workers"`
+	// RecentRejections are the latest requests this gateway answered 429
+	// (admission caps and rate limits), newest first, at most
+	// MaxRecentRejections; in token mode only the caller's own. Each
+	// gateway keeps its own in memory: they are lost on restart.
+	RecentRejections []Rejection `json:"recent_rejections"`
 }
 
 // WorkerInfo is one live worker as the roster last heard of it.

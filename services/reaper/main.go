@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store/dial"
@@ -44,7 +47,9 @@ func run() error {
 		return err
 	}
 	defer link.Close()
-	r, err := reaper.New(cfg, reaper.Deps{Store: st, NC: link.Conn, JS: link.JS, Log: log})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r, err := reaper.New(cfg, reaper.Deps{Store: st, NC: link.Conn, JS: link.JS, Log: log, Registry: reg})
 	if err != nil {
 		return err
 	}

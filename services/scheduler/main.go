@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store/dial"
@@ -43,7 +46,9 @@ func run() error {
 		return err
 	}
 	defer link.Close()
-	s, err := scheduler.New(cfg, scheduler.Deps{Store: st, NC: link.Conn, JS: link.JS, Log: log})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s, err := scheduler.New(cfg, scheduler.Deps{Store: st, NC: link.Conn, JS: link.JS, Log: log, Registry: reg})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/bus/roster"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
@@ -42,6 +43,7 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
 	"github.com/sluicehq/sluice/services/gateway/internal/natsapi"
 	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
+	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
 )
 
 // streamSetupTimeout bounds the best-effort creation of the job stream at
@@ -135,15 +137,22 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	if err := metrics.RegisterActiveJobs(reg, deps.Store.Stats, 0, 0, nil); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	au, err := auth.Parse(cfg.APITokens)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: SLUICE_API_TOKENS: %w", err)
 	}
 	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive}
-	admitter := admission.New(deps.Store, deps.JS, admission.Settings{
+	// One log of recent 429s for both transports, shown in /v1/stats.
+	rejected := rejections.New(contracts.MaxRecentRejections, deps.Now)
+	pub := events.NewPublisher(deps.NC)
+	admitter := admission.New(deps.Store, deps.JS, pub, admission.Settings{
 		Caps:       caps,
 		Limits:     contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts},
 		RetryAfter: cfg.RetryInterval,
+		Rejections: rejected,
 	}, deps.Now, deps.Log, m)
 
 	probe := observe.NewProbe(deps.Log, nil)
@@ -170,7 +179,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		handler: httpapi.New(httpapi.Deps{
 			Store:        deps.Store,
 			Admitter:     admitter,
-			Canceller:    cancel.New(deps.Store, deps.NC, deps.Now, deps.Log),
+			Canceller:    cancel.New(deps.Store, deps.NC, pub, deps.Now, deps.Log),
 			Auth:         au,
 			Roster:       ros,
 			Probe:        probe,
@@ -181,9 +190,11 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			Caps:         caps,
 			TenantLimit:  tenantLimit,
 			IPLimit:      ipLimit,
+			Rejections:   rejected,
+			JS:           deps.JS,
 		}),
 		natsAPI: natsapi.New(deps.NC, admitter, au, cfg.MaxBodyBytes, deps.Log,
-			natsapi.Options{TenantLimit: tenantLimit, Metrics: m}),
+			natsapi.Options{TenantLimit: tenantLimit, Metrics: m, Rejections: rejected}),
 	}
 	return g, nil
 }
@@ -260,6 +271,9 @@ func (g *Gateway) ensureStream(ctx context.Context) {
 	defer cancel()
 	if _, err := bus.EnsureStream(sctx, g.js); err != nil {
 		g.log.Warn().Err(err).Msg("job stream not ensured at startup")
+	}
+	if _, err := events.EnsureStream(sctx, g.js); err != nil {
+		g.log.Warn().Err(err).Msg("event stream not ensured at startup; event readers create it")
 	}
 }
 

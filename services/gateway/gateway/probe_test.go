@@ -64,9 +64,14 @@ func TestMetrics(t *testing.T) {
 		`sluice_gateway_admissions_total{limit="none",outcome="admitted"} 1`,
 		`sluice_gateway_admissions_total{limit="global",outcome="rejected"} 1`,
 		`sluice_gateway_admissions_total{limit="tenant",outcome="rejected"} 0`,
-		`sluice_gateway_http_requests_total{code="202",route="POST /v1/jobs"} 1`,
-		`sluice_gateway_http_requests_total{code="429",route="POST /v1/jobs"} 1`,
-		`sluice_gateway_http_request_duration_seconds_bucket{route="POST /v1/jobs"`,
+		`sluice_gateway_admissions_total{limit="rate_ip",outcome="rejected"} 0`,
+		`sluice_gateway_admissions_total{limit="rate_tenant",outcome="rejected"} 0`,
+		`sluice_gateway_http_requests_total{code="202",method="POST",route="/v1/jobs"} 1`,
+		`sluice_gateway_http_requests_total{code="429",method="POST",route="/v1/jobs"} 1`,
+		`sluice_gateway_http_request_duration_seconds_bucket{method="POST",route="/v1/jobs"`,
+		`sluice_gateway_active_jobs{state="pending"} 1`,
+		`sluice_gateway_active_jobs{state="running"} 0`,
+		`sluice_gateway_active_jobs_errors_total 0`,
 		`sluice_gateway_due_publish_failures_total 0`,
 	} {
 		require.Contains(t, text, want)

@@ -77,6 +77,12 @@ func TestRateLimitTenantBurst(t *testing.T) {
 	}
 	// Authentication comes first: a bad token is 401, not 429.
 	b.submit("wrong", `{"kind":"x"}`).requireError(t, http.StatusUnauthorized, contracts.CodeUnauthorized)
+
+	// The refused submit is a rejected admission; the refused cancel is not.
+	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="http"} 2`)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="rate_tenant",outcome="rejected"} 1`)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="none",outcome="admitted"} 3`)
 }
 
 func TestRateLimitTenantsIndependent(t *testing.T) {
@@ -173,6 +179,8 @@ func TestRateLimitNeverOnHealthReadyMetricsOrReads(t *testing.T) {
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="ip",transport="http"} 2`)
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="http"} 1`)
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="nats"} 0`)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="rate_ip",outcome="rejected"} 2`)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="rate_tenant",outcome="rejected"} 1`)
 }
 
 func TestRateLimitZeroDisables(t *testing.T) {
@@ -239,6 +247,7 @@ func TestRateLimitNATSSubmit(t *testing.T) {
 	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="nats"} 1`)
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="http"} 1`)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="rate_tenant",outcome="rejected"} 2`)
 }
 
 func TestRateLimitConfig(t *testing.T) {

@@ -40,11 +40,7 @@ type Reaper struct {
 	deps    Deps
 	sweeper *sweep.Sweeper
 	probe   *observe.Probe
-
-	duration prometheus.Histogram
-	requeued *prometheus.CounterVec
-	purged   prometheus.Counter
-	drift    prometheus.Counter
+	m       *metrics
 }
 
 // New builds a reaper.
@@ -62,22 +58,11 @@ func New(cfg Config, d Deps) (*Reaper, error) {
 	if d.Registry == nil {
 		d.Registry = prometheus.NewRegistry()
 	}
-	r := &Reaper{cfg: cfg, deps: d,
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "sluice_reaper_sweep_duration_seconds", Help: "Duration of one reaper sweep.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 3, 12),
-		}),
-		requeued: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_reaper_requeues_total", Help: "Requeue events published, by reason.",
-		}, []string{"reason"}),
-		purged: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_reaper_purged_jobs_total", Help: "Finished jobs purged after retention.",
-		}),
-		drift: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_reaper_counter_drift_total", Help: "Admission counter drift repaired.",
-		}),
+	m, err := newMetrics(d.Registry)
+	if err != nil {
+		return nil, err
 	}
-	d.Registry.MustRegister(r.duration, r.requeued, r.purged, r.drift)
+	r := &Reaper{cfg: cfg, deps: d, m: m}
 	r.sweeper = sweep.New(sweep.Config{
 		StaleThreshold: cfg.StaleThreshold, LostAfter: cfg.LostAfter, MaxRuntime: cfg.MaxRuntime,
 		Retention: cfg.Retention, Batch: cfg.Batch,
@@ -95,12 +80,7 @@ func (r *Reaper) Probe() *observe.Probe { return r.probe }
 func (r *Reaper) Sweep(ctx context.Context) (sweep.Report, error) {
 	start := time.Now()
 	rep, err := r.sweeper.Run(ctx)
-	r.duration.Observe(time.Since(start).Seconds())
-	for reason, n := range rep.Requeued {
-		r.requeued.WithLabelValues(reason).Add(float64(n))
-	}
-	r.purged.Add(float64(rep.Purged))
-	r.drift.Add(float64(rep.Drift))
+	r.m.observe(rep, time.Since(start))
 	return rep, err
 }
 

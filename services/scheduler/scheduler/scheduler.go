@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/bus/roster"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
@@ -70,13 +71,14 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	m := metrics.New(d.Registry)
 	r := roster.New(d.Now)
 	s := &Scheduler{cfg: cfg, deps: d, roster: r}
+	pub := events.NewPublisher(d.NC)
 	s.dispatch = dispatch.New(dispatch.Config{
 		RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
 		HoldForRoom: cfg.RetryInterval, MaxHolding: max(cfg.Concurrency/2, 1),
 	},
-		d.Store, d.NC, picker.New(r, 0), d.Now, rand.Float64, d.Log, m)
+		d.Store, d.NC, picker.New(r, 0), pub, d.Now, rand.Float64, d.Log, m)
 	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime},
-		d.Store, notifier{nc: d.NC, js: d.JS}, d.Now, d.Log, m)
+		d.Store, notifier{nc: d.NC, js: d.JS}, pub, d.Now, d.Log, m)
 	s.probe = observe.NewProbe(d.Log, d.Registry)
 	s.probe.AddCheck("store", d.Store.Ping)
 	s.probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, d.NC, d.JS) })
@@ -103,6 +105,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.Concurrency, s.apply.Result)
 	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)
 	g.Go(func() error { return s.serveHeartbeats(gctx) })
+	g.Go(func() error { return s.serveProgress(gctx) })
 	g.Go(func() error { return s.probe.Serve(gctx, s.cfg.HTTPAddr) })
 	return g.Wait()
 }
@@ -156,4 +159,38 @@ func (n notifier) Cancel(workerID string, l contracts.Lease) error {
 		return err
 	}
 	return n.nc.Publish(contracts.WorkerCancelSubject(workerID), b)
+}
+
+// progressWorkers is how many progress reports one scheduler applies at once.
+const progressWorkers = 4
+
+// serveProgress applies workers' progress reports (queue group shared by
+// every scheduler replica) until ctx ends. Reports are fire and forget: a
+// full buffer drops the newest ones, and the worker's next report replaces
+// them.
+func (s *Scheduler) serveProgress(ctx context.Context) error {
+	ch := make(chan *nats.Msg, 1024)
+	sub, err := s.deps.NC.ChanQueueSubscribe(contracts.SubjectProgress, contracts.QueueScheduler, ch)
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", contracts.SubjectProgress, err)
+	}
+	var wg sync.WaitGroup
+	for range progressWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m := <-ch:
+					s.apply.Progress(ctx, m.Data)
+				}
+			}
+		}()
+	}
+	<-ctx.Done()
+	_ = sub.Unsubscribe()
+	wg.Wait()
+	return nil
 }

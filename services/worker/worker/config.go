@@ -22,6 +22,7 @@ const (
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultStaleThreshold    = 30 * time.Second
 	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultProgressInterval  = 500 * time.Millisecond
 	DefaultDataDir           = "./.sluice"
 )
 
@@ -62,6 +63,9 @@ type Config struct {
 	// ShutdownTimeout bounds the wait for running handlers on shutdown;
 	// those still running then are cancelled and requeued.
 	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	// ProgressInterval is the least time between two progress reports of
+	// one job; reports in between are coalesced (the latest wins).
+	ProgressInterval time.Duration `env:"SLUICE_WORKER_PROGRESS_INTERVAL" envDefault:"500ms"`
 	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
 	HTTPAddr string `env:"SLUICE_WORKER_HTTP_ADDR"`
 	// DataDir holds the embedded NATS server's files when NATS URL is empty.
@@ -78,6 +82,7 @@ func DefaultConfig() Config {
 		StaleThreshold:    DefaultStaleThreshold,
 		Kinds:             append([]string(nil), DefaultKinds...),
 		ShutdownTimeout:   DefaultShutdownTimeout,
+		ProgressInterval:  DefaultProgressInterval,
 		DataDir:           DefaultDataDir,
 	}
 	c.LogLevel, c.LogFormat = "info", "json"
@@ -113,6 +118,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = DefaultProgressInterval
 	}
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
@@ -157,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("SLUICE_SHUTDOWN_TIMEOUT %s must be positive", c.ShutdownTimeout)
+	}
+	if c.ProgressInterval <= 0 {
+		bad("SLUICE_WORKER_PROGRESS_INTERVAL %s must be positive", c.ProgressInterval)
 	}
 	for _, k := range c.Kinds {
 		if !kinds.Known(k) {

@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/internal/progress"
 )
 
 // startHeartbeatTimeout bounds one try of the start heartbeat.
@@ -42,7 +43,9 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		// Lost, cancelled or shut down before the handler started.
 		err = context.Cause(jctx)
 	} else {
-		res, err = w.call(jctx, t)
+		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.opts.now)
+		res, err = w.call(progress.With(jctx, th), t)
+		th.Stop()
 	}
 	w.release(t)
 
@@ -54,7 +57,9 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 
 // call runs the handler, turning a panic into an error.
 func (w *Worker) call(ctx context.Context, t *task) (res Result, err error) {
+	start := time.Now()
 	defer func() {
+		w.m.handlerSeconds.WithLabelValues(t.job.Kind).Observe(time.Since(start).Seconds())
 		if r := recover(); r != nil {
 			t.log.Error().Interface("panic", r).Bytes("stack", debug.Stack()).Msg("handler panicked")
 			res, err = nil, fmt.Errorf("panic: %v", r)

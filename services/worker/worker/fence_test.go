@@ -54,6 +54,7 @@ func TestLostLeaseInPeriodicAckCancelsHandler(t *testing.T) {
 	require.Eventually(t, func() bool { return r.w.InFlight() == 0 }, waitFor, 5*time.Millisecond)
 	b.noResult(300 * time.Millisecond)
 	require.EqualValues(t, 1, b.metric("sluice_worker_jobs_total", map[string]string{"state": "fenced"}))
+	require.EqualValues(t, 1, b.metric("sluice_worker_leases_fenced_total", map[string]string{"reason": "lost"}))
 }
 
 func TestMissingAcksSelfFenceHandler(t *testing.T) {
@@ -97,6 +98,7 @@ func TestMissingAcksSelfFenceHandler(t *testing.T) {
 	require.Eventually(t, func() bool { return r.w.InFlight() == 0 }, waitFor, 5*time.Millisecond)
 	b.noResult(300 * time.Millisecond)
 	require.EqualValues(t, 1, b.metric("sluice_worker_jobs_total", map[string]string{"state": "fenced"}))
+	require.EqualValues(t, 1, b.metric("sluice_worker_leases_fenced_total", map[string]string{"reason": "unacknowledged"}))
 }
 
 // TestErrorAcksDoNotRenew: a scheduler that answers but could not record

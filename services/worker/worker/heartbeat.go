@@ -39,6 +39,7 @@ func (w *Worker) heartbeatTick(ctx context.Context) {
 	now := w.opts.now()
 	for _, l := range w.leases.Unacknowledged(now, w.fenceAfter()) {
 		if w.leases.Fence(l, lease.ErrUnacknowledged) {
+			w.m.fenced.WithLabelValues(fenceUnacknowledged).Inc()
 			w.log.Warn().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).
 				Dur("unacknowledged_for", w.fenceAfter()).Msg("lease not acknowledged in time; cancelling the handler")
 		}
@@ -102,6 +103,7 @@ func (w *Worker) applyAck(sent []contracts.Lease, ack contracts.HeartbeatAck, se
 	for _, l := range ack.Lost {
 		lost[l] = true
 		if w.leases.Fence(l, lease.ErrLost) {
+			w.m.fenced.WithLabelValues(fenceLost).Inc()
 			w.log.Warn().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).
 				Msg("lease lost; cancelling the handler")
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // Label values of the worker's metrics.
@@ -23,6 +25,9 @@ const (
 	jobRequeued  = "requeued"  // given back on shutdown
 	jobFenced    = "fenced"    // lease lost or unacknowledged: nothing reported
 	jobUnclaimed = "unclaimed" // the start heartbeat was never acknowledged
+
+	fenceLost           = "lost"           // the scheduler answered that the lease is gone
+	fenceUnacknowledged = "unacknowledged" // no heartbeat acknowledged for too long
 )
 
 // metrics are the worker's Prometheus series.
@@ -33,6 +38,12 @@ type metrics struct {
 	jobs       *prometheus.CounterVec
 	heartbeats *prometheus.CounterVec
 	deliveries *prometheus.CounterVec
+	progress   *prometheus.CounterVec
+	// handlerSeconds observes handler run times by kind (kinds are the
+	// handlers registered in code, so the label is bounded).
+	handlerSeconds *prometheus.HistogramVec
+	// fenced counts leases whose handler was cancelled, by reason.
+	fenced *prometheus.CounterVec
 }
 
 // newMetrics registers the worker's series on reg. Series another worker
@@ -80,7 +91,35 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	progress, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_worker_progress_reports_total",
+		Help: "Progress reports published after throttling, by outcome (sent, dropped).",
+	}, []string{"outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	handlerSeconds, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_worker_handler_duration_seconds",
+		Help:    "Time a job handler ran (its return, panic or cancellation included), by kind.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 3, 14),
+	}, []string{"kind"}))
+	if err != nil {
+		return nil, err
+	}
+	fenced, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_worker_leases_fenced_total",
+		Help: "Leases whose handler the worker cancelled itself, by reason (lost: the scheduler said the lease is gone; unacknowledged: heartbeats went unanswered too long).",
+	}, []string{"reason"}))
+	if err != nil {
+		return nil, err
+	}
 	// Start every known series at zero so dashboards see them before the first event.
+	for _, s := range []string{string(contracts.StateSucceeded), string(contracts.StateFailed), string(contracts.StateCancelled), jobRequeued, jobFenced, jobUnclaimed} {
+		jobs.WithLabelValues(s)
+	}
+	for _, r := range []string{fenceLost, fenceUnacknowledged} {
+		fenced.WithLabelValues(r)
+	}
 	for _, o := range []string{outcomeAccepted, outcomeBusy, outcomeRefused} {
 		offers.WithLabelValues(o)
 	}
@@ -94,6 +133,10 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 		jobs:       jobs,
 		heartbeats: heartbeats,
 		deliveries: deliveries,
+		progress:   progress,
+
+		handlerSeconds: handlerSeconds,
+		fenced:         fenced,
 	}, nil
 }
 

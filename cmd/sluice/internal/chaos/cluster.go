@@ -1,11 +1,15 @@
 // Package chaos is Sluice's crash and fault harness. It builds the real
 // service binaries, runs them as separate processes on 127.0.0.1 (a
 // standalone NATS server, two gateways, two schedulers, four workers, a
-// reaper, all on one embedded store file), drives a steady submit load
-// against both gateways while it kill -9's and restarts random services
-// (and NATS once), then checks the guarantees of DESIGN.md against the store:
-// no admitted job lost, active jobs never above the cap, no worker above its
-// limit.
+// reaper, all on one store: the embedded SQLite file, or MongoDB's driver
+// against a FerretDB process of its own), drives a steady submit load from
+// several tenants against both gateways while it kill -9's and restarts
+// random services, restarts NATS (and the store process), deletes the job
+// stream and freezes workers with SIGSTOP past the stale threshold, then
+// checks the guarantees of DESIGN.md: no admitted job lost, active jobs
+// never above the global or a tenant's cap, no worker above its limit, and,
+// from the probe workers' journals, no two attempts of one job running at
+// once.
 //
 // Every process is tracked by its pid and killed by pid; nothing is ever
 // killed by name.
@@ -19,25 +23,44 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
-	"syscall"
+	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/chaos/journal"
 )
 
-// Service binaries the harness builds, by name, and their packages.
+// Binaries the harness builds, by name, and their packages.
 var packages = map[string]string{
-	"natsd":     "github.com/sluicehq/sluice/cmd/sluice/internal/chaos/natsd",
-	"gateway":   "github.com/sluicehq/sluice/services/gateway",
-	"scheduler": "github.com/sluicehq/sluice/services/scheduler",
-	"worker":    "github.com/sluicehq/sluice/services/worker",
-	"reaper":    "github.com/sluicehq/sluice/services/reaper",
+	"natsd":       "github.com/sluicehq/sluice/cmd/sluice/internal/chaos/natsd",
+	"probeworker": "github.com/sluicehq/sluice/cmd/sluice/internal/chaos/probeworker",
+	"ferretd":     "github.com/sluicehq/sluice/pkg/store/mongo/internal/ferrettest/ferretd",
+	"gateway":     "github.com/sluicehq/sluice/services/gateway",
+	"scheduler":   "github.com/sluicehq/sluice/services/scheduler",
+	"reaper":      "github.com/sluicehq/sluice/services/reaper",
 }
 
-// Build compiles every binary the harness runs into dir (without -race: they
-// are separate processes). It must run inside the Sluice workspace.
-func Build(ctx context.Context, dir string) error {
+// StoreKind selects the store the services share.
+type StoreKind string
+
+// Store kinds.
+const (
+	// StoreEmbedded is the embedded SQLite store: one file every process opens.
+	StoreEmbedded StoreKind = "sqlite"
+	// StoreMongo is the MongoDB driver against a FerretDB process (ferretd)
+	// that the harness also kills and restarts.
+	StoreMongo StoreKind = "mongodb"
+)
+
+// Build compiles every binary a cluster on store kind runs into dir
+// (without -race: they are separate processes). It must run inside the
+// Sluice workspace.
+func Build(ctx context.Context, dir string, kind StoreKind) error {
+	names := []string{"natsd", "probeworker", "gateway", "scheduler", "reaper"}
+	if kind == StoreMongo {
+		names = append(names, "ferretd")
+	}
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	for _, name := range []string{"natsd", "gateway", "scheduler", "worker", "reaper"} {
+	for _, name := range names {
 		args = append(args, packages[name])
 	}
 	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
@@ -50,18 +73,25 @@ func Build(ctx context.Context, dir string) error {
 // Config sizes the cluster.
 type Config struct {
 	BinDir  string // where Build put the binaries
-	WorkDir string // data dir (store file, NATS files) and process logs
+	WorkDir string // data dirs, journals and process logs
+	Store   StoreKind
 
 	Gateways, Schedulers, Workers int
 	WorkerLimit                   int // SLUICE_WORKER_MAX_CONCURRENT_TASKS
 	MaxActive                     int // SLUICE_MAX_ACTIVE
+	Tenants                       int // tenants with a token each (SLUICE_API_TOKENS)
+	TenantMaxActive               int // SLUICE_TENANT_MAX_ACTIVE
 	HeartbeatInterval             time.Duration
 	StaleThreshold                time.Duration
 	RetryInterval                 time.Duration
 	DispatchDeadline              time.Duration
+	ReaperInterval                time.Duration
 }
 
 func (c *Config) defaults() {
+	if c.Store == "" {
+		c.Store = StoreEmbedded
+	}
 	if c.Gateways <= 0 {
 		c.Gateways = 2
 	}
@@ -77,6 +107,12 @@ func (c *Config) defaults() {
 	if c.MaxActive <= 0 {
 		c.MaxActive = 40
 	}
+	if c.Tenants <= 0 {
+		c.Tenants = 3
+	}
+	if c.TenantMaxActive <= 0 {
+		c.TenantMaxActive = 16
+	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = 200 * time.Millisecond
 	}
@@ -89,165 +125,138 @@ func (c *Config) defaults() {
 	if c.DispatchDeadline <= 0 {
 		c.DispatchDeadline = 20 * time.Second
 	}
-}
-
-// Proc is one service process: its name (e.g. "worker-2"), service kind and
-// the pid of its current incarnation.
-type Proc struct {
-	Name    string
-	Service string
-	bin     string
-	args    []string
-	env     []string
-	log     string
-
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{}
-	started  time.Time
-	workerID string
-}
-
-// Started is when the current incarnation was started.
-func (p *Proc) Started() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.started
-}
-
-func (p *Proc) start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = logf, logf
-	p.started = time.Now()
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
-		return fmt.Errorf("chaos: start %s: %w", p.Name, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = logf.Close()
-		close(done)
-	}()
-	p.cmd, p.done = cmd, done
-	return nil
-}
-
-// kill sends SIGKILL to the current incarnation's pid and waits for it.
-func (p *Proc) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
-
-// alive reports whether the current incarnation is still running (a service
-// may also exit by itself, e.g. on a fatal error).
-func (p *Proc) alive() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
+	if c.ReaperInterval <= 0 {
+		c.ReaperInterval = 500 * time.Millisecond
 	}
 }
+
+// FenceAfter is how long a worker runs a job without an acknowledged
+// heartbeat before it fences itself: two thirds of the stale threshold.
+func (c Config) FenceAfter() time.Duration { return c.StaleThreshold * 2 / 3 }
+
+// Tenant is one API tenant and its token.
+type Tenant struct{ Name, Token string }
 
 // Cluster is the running set of processes.
 type Cluster struct {
-	cfg       Config
-	NATSURL   string
-	Gateways  []string // base URLs
-	StorePath string
-	NATS      *Proc
-	Procs     []*Proc // every service but NATS
+	cfg        Config
+	NATSURL    string
+	Gateways   []string // base URLs
+	Schedulers []string // base URLs of the schedulers' /metrics
+	Tenants    []Tenant
+	DataDir    string
+	StoreURI   string // SLUICE_STORE: empty for the embedded store
+	JournalDir string
+	NATS       *Proc
+	StoreProc  *Proc   // ferretd; nil for the embedded store
+	Procs      []*Proc // every service but NATS and the store
 }
 
-// Start launches NATS and every service and waits until NATS accepts
-// connections. Call Close when done, also on error.
+// Start launches the store process (if any), NATS and every service and
+// waits until NATS (and the store) accept connections. Call Close when
+// done, also on error.
 func Start(cfg Config) (*Cluster, error) {
 	cfg.defaults()
-	dataDir := filepath.Join(cfg.WorkDir, "data")
+	c := &Cluster{cfg: cfg, DataDir: filepath.Join(cfg.WorkDir, "data"), JournalDir: filepath.Join(cfg.WorkDir, "journal")}
 	logDir := filepath.Join(cfg.WorkDir, "logs")
-	for _, d := range []string{dataDir, logDir} {
+	for _, d := range []string{c.DataDir, logDir, c.JournalDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("chaos: %w", err)
 		}
 	}
-	c := &Cluster{cfg: cfg, StorePath: filepath.Join(dataDir, "sluice.db")}
-	natsPort, err := freePort()
+	baseEnv := []string{"PATH=" + os.Getenv("PATH")}
+	natsAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	natsAddr := fmt.Sprintf("127.0.0.1:%d", natsPort)
 	c.NATSURL = "nats://" + natsAddr
 	c.NATS = &Proc{Name: "natsd", Service: "natsd", bin: filepath.Join(cfg.BinDir, "natsd"),
 		args: []string{"-listen", natsAddr, "-dir", filepath.Join(cfg.WorkDir, "nats")},
-		env:  []string{"PATH=" + os.Getenv("PATH")}, log: filepath.Join(logDir, "natsd.log")}
+		env:  baseEnv, log: filepath.Join(logDir, "natsd.log")}
 
-	common := []string{
-		"PATH=" + os.Getenv("PATH"),
-		"SLUICE_NATS_URL=" + c.NATSURL,
-		"SLUICE_DATA_DIR=" + dataDir,
+	var storeAddr string
+	if cfg.Store == StoreMongo {
+		if storeAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		// Fail fast while the store is down: calls error out instead of
+		// waiting 30 s for a server.
+		c.StoreURI = "mongodb://" + storeAddr + "/sluice?serverSelectionTimeoutMS=2000&connectTimeoutMS=2000"
+		c.StoreProc = &Proc{Name: "store", Service: "store", bin: filepath.Join(cfg.BinDir, "ferretd"),
+			args: []string{"-listen", storeAddr, "-dir", filepath.Join(cfg.WorkDir, "ferret")},
+			env:  baseEnv, log: filepath.Join(logDir, "store.log")}
+	}
+
+	var tokens []string
+	for i := 1; i <= cfg.Tenants; i++ {
+		t := Tenant{Name: fmt.Sprintf("tenant-%d", i), Token: fmt.Sprintf("chaos-token-%d", i)}
+		c.Tenants = append(c.Tenants, t)
+		tokens = append(tokens, t.Name+":"+t.Token)
+	}
+	common := append(append([]string(nil), baseEnv...),
+		"SLUICE_NATS_URL="+c.NATSURL,
+		"SLUICE_DATA_DIR="+c.DataDir,
+		"SLUICE_STORE="+c.StoreURI,
 		"SLUICE_LOG_LEVEL=warn",
-		"SLUICE_HEARTBEAT_INTERVAL=" + cfg.HeartbeatInterval.String(),
-		"SLUICE_STALE_THRESHOLD=" + cfg.StaleThreshold.String(),
-		"SLUICE_RETRY_INTERVAL=" + cfg.RetryInterval.String(),
-		"SLUICE_DISPATCH_DEADLINE=" + cfg.DispatchDeadline.String(),
-		"SLUICE_MAX_ACTIVE=" + fmt.Sprint(cfg.MaxActive),
+		"SLUICE_API_TOKENS="+strings.Join(tokens, ","),
+		"SLUICE_MAX_ACTIVE="+fmt.Sprint(cfg.MaxActive),
+		"SLUICE_TENANT_MAX_ACTIVE="+fmt.Sprint(cfg.TenantMaxActive),
+		"SLUICE_HEARTBEAT_INTERVAL="+cfg.HeartbeatInterval.String(),
+		"SLUICE_STALE_THRESHOLD="+cfg.StaleThreshold.String(),
+		"SLUICE_RETRY_INTERVAL="+cfg.RetryInterval.String(),
+		"SLUICE_DISPATCH_DEADLINE="+cfg.DispatchDeadline.String(),
 		// Short enough that a killed scheduler's claims and unacked
 		// messages come back within the profile.
 		"SLUICE_OFFER_TIMEOUT=500ms",
 		"SLUICE_CLAIM_TTL=2s",
 		"SLUICE_ACK_WAIT=3s",
 		"SLUICE_SHUTDOWN_TIMEOUT=2s",
-		// The harness measures the admission cap: gateway rate limits
+		// The harness measures the admission caps: gateway rate limits
 		// (also 429) stay off so every 429 is a cap rejection.
 		"SLUICE_RATE_LIMIT_TENANT=0",
 		"SLUICE_RATE_LIMIT_IP=0",
-	}
-	add := func(name, service string, extra ...string) *Proc {
-		p := &Proc{Name: name, Service: service, bin: filepath.Join(cfg.BinDir, service),
+	)
+	add := func(name, service, bin string, args []string, extra ...string) *Proc {
+		p := &Proc{Name: name, Service: service, bin: filepath.Join(cfg.BinDir, bin), args: args,
 			env: append(append([]string(nil), common...), extra...), log: filepath.Join(logDir, name+".log")}
 		c.Procs = append(c.Procs, p)
 		return p
 	}
 	for i := 1; i <= cfg.Gateways; i++ {
-		port, err := freePort()
+		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		c.Gateways = append(c.Gateways, "http://"+addr)
-		add(fmt.Sprintf("gateway-%d", i), "gateway", "SLUICE_HTTP_ADDR="+addr)
+		add(fmt.Sprintf("gateway-%d", i), "gateway", "gateway", nil, "SLUICE_HTTP_ADDR="+addr)
 	}
 	for i := 1; i <= cfg.Schedulers; i++ {
-		add(fmt.Sprintf("scheduler-%d", i), "scheduler")
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		c.Schedulers = append(c.Schedulers, "http://"+addr)
+		p := add(fmt.Sprintf("scheduler-%d", i), "scheduler", "scheduler", nil, "SLUICE_SCHEDULER_HTTP_ADDR="+addr)
+		p.metricsURL = "http://" + addr + "/metrics"
 	}
 	for i := 1; i <= cfg.Workers; i++ {
 		id := fmt.Sprintf("chaos-w%d", i)
-		p := add(fmt.Sprintf("worker-%d", i), "worker", "SLUICE_WORKER_ID="+id,
+		name := fmt.Sprintf("worker-%d", i)
+		p := add(name, "worker", "probeworker", []string{"-journal", filepath.Join(c.JournalDir, name+journal.Ext)},
+			"SLUICE_WORKER_ID="+id, "SLUICE_WORKER_KINDS=sleep",
 			fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT_TASKS=%d", cfg.WorkerLimit))
 		p.workerID = id
 	}
-	add("reaper", "reaper", "SLUICE_REAPER_INTERVAL=500ms")
+	add("reaper", "reaper", "reaper", nil, "SLUICE_REAPER_INTERVAL="+cfg.ReaperInterval.String())
 
+	if c.StoreProc != nil {
+		if err := c.StoreProc.start(); err != nil {
+			return c, err
+		}
+		if err := waitTCP(storeAddr, 30*time.Second); err != nil {
+			return c, fmt.Errorf("chaos: ferretd: %w", err)
+		}
+	}
 	if err := c.NATS.start(); err != nil {
 		return c, err
 	}
@@ -274,32 +283,50 @@ func (c *Cluster) Close() {
 	if c == nil {
 		return
 	}
-	for _, p := range c.Procs {
+	for _, p := range c.all() {
 		p.kill()
 	}
+}
+
+// all is every process: the services, NATS and the store process.
+func (c *Cluster) all() []*Proc {
+	out := append([]*Proc(nil), c.Procs...)
 	if c.NATS != nil {
-		c.NATS.kill()
+		out = append(out, c.NATS)
 	}
+	if c.StoreProc != nil {
+		out = append(out, c.StoreProc)
+	}
+	return out
+}
+
+// workers is the worker processes.
+func (c *Cluster) workers() []*Proc {
+	var out []*Proc
+	for _, p := range c.Procs {
+		if p.workerID != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // workerStarts maps each worker id to the start of its current incarnation.
 func (c *Cluster) workerStarts() map[string]time.Time {
 	m := map[string]time.Time{}
-	for _, p := range c.Procs {
-		if p.workerID != "" {
-			m[p.workerID] = p.Started()
-		}
+	for _, p := range c.workers() {
+		m[p.workerID] = p.Started()
 	}
 	return m
 }
 
-func freePort() (int, error) {
+func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return "", fmt.Errorf("chaos: free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().String(), nil
 }
 
 func waitTCP(addr string, within time.Duration) error {

@@ -21,10 +21,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
 )
 
 // publishTimeout bounds the wait for JetStream to acknowledge a due
@@ -40,6 +42,9 @@ type Settings struct {
 	Limits contracts.Limits
 	// RetryAfter is what a rejected client is told to wait.
 	RetryAfter time.Duration
+	// Rejections remembers the cap rejections for /v1/stats (nil = not
+	// remembered).
+	Rejections *rejections.Log
 }
 
 // Admitter admits submit requests. It is safe for concurrent use.
@@ -50,14 +55,16 @@ type Admitter struct {
 	now     func() time.Time
 	log     zerolog.Logger
 	metrics *metrics.Metrics
+	events  *events.Publisher
 }
 
-// New returns an Admitter writing to st and publishing to js.
-func New(st store.Store, js jetstream.JetStream, set Settings, now func() time.Time, log zerolog.Logger, m *metrics.Metrics) *Admitter {
+// New returns an Admitter writing to st, publishing due messages to js and
+// change events to ev (nil = none).
+func New(st store.Store, js jetstream.JetStream, ev *events.Publisher, set Settings, now func() time.Time, log zerolog.Logger, m *metrics.Metrics) *Admitter {
 	if now == nil {
 		now = time.Now
 	}
-	return &Admitter{store: st, js: js, set: set, now: now, log: log, metrics: m}
+	return &Admitter{store: st, js: js, set: set, now: now, log: log, metrics: m, events: ev}
 }
 
 // Outcome is the result of one submit: the HTTP status it maps to, and
@@ -146,6 +153,7 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 	switch adm {
 	case store.Admitted:
 		a.metrics.Admission(metrics.OutcomeAdmitted, metrics.LimitNone)
+		a.events.State(got)
 		a.publishDue(ctx, got)
 		return Outcome{Status: http.StatusAccepted, Job: &got}
 	case store.Joined:
@@ -153,11 +161,11 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 		return Outcome{Status: http.StatusOK, Job: &got}
 	case store.RejectedGlobal:
 		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitGlobal)
-		return a.rejected(contracts.CodeGlobalCap, metrics.LimitGlobal,
+		return a.rejected(tenant, contracts.CodeGlobalCap, metrics.LimitGlobal,
 			fmt.Sprintf("the global cap of %d active jobs is reached, retry later", a.set.Caps.Global))
 	case store.RejectedTenant:
 		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitTenant)
-		return a.rejected(contracts.CodeTenantCap, metrics.LimitTenant,
+		return a.rejected(tenant, contracts.CodeTenantCap, metrics.LimitTenant,
 			fmt.Sprintf("the tenant cap of %d active jobs is reached, retry later", a.set.Caps.Tenant))
 	}
 	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store gave no answer, try again")
@@ -165,8 +173,10 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 	return o
 }
 
-// rejected builds a 429 outcome for the limit that was hit.
-func (a *Admitter) rejected(code, limit, msg string) Outcome {
+// rejected builds a 429 outcome for the cap (metrics.LimitGlobal or
+// metrics.LimitTenant) that turned tenant's submit away, and remembers it.
+func (a *Admitter) rejected(tenant, code, limit, msg string) Outcome {
+	a.set.Rejections.Record(contracts.Rejection{Tenant: tenant, Limit: limit})
 	o := Fail(http.StatusTooManyRequests, code, msg)
 	o.Error.Limit = limit
 	o.RetryAfter = a.set.RetryAfter

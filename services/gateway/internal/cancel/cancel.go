@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -59,14 +60,16 @@ type Canceller struct {
 	nc    *nats.Conn
 	now   func() time.Time
 	log   zerolog.Logger
+	ev    *events.Publisher
 }
 
-// New returns a Canceller that writes to st and tells workers through nc.
-func New(st store.Store, nc *nats.Conn, now func() time.Time, log zerolog.Logger) *Canceller {
+// New returns a Canceller that writes to st, tells workers through nc and
+// publishes change events to ev (nil = none).
+func New(st store.Store, nc *nats.Conn, ev *events.Publisher, now func() time.Time, log zerolog.Logger) *Canceller {
 	if now == nil {
 		now = time.Now
 	}
-	return &Canceller{store: st, nc: nc, now: now, log: log}
+	return &Canceller{store: st, nc: nc, now: now, log: log, ev: ev}
 }
 
 // Cancel cancels the tenant's job id and returns the job as it is
@@ -99,6 +102,7 @@ func (c *Canceller) Cancel(ctx context.Context, tenant, id string) (contracts.Jo
 			if err != nil {
 				return contracts.Job{}, fmt.Errorf("cancel pending job %s: %w", id, err)
 			}
+			c.ev.State(out)
 			return out, nil
 		case contracts.StateRunning:
 			out := job
@@ -113,6 +117,7 @@ func (c *Canceller) Cancel(ctx context.Context, tenant, id string) (contracts.Jo
 				if err != nil {
 					return contracts.Job{}, fmt.Errorf("request cancel of running job %s: %w", id, err)
 				}
+				c.ev.State(out)
 			}
 			c.tellWorker(out)
 			return out, nil

@@ -96,7 +96,7 @@ func (a *api) instrument(next http.Handler) http.Handler {
 			}
 			took := time.Since(start)
 			if a.Metrics != nil {
-				a.Metrics.HTTPRequest(route, status, took)
+				a.Metrics.HTTPRequest(route, r.Method, status, took)
 			}
 			ev := a.Log.Debug()
 			if status >= http.StatusInternalServerError {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/gateway/internal/admission"
+	"github.com/sluicehq/sluice/services/gateway/internal/auth"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
 )
 
@@ -21,7 +22,13 @@ func (a *api) ipLimited(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ok, wait := a.IPLimit.Allow(ClientKey(r.RemoteAddr)); !ok {
-			a.rateLimited(w, metrics.LimitIP, wait)
+			// The token is not read yet: the tenant is known in open mode only.
+			var tenant string
+			if a.Auth.Open() {
+				tenant = auth.DefaultTenant
+			}
+			a.countRateLimitedSubmit(r, metrics.LimitIP)
+			a.rateLimited(w, tenant, metrics.LimitIP, wait)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -36,7 +43,8 @@ func (a *api) tenantLimited(next tenantHandler) tenantHandler {
 	}
 	return func(w http.ResponseWriter, r *http.Request, tenant string) {
 		if ok, wait := a.TenantLimit.Allow(tenant); !ok {
-			a.rateLimited(w, metrics.LimitTenant, wait)
+			a.countRateLimitedSubmit(r, metrics.LimitTenant)
+			a.rateLimited(w, tenant, metrics.LimitTenant, wait)
 			return
 		}
 		next(w, r, tenant)
@@ -44,11 +52,13 @@ func (a *api) tenantLimited(next tenantHandler) tenantHandler {
 }
 
 // rateLimited answers 429 rate_limited naming the limit, with Retry-After
-// in whole seconds (at least 1).
-func (a *api) rateLimited(w http.ResponseWriter, limit string, wait time.Duration) {
+// in whole seconds (at least 1), and remembers the rejection of tenant's
+// request (empty when unknown).
+func (a *api) rateLimited(w http.ResponseWriter, tenant, limit string, wait time.Duration) {
 	if a.Metrics != nil {
 		a.Metrics.RateLimited(metrics.TransportHTTP, limit)
 	}
+	a.Rejections.Record(contracts.Rejection{Tenant: tenant, Limit: contracts.RejectRate, RateLimit: limit})
 	secs := admission.RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	writeJSON(w, http.StatusTooManyRequests, contracts.ErrorBody{Error: contracts.ErrorDetail{
@@ -56,6 +66,17 @@ func (a *api) rateLimited(w http.ResponseWriter, limit string, wait time.Duratio
 		Message: fmt.Sprintf("too many requests (%s rate limit), retry after %d s", limit, secs),
 		Limit:   limit,
 	}})
+}
+
+// patternSubmit is the submit route's pattern.
+const patternSubmit = "POST /v1/jobs"
+
+// countRateLimitedSubmit counts a rate-limited submit (not a cancel) as a
+// rejected admission too.
+func (a *api) countRateLimitedSubmit(r *http.Request, limit string) {
+	if a.Metrics != nil && r.Pattern == patternSubmit {
+		a.Metrics.AdmissionRateLimited(limit)
+	}
 }
 
 // ClientKey is the rate-limit key of a client from its r.RemoteAddr

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"path"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
@@ -24,8 +25,10 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/admission"
 	"github.com/sluicehq/sluice/services/gateway/internal/auth"
 	"github.com/sluicehq/sluice/services/gateway/internal/cancel"
+	"github.com/sluicehq/sluice/services/gateway/internal/dashboard"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
 	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
+	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
 )
 
 // contentTypeJSON is the Content-Type of every API answer.
@@ -60,27 +63,47 @@ type Deps struct {
 	TenantLimit *ratelimit.Limiter
 	// IPLimit rate-limits submits and cancels per client IP (nil = off).
 	IPLimit *ratelimit.Limiter
+	// Rejections remembers recent 429s for /v1/stats (nil = none); the
+	// admitter records the cap rejections in the same log.
+	Rejections *rejections.Log
+	// JS reads the event stream for the SSE routes (nil = job streams
+	// follow the store alone, the tenant stream is unavailable).
+	JS jetstream.JetStream
+	// MaxStreams bounds the open event streams (0 = 1000).
+	MaxStreams int
 }
 
 // api holds the handlers' dependencies.
 type api struct {
 	Deps
+	// streams holds one token per open event stream.
+	streams chan struct{}
 }
 
 // New returns the HTTP API as one handler.
 func New(d Deps) http.Handler {
-	a := &api{Deps: d}
+	if d.MaxStreams <= 0 {
+		d.MaxStreams = defaultMaxStreams
+	}
+	a := &api{Deps: d, streams: make(chan struct{}, d.MaxStreams)}
 	mux := http.NewServeMux()
 	// The writing /v1 routes are rate limited per client IP (before
 	// authentication, so token guessing is limited too), then per tenant.
 	// Read-only routes, like health, readiness and metrics, never answer
 	// 429 (DESIGN.md).
 	write := func(h tenantHandler) http.Handler { return a.ipLimited(a.authed(a.tenantLimited(h))) }
-	mux.Handle("POST /v1/jobs", write(a.submit))
+	mux.Handle(patternSubmit, write(a.submit))
 	mux.Handle("POST /v1/jobs/{id}/cancel", write(a.cancelJob))
 	mux.Handle("GET /v1/jobs", a.authed(a.listJobs))
 	mux.Handle("GET /v1/jobs/{id}", a.authed(a.getJob))
+	mux.Handle("GET /v1/jobs/{id}/events", a.authed(a.jobEvents))
+	mux.Handle("GET /v1/events", a.authed(a.tenantEvents))
 	mux.Handle("GET /v1/stats", a.authed(a.stats))
+	// The dashboard page and its embedded assets need no token: the page
+	// asks the user for one and sends it to the API itself.
+	dash := dashboard.New()
+	mux.Handle("GET /{$}", dash)
+	mux.Handle("GET "+dashboard.AssetPrefix+"{file}", dash)
 	if d.Probe != nil {
 		d.Probe.Register(mux)
 	}

@@ -8,8 +8,8 @@ import (
 )
 
 // stats is GET /v1/stats: the caps, the active count, counts by state
-// (every state present), active jobs by tenant (only the caller's in token
-// mode) and the live workers.
+// (every state present), active jobs by tenant and this gateway's recent
+// 429s (only the caller's in token mode) and the live workers.
 func (a *api) stats(w http.ResponseWriter, r *http.Request, tenant string) {
 	c, err := a.Store.Stats(r.Context())
 	if err != nil {
@@ -24,6 +24,7 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request, tenant string) {
 		Counts:          make(map[contracts.JobState]int, len(contracts.AllStates)),
 		Workers:         []contracts.WorkerInfo{},
 	}
+	out.RecentRejections = a.Rejections.Recent(tenant, a.Auth.Open())
 	for _, s := range contracts.AllStates {
 		out.Counts[s] = c.ByState[s]
 	}

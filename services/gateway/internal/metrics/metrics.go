@@ -6,7 +6,9 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,13 +21,19 @@ const (
 	OutcomeRejected = "rejected"
 )
 
-// Limit label values of sluice_gateway_admissions_total.
+// Limit label values of sluice_gateway_admissions_total (none, global,
+// tenant, rate_ip, rate_tenant) and of sluice_gateway_rate_limited_total
+// (ip, tenant).
 const (
 	LimitNone   = "none"
 	LimitGlobal = "global"
 	LimitTenant = "tenant"
 	// LimitIP is the per-client-IP rate limit (sluice_gateway_rate_limited_total only).
 	LimitIP = "ip"
+	// LimitRateIP is a submit refused by the per-client-IP rate limit.
+	LimitRateIP = "rate_ip"
+	// LimitRateTenant is a submit refused by the per-tenant rate limit.
+	LimitRateTenant = "rate_tenant"
 )
 
 // Transport label values of sluice_gateway_rate_limited_total.
@@ -55,17 +63,17 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_admissions_total",
-			Help: "Submit requests that reached the admission step, by outcome and by the limit that rejected them.",
+			Help: "Submit requests, by outcome (admitted, joined, rejected) and by the limit that rejected them (global, tenant: the active caps; rate_ip, rate_tenant: the rate limits; none).",
 		}, []string{"outcome", "limit"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_http_requests_total",
-			Help: "HTTP requests served, by route pattern and status code.",
-		}, []string{"route", "code"}),
+			Help: "HTTP requests served, by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_gateway_http_request_duration_seconds",
-			Help:    "Time to serve an HTTP request, by route pattern.",
+			Help:    "Time to serve an HTTP request, by route pattern and method.",
 			Buckets: prometheus.DefBuckets,
-		}, []string{"route"}),
+		}, []string{"route", "method"}),
 		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_gateway_due_publish_failures_total",
 			Help: "Admitted jobs whose due message could not be published (the reaper republishes them).",
@@ -85,6 +93,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	for _, l := range [][2]string{
 		{OutcomeAdmitted, LimitNone}, {OutcomeJoined, LimitNone},
 		{OutcomeRejected, LimitGlobal}, {OutcomeRejected, LimitTenant},
+		{OutcomeRejected, LimitRateIP}, {OutcomeRejected, LimitRateTenant},
 	} {
 		m.admissions.WithLabelValues(l[0], l[1])
 	}
@@ -101,6 +110,17 @@ func (m *Metrics) Admission(outcome, limit string) {
 	m.admissions.WithLabelValues(outcome, limit).Inc()
 }
 
+// AdmissionRateLimited counts one submit refused by a rate limit (LimitIP
+// or LimitTenant) as a rejected admission; refused cancels are no
+// admissions and count in RateLimited alone.
+func (m *Metrics) AdmissionRateLimited(limit string) {
+	l := LimitRateTenant
+	if limit == LimitIP {
+		l = LimitRateIP
+	}
+	m.admissions.WithLabelValues(OutcomeRejected, l).Inc()
+}
+
 // RateLimited counts one request refused by a rate limit.
 func (m *Metrics) RateLimited(transport, limit string) {
 	m.rateLimited.WithLabelValues(transport, limit).Inc()
@@ -109,8 +129,30 @@ func (m *Metrics) RateLimited(transport, limit string) {
 // PublishFailure counts one due message that could not be published.
 func (m *Metrics) PublishFailure() { m.publishFailures.Inc() }
 
-// HTTPRequest records one served HTTP request.
-func (m *Metrics) HTTPRequest(route string, code int, took time.Duration) {
-	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.httpDuration.WithLabelValues(route).Observe(took.Seconds())
+// HTTPRequest records one served HTTP request: pattern is the mux pattern
+// it matched ("POST /v1/jobs/{id}/cancel"; RouteUnmatched for none), whose
+// path part becomes the route label.
+func (m *Metrics) HTTPRequest(pattern, method string, code int, took time.Duration) {
+	route, meth := routeOf(pattern), methodOf(method)
+	m.httpRequests.WithLabelValues(route, meth, strconv.Itoa(code)).Inc()
+	m.httpDuration.WithLabelValues(route, meth).Observe(took.Seconds())
+}
+
+// routeOf is the path part of a mux pattern ("[METHOD ][HOST]/PATH").
+func routeOf(pattern string) string {
+	if i := strings.IndexByte(pattern, ' '); i >= 0 {
+		pattern = strings.TrimLeft(pattern[i+1:], " \t")
+	}
+	return pattern
+}
+
+// methodOf bounds the method label: the standard methods as they are,
+// anything else "other".
+func methodOf(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }

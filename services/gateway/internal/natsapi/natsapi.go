@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/auth"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
 	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
+	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
 )
 
 // Version is the micro service version the gateway announces.
@@ -45,6 +46,7 @@ type API struct {
 	log          zerolog.Logger
 	tenantLimit  *ratelimit.Limiter
 	metrics      *metrics.Metrics
+	rejections   *rejections.Log
 }
 
 // Options are the NATS API's optional settings.
@@ -54,12 +56,15 @@ type Options struct {
 	TenantLimit *ratelimit.Limiter
 	// Metrics counts rate-limited requests (nil = not counted).
 	Metrics *metrics.Metrics
+	// Rejections remembers rate-limited requests for /v1/stats (nil = not
+	// remembered).
+	Rejections *rejections.Log
 }
 
 // New returns the NATS API; Serve runs it.
 func New(nc *nats.Conn, ad *admission.Admitter, au *auth.Authenticator, maxBodyBytes int64, log zerolog.Logger, o Options) *API {
 	return &API{nc: nc, admitter: ad, auth: au, maxBodyBytes: maxBodyBytes, log: log,
-		tenantLimit: o.TenantLimit, metrics: o.Metrics}
+		tenantLimit: o.TenantLimit, metrics: o.Metrics, rejections: o.Rejections}
 }
 
 // Serve registers the micro service and its endpoint on
@@ -132,7 +137,9 @@ func (a *API) submit(ctx context.Context, req micro.Request) (admission.Outcome,
 	if ok, wait := a.tenantLimit.Allow(tenant); !ok {
 		if a.metrics != nil {
 			a.metrics.RateLimited(metrics.TransportNATS, metrics.LimitTenant)
+			a.metrics.AdmissionRateLimited(metrics.LimitTenant)
 		}
+		a.rejections.Record(contracts.Rejection{Tenant: tenant, Limit: contracts.RejectRate, RateLimit: metrics.LimitTenant})
 		o := admission.Fail(http.StatusTooManyRequests, contracts.CodeRateLimited,
 			fmt.Sprintf("too many requests (tenant rate limit), retry after %d ms", max(wait.Milliseconds(), 1)))
 		o.Error.Limit = metrics.LimitTenant

@@ -46,7 +46,8 @@ type Config struct {
 
 // Report says what one sweep did.
 type Report struct {
-	Requeued map[string]int // by reason
+	Found    map[string]int // jobs found to requeue, by reason
+	Requeued map[string]int // requeue events published, by reason
 	Purged   int
 	Drift    int
 }
@@ -98,7 +99,7 @@ func Reason(j contracts.Job, now time.Time, cfg Config) string {
 // Run does one sweep. It goes on past a failing step and returns every
 // error it met.
 func (s *Sweeper) Run(ctx context.Context) (Report, error) {
-	rep := Report{Requeued: map[string]int{}}
+	rep := Report{Found: map[string]int{}, Requeued: map[string]int{}}
 	now := s.now()
 	q := store.StaleQuery{
 		Now:             now,
@@ -114,15 +115,21 @@ func (s *Sweeper) Run(ctx context.Context) (Report, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("find stale jobs: %w", err))
 	}
+	busDown := false
 	for _, j := range jobs {
 		reason := Reason(j, now, s.cfg)
 		if reason == "" {
 			continue
 		}
+		rep.Found[reason]++
+		if busDown {
+			continue // counted as found; the next sweep publishes it
+		}
 		rq := contracts.Requeue{JobID: j.ID, Attempt: j.Attempt, State: j.State, Reason: reason}
 		if err := s.pub.Requeue(ctx, rq); err != nil {
 			errs = append(errs, fmt.Errorf("publish requeue for job %s: %w", j.ID, err))
-			break // the bus is down; the next sweep tries again
+			busDown = true // the bus is down; the next sweep tries again
+			continue
 		}
 		rep.Requeued[reason]++
 	}

@@ -116,3 +116,19 @@ func TestSweepKeepsGoingWhenTheBusIsDown(t *testing.T) {
 	require.ErrorContains(t, err, "publish requeue for job a")
 	require.Equal(t, 1, rep.Purged, "purge and reconcile still ran")
 }
+
+func TestSweepCountsFoundJobsWhenTheBusIsDown(t *testing.T) {
+	t.Parallel()
+	jobs := &fakeJobs{stale: []contracts.Job{
+		{ID: "a", State: contracts.StatePending, NextDispatchAt: at(-time.Hour)},
+		{ID: "b", State: contracts.StateRunning, StartedAt: at(-time.Minute), HeartbeatAt: at(-time.Minute)},
+		{ID: "c", State: contracts.StatePending, NextDispatchAt: at(-time.Hour)},
+	}}
+	s, pub := setup(t, jobs)
+	pub.err = errors.New("nats: no responders")
+	rep, err := s.Run(context.Background())
+	require.ErrorContains(t, err, "publish requeue for job a")
+	require.NotContains(t, err.Error(), "job c", "one publish failure stops publishing")
+	require.Equal(t, map[string]int{contracts.ReasonLost: 2, contracts.ReasonStale: 1}, rep.Found)
+	require.Empty(t, rep.Requeued)
+}

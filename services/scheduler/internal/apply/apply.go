@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
@@ -45,11 +46,12 @@ type Applier struct {
 	now    func() time.Time
 	log    zerolog.Logger
 	m      *metrics.Scheduler
+	ev     *events.Publisher
 }
 
-// New returns an applier.
-func New(cfg Config, jobs Jobs, n Notifier, now func() time.Time, log zerolog.Logger, m *metrics.Scheduler) *Applier {
-	return &Applier{cfg: cfg, jobs: jobs, notify: n, now: now, log: log, m: m}
+// New returns an applier that publishes change events to ev (nil = none).
+func New(cfg Config, jobs Jobs, n Notifier, ev *events.Publisher, now func() time.Time, log zerolog.Logger, m *metrics.Scheduler) *Applier {
+	return &Applier{cfg: cfg, jobs: jobs, notify: n, now: now, log: log, m: m, ev: ev}
 }
 
 // storeRetry is how soon a message comes back when the store did not answer.

@@ -53,7 +53,7 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	b := &bundle{t: t, store: st, n: &fakeNotifier{}, now: time.Now().UTC()}
-	b.a = New(Config{StaleThreshold: time.Second, MaxRuntime: time.Hour}, st, b.n, func() time.Time { return b.now }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
+	b.a = New(Config{StaleThreshold: time.Second, MaxRuntime: time.Hour}, st, b.n, nil, func() time.Time { return b.now }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
 	return b
 }
 

@@ -24,6 +24,10 @@ func (a *Applier) Heartbeat(ctx context.Context, data []byte) []byte {
 	a.m.Heartbeats.WithLabelValues("renewed").Add(float64(len(out.Renewed)))
 	a.m.Heartbeats.WithLabelValues("promoted").Add(float64(len(out.Promoted)))
 	a.m.Heartbeats.WithLabelValues("lost").Add(float64(len(out.Lost)))
+	a.m.Started(out.Started) // queue wait: submit → running
+	for _, j := range out.Started {
+		a.ev.State(j)
+	}
 	for _, l := range out.Lost {
 		a.log.Info().Str(observe.FieldWorkerID, hb.WorkerID).Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).Msg("lease lost; worker told to stop")
 	}

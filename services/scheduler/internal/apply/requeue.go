@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
 // Requeue applies a requeue event from the reaper (or a worker that shut
@@ -45,14 +46,14 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 			return consume.Ack()
 		}
 		return a.fail(ctx, job, now, contracts.JobError(contracts.ClassTimeout,
-			fmt.Sprintf("ran longer than the maximum runtime %s", a.cfg.MaxRuntime)), "timeout", log)
+			fmt.Sprintf("ran longer than the maximum runtime %s", a.cfg.MaxRuntime)), rq.Reason, log)
 	case contracts.ReasonStale:
 		if !a.stale(job, now) {
 			return consume.Ack()
 		}
 		if job.Runs >= job.MaxAttempts {
 			return a.fail(ctx, job, now, contracts.JobError(contracts.ClassStale, fmt.Sprintf(
-				"worker %s stopped heartbeating; the job ran %d times (max_attempts %d)", job.Worker, job.Runs, job.MaxAttempts)), "stale_failed", log)
+				"worker %s stopped heartbeating; the job ran %d times (max_attempts %d)", job.Worker, job.Runs, job.MaxAttempts)), rq.Reason, log)
 		}
 	}
 	return a.requeueRunning(ctx, job, now, rq.Reason, log)
@@ -76,7 +77,7 @@ func (a *Applier) redeliver(ctx context.Context, job contracts.Job, now time.Tim
 		log.Warn().Err(err).Msg("due not republished; requeue retried")
 		return consume.RetryIn(storeRetry)
 	}
-	a.m.Requeues.WithLabelValues(contracts.ReasonLost).Inc()
+	a.m.Requeue(contracts.ReasonLost, metrics.RequeueRedelivered)
 	log.Info().Msg("lost pending job dispatched again")
 	return consume.Ack()
 }
@@ -84,7 +85,7 @@ func (a *Applier) redeliver(ctx context.Context, job contracts.Job, now time.Tim
 // requeueRunning takes the attempt back (attempt + 1) and dispatches again.
 func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now time.Time, reason string, log zerolog.Logger) consume.Settle {
 	none := ""
-	_, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Attempt: job.Attempt},
+	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Attempt: job.Attempt},
 		store.Change{Now: now, State: contracts.StatePending, Attempt: job.Attempt + 1, Worker: &none, NextDispatchAt: &now, ClearClaim: true})
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
@@ -93,7 +94,8 @@ func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now tim
 		log.Warn().Err(err).Msg("store unavailable; requeue retried")
 		return consume.RetryIn(storeRetry)
 	}
-	a.m.Requeues.WithLabelValues(reason).Inc()
+	a.ev.State(out)
+	a.m.Requeue(reason, metrics.RequeueRequeued)
 	log.Info().Str(observe.FieldWorkerID, job.Worker).Msg("job requeued")
 	if err := a.notify.Due(ctx, job.ID); err != nil {
 		// The job is pending in the store; the reaper republishes it.
@@ -102,8 +104,9 @@ func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now tim
 	return consume.Ack()
 }
 
-func (a *Applier) fail(ctx context.Context, job contracts.Job, now time.Time, msg, label string, log zerolog.Logger) consume.Settle {
-	_, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
+// fail fails the job with msg for a requeue event of reason.
+func (a *Applier) fail(ctx context.Context, job contracts.Job, now time.Time, msg, reason string, log zerolog.Logger) consume.Settle {
+	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
 		store.Change{Now: now, State: contracts.StateFailed, Error: &msg})
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
@@ -111,7 +114,8 @@ func (a *Applier) fail(ctx context.Context, job contracts.Job, now time.Time, ms
 	case err != nil:
 		return consume.RetryIn(storeRetry)
 	}
-	a.m.Requeues.WithLabelValues(label).Inc()
+	a.ev.State(out)
+	a.m.Requeue(reason, metrics.RequeueFailed)
 	log.Info().Str("error", msg).Msg("job failed")
 	if job.Worker != "" {
 		_ = a.notify.Cancel(job.Worker, contracts.Lease{JobID: job.ID, Attempt: job.Attempt})

@@ -39,7 +39,7 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 		if res.Error != "" {
 			ch.Error = &res.Error
 		}
-		_, err = a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt}, ch)
+		out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt}, ch)
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
@@ -47,10 +47,9 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 			log.Warn().Err(err).Msg("store unavailable; result retried")
 			return consume.RetryIn(storeRetry)
 		}
+		a.ev.State(out)
 		a.m.Results.WithLabelValues("applied").Inc()
-		if job.StartedAt != nil {
-			a.m.RunTime.Observe(ch.Now.Sub(*job.StartedAt).Seconds())
-		}
+		a.m.Finished(res.State, job.StartedAt, ch.Now)
 		return consume.Ack()
 	}
 	return consume.RetryIn(0)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -56,16 +57,20 @@ type Dispatcher struct {
 	jitter func() float64
 	log    zerolog.Logger
 	m      *metrics.Scheduler
+	// ev receives the change events worth showing: a dispatch claim or an
+	// overflow only moves a pending job's attempt and next time, so only
+	// the capacity failure is published from here.
+	ev *events.Publisher
 
 	holders chan struct{} // one token per message holding for room
 }
 
 // New returns a dispatcher. jitter returns a number in [0,1).
-func New(cfg Config, jobs Jobs, nc Requester, p *picker.Picker, now func() time.Time, jitter func() float64, log zerolog.Logger, m *metrics.Scheduler) *Dispatcher {
+func New(cfg Config, jobs Jobs, nc Requester, p *picker.Picker, ev *events.Publisher, now func() time.Time, jitter func() float64, log zerolog.Logger, m *metrics.Scheduler) *Dispatcher {
 	if cfg.MaxHolding <= 0 {
 		cfg.MaxHolding = 1
 	}
-	return &Dispatcher{cfg: cfg, jobs: jobs, nc: nc, picker: p, now: now, jitter: jitter, log: log, m: m,
+	return &Dispatcher{cfg: cfg, jobs: jobs, nc: nc, picker: p, now: now, jitter: jitter, log: log, m: m, ev: ev,
 		holders: make(chan struct{}, cfg.MaxHolding)}
 }
 
@@ -120,7 +125,7 @@ func (d *Dispatcher) failCapacity(ctx context.Context, job contracts.Job, now ti
 	msg := contracts.JobError(contracts.ClassCapacity, fmt.Sprintf(
 		"no worker accepted the job before its dispatch deadline %s (%d dispatch attempts)",
 		job.DispatchDeadline.UTC().Format(time.RFC3339), job.Attempt))
-	_, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
+	failed, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
 		store.Change{Now: now, State: contracts.StateFailed, Error: &msg})
 	if errors.Is(err, store.ErrConflict) {
 		return consume.Settle{}, true
@@ -128,7 +133,9 @@ func (d *Dispatcher) failCapacity(ctx context.Context, job contracts.Job, now ti
 	if err != nil {
 		return consume.RetryIn(storeRetry), false
 	}
+	d.ev.State(failed)
 	d.m.Dispatches.WithLabelValues("capacity_failed").Inc()
+	d.m.CapacityFailures.Inc()
 	d.log.Info().Str(observe.FieldJobID, job.ID).Msg("job failed: dispatch deadline passed")
 	return consume.Ack(), false
 }
@@ -181,15 +188,13 @@ func (d *Dispatcher) offer(ctx context.Context, job contracts.Job, now time.Time
 			}
 			evicted := d.picker.Record(id, outcome, reply)
 			d.picker.Release(id)
-			d.m.Offers.WithLabelValues(outcome.String()).Inc()
+			d.m.Offer(outcome.String(), evicted)
 			if evicted {
-				d.m.Evictions.Inc()
 				d.log.Warn().Str(observe.FieldWorkerID, id).Msg("worker evicted after repeated failed offers")
 			}
 			if outcome == picker.Accepted {
 				d.m.Dispatches.WithLabelValues("dispatched").Inc()
 				d.m.OffersPerDispatch.Observe(float64(offers))
-				d.m.QueueWait.Observe(d.now().Sub(job.CreatedAt).Seconds())
 				d.log.Debug().Str(observe.FieldJobID, job.ID).Int64(observe.FieldAttempt, claimed.Attempt).
 					Str(observe.FieldWorkerID, id).Msg("job accepted")
 				return consume.Ack(), false

@@ -56,7 +56,7 @@ func setupWith(t *testing.T, cfg Config) *bundle {
 	r := roster.New(time.Now)
 	p := picker.New(r, 3)
 	b := &bundle{t: t, nc: nc, store: st, roster: r, picker: p}
-	b.d = New(cfg, st, nc, p, time.Now, func() float64 { return 0.5 }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
+	b.d = New(cfg, st, nc, p, nil, time.Now, func() float64 { return 0.5 }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
 	return b
 }
 

@@ -1,67 +1,172 @@
 // Package metrics declares the scheduler's Prometheus collectors.
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// Offer outcome label values of sluice_scheduler_offers_total besides the
+// picker's own (accepted, busy, refused, no_responders, timeout, error).
+const (
+	// OfferEvicted is an offer whose failure evicted the worker from the view.
+	OfferEvicted = "evicted"
+)
+
+// Requeue outcome label values of sluice_scheduler_requeues_total.
+const (
+	// RequeueRequeued: a running job went back to pending (attempt + 1).
+	RequeueRequeued = "requeued"
+	// RequeueRedelivered: a pending job whose due message was lost got a new one.
+	RequeueRedelivered = "redelivered"
+	// RequeueFailed: the job failed instead (max runtime, or max attempts).
+	RequeueFailed = "failed"
+)
 
 // Scheduler holds every collector the scheduler updates.
 type Scheduler struct {
-	// Offers counts offers by outcome (accepted, busy, refused, no_responders, timeout, error).
-	Offers *prometheus.CounterVec
 	// Evictions counts workers dropped from the view after repeated failures.
 	Evictions prometheus.Counter
 	// Dispatches counts due messages by outcome (dispatched, overflow, capacity_failed, dropped).
 	Dispatches *prometheus.CounterVec
+	// CapacityFailures counts jobs failed with a capacity: error at their dispatch deadline.
+	CapacityFailures prometheus.Counter
 	// OffersPerDispatch observes how many offers one dispatched job took.
 	OffersPerDispatch prometheus.Histogram
-	// QueueWait observes submit → accepted.
-	QueueWait prometheus.Histogram
-	// RunTime observes accepted → result.
-	RunTime prometheus.Histogram
 	// Results counts worker results by outcome (applied, stale).
 	Results *prometheus.CounterVec
-	// Requeues counts applied requeues by reason.
-	Requeues *prometheus.CounterVec
 	// Heartbeats counts heartbeat leases by outcome (renewed, promoted, lost).
 	Heartbeats *prometheus.CounterVec
+	// Progress counts workers' progress reports by outcome (applied, stale, malformed, store_error).
+	Progress *prometheus.CounterVec
+
+	offers    *prometheus.CounterVec
+	queueWait prometheus.Histogram
+	runTime   *prometheus.HistogramVec
+	requeues  *prometheus.CounterVec
 }
 
-// New registers the collectors on reg.
+// New registers the collectors on reg (nil registers nowhere).
 func New(reg prometheus.Registerer) *Scheduler {
 	m := &Scheduler{
-		Offers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_scheduler_offers_total", Help: "Offers sent to workers, by outcome.",
+		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_scheduler_offers_total",
+			Help: "Offers sent to workers, by outcome (accepted, busy, refused, no_responders, timeout, error, evicted: a failure that evicted the worker).",
 		}, []string{"outcome"}),
 		Evictions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_scheduler_worker_evictions_total", Help: "Workers evicted from the view after repeated failed offers.",
+			Name: "sluice_scheduler_worker_evictions_total",
+			Help: "Workers evicted from the view after repeated failed offers.",
 		}),
 		Dispatches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_scheduler_dispatches_total", Help: "Due messages handled, by outcome.",
+			Name: "sluice_scheduler_dispatches_total",
+			Help: "Due messages handled, by outcome (dispatched, overflow, capacity_failed, dropped).",
 		}, []string{"outcome"}),
+		CapacityFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_scheduler_capacity_failures_total",
+			Help: "Jobs failed with a capacity: error because no worker accepted them before their dispatch deadline.",
+		}),
 		OffersPerDispatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "sluice_scheduler_offers_per_dispatch", Help: "Offers one dispatched job took.",
+			Name:    "sluice_scheduler_offers_per_dispatch",
+			Help:    "Offers one dispatched job took, counted when a worker accepts it (offers of earlier overflowed rounds not included).",
 			Buckets: []float64{1, 2, 3, 4, 6, 8, 16, 32},
 		}),
-		QueueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "sluice_job_queue_wait_seconds", Help: "Time from submit to acceptance by a worker.",
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_scheduler_queue_wait_seconds",
+			Help:    "Time from submit (created_at) to running (started_at), observed when a worker's start heartbeat promotes the job; a requeued job counts again from its original submit.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}),
-		RunTime: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "sluice_job_run_seconds", Help: "Time from start to result.",
+		runTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_scheduler_run_duration_seconds",
+			Help:    "Time from running (started_at) to the final state, observed when a worker's result is applied, by final state.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 14),
-		}),
+		}, []string{"state"}),
 		Results: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_scheduler_results_total", Help: "Worker results, by outcome (applied, stale).",
+			Name: "sluice_scheduler_results_total",
+			Help: "Worker results, by outcome (applied, stale: for an old attempt and ignored).",
 		}, []string{"outcome"}),
-		Requeues: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_scheduler_requeues_total", Help: "Requeue events applied, by reason.",
-		}, []string{"reason"}),
+		requeues: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_scheduler_requeues_total",
+			Help: "Requeue events that changed a job, by reason (stale, lost, timeout, shutdown) and outcome (requeued, redelivered, failed).",
+		}, []string{"reason", "outcome"}),
 		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_scheduler_heartbeat_leases_total", Help: "Heartbeat leases, by outcome.",
+			Name: "sluice_scheduler_heartbeat_leases_total",
+			Help: "Leases in worker heartbeats, by outcome (renewed, promoted, lost).",
 		}, []string{"outcome"}),
+	}
+	// Every known series exists from the start, so dashboards and alerts
+	// see zeros rather than gaps.
+	for _, o := range []string{"accepted", "busy", "refused", "no_responders", "timeout", "error", OfferEvicted} {
+		m.offers.WithLabelValues(o)
+	}
+	for _, o := range []string{"dispatched", "overflow", "capacity_failed", "dropped"} {
+		m.Dispatches.WithLabelValues(o)
+	}
+	for _, o := range []string{"applied", "stale"} {
+		m.Results.WithLabelValues(o)
+	}
+	for _, o := range []string{"renewed", "promoted", "lost"} {
+		m.Heartbeats.WithLabelValues(o)
+	}
+	for _, rq := range [][2]string{
+		{contracts.ReasonStale, RequeueRequeued}, {contracts.ReasonStale, RequeueFailed},
+		{contracts.ReasonShutdown, RequeueRequeued}, {contracts.ReasonLost, RequeueRedelivered},
+		{contracts.ReasonTimeout, RequeueFailed},
+	} {
+		m.requeues.WithLabelValues(rq[0], rq[1])
+	}
+	m.Progress = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_scheduler_progress_reports_total",
+		Help: "Workers' progress reports, by outcome (applied, stale, malformed, store_error).",
+	}, []string{"outcome"})
+	for _, o := range []string{"applied", "stale", "malformed", "store_error"} {
+		m.Progress.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Offers, m.Evictions, m.Dispatches, m.OffersPerDispatch, m.QueueWait, m.RunTime,
-			m.Results, m.Requeues, m.Heartbeats)
+		reg.MustRegister(m.Progress)
+		reg.MustRegister(m.offers, m.Evictions, m.Dispatches, m.CapacityFailures, m.OffersPerDispatch,
+			m.queueWait, m.runTime, m.Results, m.requeues, m.Heartbeats)
 	}
 	return m
+}
+
+// Offer counts one offer by its outcome; an offer whose failure evicted the
+// worker counts as evicted (and as one eviction) instead.
+func (m *Scheduler) Offer(outcome string, evicted bool) {
+	if evicted {
+		m.offers.WithLabelValues(OfferEvicted).Inc()
+		m.Evictions.Inc()
+		return
+	}
+	m.offers.WithLabelValues(outcome).Inc()
+}
+
+// Started observes the queue wait of jobs a heartbeat just promoted to
+// running: started_at − created_at. Jobs without either time are skipped; a
+// negative wait (clock skew between gateway and scheduler hosts) counts as 0.
+func (m *Scheduler) Started(jobs []contracts.Job) {
+	for _, j := range jobs {
+		if j.StartedAt == nil || j.CreatedAt.IsZero() {
+			continue
+		}
+		m.queueWait.Observe(max(j.StartedAt.Sub(j.CreatedAt), 0).Seconds())
+	}
+}
+
+// Finished observes the run time of a job whose result moved it from
+// running (since startedAt) to state at now. A job that never ran (nil
+// startedAt) is skipped.
+func (m *Scheduler) Finished(state contracts.JobState, startedAt *time.Time, now time.Time) {
+	if startedAt == nil {
+		return
+	}
+	m.runTime.WithLabelValues(string(state)).Observe(max(now.Sub(*startedAt), 0).Seconds())
+}
+
+// Requeue counts one requeue event that changed a job: reason is the
+// event's (a contracts.Reason* value), outcome one of the Requeue* values.
+func (m *Scheduler) Requeue(reason, outcome string) {
+	m.requeues.WithLabelValues(reason, outcome).Inc()
 }

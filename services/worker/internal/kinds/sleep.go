@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/internal/progress"
 )
 
 // MaxSleepMS is the longest a sleep job may ask for: one day.
@@ -47,12 +48,8 @@ func RunSleep(ctx context.Context, payload json.RawMessage) (json.RawMessage, er
 		return nil, &contracts.ClassedError{Class: contracts.ClassInput, Err: err}
 	}
 	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("sleep: %w", ctx.Err())
-		case <-t.C:
+		if err := sleep(ctx, d); err != nil {
+			return nil, err
 		}
 	} else if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sleep: %w", err)
@@ -62,4 +59,39 @@ func RunSleep(ctx context.Context, payload json.RawMessage) (json.RawMessage, er
 		return nil, fmt.Errorf("sleep: encode result: %w", err)
 	}
 	return out, nil
+}
+
+// sleepSteps is how many progress reports a long sleep makes.
+const sleepSteps = 20
+
+// minProgressSleep is the shortest sleep that reports progress.
+const minProgressSleep = 200 * time.Millisecond
+
+// sleep waits d or until ctx ends, reporting its progress in steps when d
+// is long enough to be worth watching (the worker throttles the reports).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var tick <-chan time.Time
+	start := time.Now()
+	if d >= minProgressSleep {
+		tk := time.NewTicker(d / sleepSteps)
+		defer tk.Stop()
+		tick = tk.C
+		_ = progress.Report(ctx, contracts.Progress{Percent: 0, Stage: "sleeping", Message: "0s of " + d.String()})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sleep: %w", ctx.Err())
+		case <-t.C:
+			return nil
+		case now := <-tick:
+			done := min(now.Sub(start), d)
+			pct := float64(done) / float64(d) * 100
+			// Reporting is best effort: outside a worker there is no reporter.
+			_ = progress.Report(ctx, contracts.Progress{Percent: pct, Stage: "sleeping",
+				Message: done.Round(time.Millisecond).String() + " of " + d.String()})
+		}
+	}
 }

@@ -1,6 +1,8 @@
 // Package ferrettest runs an embedded FerretDB (SQLite handler) on loopback
 // for the MongoDB driver's tests. It is test-only code: nothing outside
-// _test.go files may import it.
+// _test.go files may import it, except the ferretd command beside it,
+// which runs the same server as a process of its own (see Serve) for the
+// chaos harness.
 //
 // FerretDB v1 is not atomic under concurrent commands: two findAndModify
 // commands on the same document can both match it, and two conditional

@@ -40,7 +40,12 @@ type proxy struct {
 
 // startProxy listens on a free loopback port and forwards to upstream.
 func startProxy(upstream string) (*proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startProxyOn("127.0.0.1:0", upstream)
+}
+
+// startProxyOn listens on listen (host:port) and forwards to upstream.
+func startProxyOn(listen, upstream string) (*proxy, error) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/chaos/journal"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/worker"
+)
+
+// Kind is the job kind the probe handler runs.
+const Kind = "probe"
+
+// payload is a probe job's payload: how long to run.
+type payload struct {
+	MS int64 `json:"ms"`
+}
+
+// probe runs "probe" jobs: it sleeps for the payload's duration in small
+// steps, stopping as soon as its context ends, and journals its start, the
+// moment its context ended (if it did) and its end.
+type probe struct {
+	journal  *journal.Writer
+	workerID string
+	pid      int
+	step     time.Duration
+	log      zerolog.Logger
+}
+
+// handle is the probe kind's worker.Handler.
+func (p *probe) handle(ctx context.Context, job worker.Job) (worker.Result, error) {
+	var pl payload
+	if err := json.Unmarshal(job.Payload, &pl); err != nil || pl.MS < 0 {
+		return nil, &contracts.ClassedError{Class: contracts.ClassInput, Err: fmt.Errorf("probe: bad payload %q", job.Payload)}
+	}
+	start := time.Now()
+	p.record(job, journal.EventStart, start, "")
+	// The moment the worker cancels the handler (fenced, lease lost,
+	// cancel request, shutdown), even in the middle of a step.
+	stopWatch := context.AfterFunc(ctx, func() {
+		p.record(job, journal.EventCtxDone, time.Now(), context.Cause(ctx).Error())
+	})
+	defer stopWatch()
+
+	deadline := start.Add(time.Duration(pl.MS) * time.Millisecond)
+	for ctx.Err() == nil {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		t := time.NewTimer(min(left, p.step))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		p.record(job, journal.EventEnd, time.Now(), cause.Error())
+		return nil, fmt.Errorf("probe: stopped: %w", cause)
+	}
+	p.record(job, journal.EventEnd, time.Now(), "")
+	return worker.JSON(map[string]int64{"slept_ms": pl.MS})
+}
+
+// record journals one event; a failed write is logged, never fatal (the
+// harness then reports a run with no end).
+func (p *probe) record(job worker.Job, event string, at time.Time, ctxErr string) {
+	err := p.journal.Write(journal.Entry{
+		JobID: job.ID, Attempt: job.Attempt, WorkerID: p.workerID,
+		Event: event, T: at.UnixNano(), CtxErr: ctxErr, PID: p.pid,
+	})
+	if err != nil {
+		p.log.Error().Err(err).Str("event", event).Msg("probe: journal write failed")
+	}
+}

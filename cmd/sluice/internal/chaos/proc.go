@@ -1,0 +1,201 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Proc is one service process: its name (e.g. "worker-2"), service kind and
+// the pid of its current incarnation. Every incarnation and every freeze
+// (SIGSTOP … SIGCONT) is remembered, so the checker can tell what a
+// process could do when.
+type Proc struct {
+	Name    string
+	Service string
+	bin     string
+	args    []string
+	env     []string
+	log     string
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+	started  time.Time
+	workerID string
+	// metricsURL is the /metrics of a scheduler, scraped before it is killed.
+	metricsURL string
+	lives      []Life
+	frozen     *Span // the freeze in progress
+	freezes    []Span
+	held       bool // a fault is being applied to it: other faults keep off
+}
+
+// Life is one incarnation of a process: its pid, when it was started and
+// when it was seen dead (zero while it runs).
+type Life struct {
+	PID        int
+	Start, End time.Time
+}
+
+// Span is a time interval.
+type Span struct{ From, To time.Time }
+
+// Started is when the current incarnation was started.
+func (p *Proc) Started() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started
+}
+
+func (p *Proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("chaos: open log of %s: %w", p.Name, err)
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	p.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("chaos: start %s: %w", p.Name, err)
+	}
+	pid := cmd.Process.Pid
+	p.lives = append(p.lives, Life{PID: pid, Start: p.started})
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		p.mu.Lock()
+		for i := range p.lives {
+			if p.lives[i].PID == pid && p.lives[i].End.IsZero() {
+				p.lives[i].End = time.Now()
+			}
+		}
+		p.mu.Unlock()
+		close(done)
+	}()
+	p.cmd, p.done = cmd, done
+	return nil
+}
+
+// kill sends SIGKILL to the current incarnation's pid and waits for it. A
+// stopped process dies too; its freeze ends with it.
+func (p *Proc) kill() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	p.mu.Lock()
+	if p.frozen != nil {
+		p.frozen.To = time.Now()
+		p.freezes = append(p.freezes, *p.frozen)
+		p.frozen = nil
+	}
+	p.mu.Unlock()
+}
+
+// terminate sends SIGTERM to the current incarnation and waits up to
+// within for it to exit, then kills it.
+func (p *Proc) terminate(within time.Duration) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-done:
+		p.mu.Lock()
+		p.cmd = nil
+		p.mu.Unlock()
+	case <-time.After(within):
+		p.kill()
+	}
+}
+
+// freeze sends SIGSTOP to the current incarnation.
+func (p *Proc) freeze() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.frozen != nil {
+		return fmt.Errorf("chaos: freeze %s: not running", p.Name)
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("chaos: SIGSTOP %s: %w", p.Name, err)
+	}
+	p.frozen = &Span{From: time.Now()}
+	return nil
+}
+
+// thaw sends SIGCONT to the current incarnation and records the freeze.
+func (p *Proc) thaw() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen == nil {
+		return nil
+	}
+	var err error
+	if p.cmd != nil {
+		if err = syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+			err = fmt.Errorf("chaos: SIGCONT %s: %w", p.Name, err)
+		}
+	}
+	p.frozen.To = time.Now()
+	p.freezes = append(p.freezes, *p.frozen)
+	p.frozen = nil
+	return err
+}
+
+// alive reports whether the current incarnation is still running (a service
+// may also exit by itself, e.g. on a fatal error).
+func (p *Proc) alive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// hold reserves p for one fault; false when another fault has it.
+func (p *Proc) hold() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held {
+		return false
+	}
+	p.held = true
+	return true
+}
+
+// unhold ends the reservation taken by hold.
+func (p *Proc) unhold() {
+	p.mu.Lock()
+	p.held = false
+	p.mu.Unlock()
+}
+
+// history returns copies of p's incarnations and finished freezes.
+func (p *Proc) history() ([]Life, []Span) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Life(nil), p.lives...), append([]Span(nil), p.freezes...)
+}

@@ -1,0 +1,149 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Fault names in Report.Kills besides the services' own.
+const (
+	faultStreamDelete = "stream-delete"
+	faultSigstop      = "sigstop"
+)
+
+// Report is what a run measured.
+type Report struct {
+	Store                                 StoreKind
+	Submitted, Admitted, Rejected, Errors int
+	RejectedBy                            map[string]int // by limit: "global", "tenant"
+	Final                                 map[string]int // "succeeded", "cancelled", "failed:<class>"
+	Lost                                  []string       // admitted ids missing or not final at the end
+	Stuck                                 int            // jobs in the store not final at the end (also unacknowledged admissions)
+
+	// Kills counts faults by target: kill -9 of a service (gateway,
+	// scheduler, worker, reaper, natsd, store), stream deletes and SIGSTOPs.
+	Kills map[string]int
+	// Planned counts the faults the profile asked for besides random kills.
+	Planned map[string]int
+	// PendingAtDelete sums the pending jobs in the store at each stream delete.
+	PendingAtDelete int
+	// Exits counts services that exited by themselves and were restarted.
+	Exits int
+
+	Cap, MaxActive, MaxActiveAPI int
+	TenantCap                    int
+	MaxTenantActive              map[string]int
+	WorkerLimit, MaxPerWorker    int
+	MaxInFlight                  int // largest in-flight count a worker announced
+	JournalPerWorker             int // most runs one worker process had going at once, from the journals
+	TotalLimit, MaxRunning       int
+
+	Runs            int      // handler runs in the journals
+	Overlaps        []string // overlapping attempts (see overlap.go)
+	Resumed         int      // runs frozen past the self-fencing delay by SIGSTOP
+	ResumedUnfenced int      // of those, runs that returned normally after SIGCONT before being fenced
+	StaleResults    int      // results the schedulers ignored (old attempt), from their /metrics
+	BadJournal      int      // journal lines that did not decode or pair
+
+	Samples int
+	Drain   time.Duration
+}
+
+// Summary is the one-line result.
+func (r Report) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos[%s]: submitted=%d admitted=%d rejected=%d (%s) errors=%d | %s | lost=%d stuck=%d",
+		r.Store, r.Submitted, r.Admitted, r.Rejected, joinCounts(r.RejectedBy, nil), r.Errors,
+		joinCounts(r.Final, nil), len(r.Lost), r.Stuck)
+	fmt.Fprintf(&b, " | kills %s", joinCounts(r.Kills, func(k string) string {
+		if k == faultStreamDelete {
+			return fmt.Sprintf(" (pending %d)", r.PendingAtDelete)
+		}
+		return ""
+	}))
+	fmt.Fprintf(&b, " exits=%d", r.Exits)
+	fmt.Fprintf(&b, " | max running per worker %d/%d (store), %d/%d (journal), announced %d; total %d/%d",
+		r.MaxPerWorker, r.WorkerLimit, r.JournalPerWorker, r.WorkerLimit, r.MaxInFlight, r.MaxRunning, r.TotalLimit)
+	fmt.Fprintf(&b, " | max active %d/%d (api %d)", r.MaxActive, r.Cap, r.MaxActiveAPI)
+	var tenants []string
+	for t, n := range r.MaxTenantActive {
+		tenants = append(tenants, fmt.Sprintf("%s=%d/%d", t, n, r.TenantCap))
+	}
+	sort.Strings(tenants)
+	fmt.Fprintf(&b, " | max active per tenant %s", strings.Join(tenants, " "))
+	fmt.Fprintf(&b, " | overlapping attempts=%d of %d runs (sigstopped past the fence: %d, finished unfenced after SIGCONT: %d; stale results ignored: %d)",
+		len(r.Overlaps), r.Runs, r.Resumed, r.ResumedUnfenced, r.StaleResults)
+	fmt.Fprintf(&b, " | samples=%d drain=%s", r.Samples, r.Drain.Round(100*time.Millisecond))
+	return b.String()
+}
+
+// joinCounts formats a map as sorted "k=v" pairs, each followed by
+// extra(k) when extra is set.
+func joinCounts(m map[string]int, extra func(string) string) string {
+	var out []string
+	for k, v := range m {
+		s := fmt.Sprintf("%s=%d", k, v)
+		if extra != nil {
+			s += extra(k)
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// Violations lists every broken invariant; empty means the run passed.
+func (r Report) Violations() []string {
+	var v []string
+	if len(r.Lost) > 0 {
+		n := min(len(r.Lost), 10)
+		v = append(v, fmt.Sprintf("%d admitted jobs lost (not final or missing), e.g. %v", len(r.Lost), r.Lost[:n]))
+	}
+	if r.Stuck > 0 {
+		v = append(v, fmt.Sprintf("%d jobs in the store not final", r.Stuck))
+	}
+	if r.MaxActive > r.Cap {
+		v = append(v, fmt.Sprintf("active %d above cap %d (store)", r.MaxActive, r.Cap))
+	}
+	if r.MaxActiveAPI > r.Cap {
+		v = append(v, fmt.Sprintf("active %d above cap %d (/v1/stats)", r.MaxActiveAPI, r.Cap))
+	}
+	for t, n := range r.MaxTenantActive {
+		if n > r.TenantCap {
+			v = append(v, fmt.Sprintf("tenant %s had %d active jobs, tenant cap %d (store)", t, n, r.TenantCap))
+		}
+	}
+	if r.MaxPerWorker > r.WorkerLimit {
+		v = append(v, fmt.Sprintf("a worker ran %d jobs, limit %d (store)", r.MaxPerWorker, r.WorkerLimit))
+	}
+	if r.JournalPerWorker > r.WorkerLimit {
+		v = append(v, fmt.Sprintf("a worker ran %d jobs, limit %d (journal)", r.JournalPerWorker, r.WorkerLimit))
+	}
+	if r.MaxInFlight > r.WorkerLimit {
+		v = append(v, fmt.Sprintf("a worker announced %d jobs in flight, limit %d", r.MaxInFlight, r.WorkerLimit))
+	}
+	if r.MaxRunning > r.TotalLimit {
+		v = append(v, fmt.Sprintf("%d jobs running, sum of worker limits %d", r.MaxRunning, r.TotalLimit))
+	}
+	if len(r.Overlaps) > 0 {
+		n := min(len(r.Overlaps), 5)
+		v = append(v, fmt.Sprintf("%d overlapping attempts, e.g. %s", len(r.Overlaps), strings.Join(r.Overlaps[:n], "; ")))
+	}
+	for fault, want := range r.Planned {
+		if got := r.Kills[fault]; got < want {
+			v = append(v, fmt.Sprintf("planned %d %s, did %d: the run did not test it", want, fault, got))
+		}
+	}
+	if r.Admitted == 0 {
+		v = append(v, "no job admitted: the run measured nothing")
+	}
+	if r.Samples == 0 {
+		v = append(v, "no concurrency sample taken")
+	}
+	if r.Runs == 0 {
+		v = append(v, "no handler run journaled")
+	}
+	return v
+}

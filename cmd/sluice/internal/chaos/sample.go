@@ -1,0 +1,128 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// storeSample is one look at the store.
+type storeSample struct {
+	Active       int            // pending + running, all tenants
+	TenantActive map[string]int // pending + running by tenant
+	PerWorker    int            // most run windows of one worker at once
+	Total        int            // most run windows of all workers at once
+	Detail       string         // set when a worker is over the limit
+}
+
+// sampleStore reads active jobs (globally and by tenant, from one count
+// by tenant, so the numbers are one snapshot) and how many jobs each worker
+// ran at once among the rows the store shows running.
+//
+// The store's "running" is an over-approximation of what a worker runs: a
+// worker frees its slot when the handler returns, before the result reaches
+// the store (seconds later while NATS is down), and the rows of a kill -9'd
+// incarnation stay running until the reaper declares them stale. So the
+// check is on run windows instead: a row counts only if it started during
+// its worker id's current incarnation, and its window is
+// [started_at, started_at + payload ms). The store records a job running
+// before its handler starts, and the worker takes a new job only after a
+// handler returned, so windows of jobs that ran one after the other on the
+// same slot never overlap, while a worker that accepts past its limit makes
+// limit+1 windows overlap.
+func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Time, limit int) (storeSample, error) {
+	counts, err := st.Stats(ctx)
+	if err != nil {
+		return storeSample{}, fmt.Errorf("chaos: sample stats: %w", err)
+	}
+	s := storeSample{TenantActive: counts.TenantActive}
+	for _, n := range counts.TenantActive {
+		s.Active += n
+	}
+	byWorker := map[string][]contracts.Job{}
+	var all []window
+	cursor := ""
+	for {
+		jobs, next, err := st.List(ctx, store.Query{State: contracts.StateRunning, Limit: 500, Cursor: cursor})
+		if err != nil {
+			return storeSample{}, fmt.Errorf("chaos: sample running jobs: %w", err)
+		}
+		for _, j := range jobs {
+			if j.StartedAt == nil || j.StartedAt.Before(starts[j.Worker]) {
+				continue // not started, or an earlier incarnation's job, dead with it
+			}
+			byWorker[j.Worker] = append(byWorker[j.Worker], j)
+			all = append(all, windowOf(j))
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	s.Total = maxOverlap(all)
+	for w, jobs := range byWorker {
+		ws := make([]window, len(jobs))
+		for i, j := range jobs {
+			ws[i] = windowOf(j)
+		}
+		n := maxOverlap(ws)
+		s.PerWorker = max(s.PerWorker, n)
+		if n > limit {
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s ran %d at once:", w, n)
+			for _, j := range jobs {
+				fmt.Fprintf(&b, " [%s attempt %d started %s payload %s]", j.ID, j.Attempt, fmtTime(j.StartedAt), j.Payload)
+			}
+			s.Detail = b.String()
+		}
+	}
+	return s, nil
+}
+
+// window is the span a job's handler ran at least.
+type window struct{ from, to time.Time }
+
+func windowOf(j contracts.Job) window {
+	var p struct {
+		MS int64 `json:"ms"`
+	}
+	_ = json.Unmarshal(j.Payload, &p)
+	return window{from: *j.StartedAt, to: j.StartedAt.Add(time.Duration(p.MS) * time.Millisecond)}
+}
+
+// maxOverlap is the largest number of half-open windows covering one instant.
+func maxOverlap(ws []window) int {
+	type event struct {
+		at    time.Time
+		delta int
+	}
+	ev := make([]event, 0, 2*len(ws))
+	for _, w := range ws {
+		ev = append(ev, event{w.from, +1}, event{w.to, -1})
+	}
+	sort.Slice(ev, func(i, k int) bool {
+		if ev[i].at.Equal(ev[k].at) {
+			return ev[i].delta < ev[k].delta // an end before a start at the same instant
+		}
+		return ev[i].at.Before(ev[k].at)
+	})
+	cur, best := 0, 0
+	for _, e := range ev {
+		cur += e.delta
+		best = max(best, cur)
+	}
+	return best
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format("15:04:05.000")
+}

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// APIError is an error the server answered: its status, the error body's
+// code, message and limit, and the body itself for --json.
+type APIError struct {
+	// Status is the HTTP status.
+	Status int
+	// Code is the error body's machine code (contracts.Code*), when the
+	// body was one.
+	Code string
+	// Message is the error body's message, or a short form of whatever
+	// else the server sent.
+	Message string
+	// Limit names the limit a 429 hit ("global", "tenant", "ip").
+	Limit string
+	// RetryAfter is the server's Retry-After, zero when it gave none.
+	RetryAfter time.Duration
+	// Body is the server's answer as it came.
+	Body []byte
+}
+
+// Error implements error: "message (HTTP 404 not_found)".
+func (e *APIError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Message)
+	fmt.Fprintf(&b, " (HTTP %d", e.Status)
+	if e.Code != "" {
+		b.WriteString(" " + e.Code)
+	}
+	if e.RetryAfter > 0 {
+		b.WriteString(", retry after " + e.RetryAfter.String())
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// JSONBody is the error as JSON for --json output: the server's error body
+// when it sent one, otherwise one in the same shape.
+func (e *APIError) JSONBody() []byte {
+	if e.Code != "" {
+		return e.Body
+	}
+	out, _ := json.Marshal(contracts.ErrorBody{Error: contracts.ErrorDetail{Code: "http_" + strconv.Itoa(e.Status), Message: e.Message}})
+	return out
+}
+
+// maxErrorText bounds how much of a body that is not an error body is
+// quoted in a message.
+const maxErrorText = 200
+
+// newAPIError reads an error answer.
+func newAPIError(status int, h http.Header, body []byte) *APIError {
+	e := &APIError{Status: status, Body: body}
+	var eb contracts.ErrorBody
+	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
+		e.Code, e.Message, e.Limit = eb.Error.Code, eb.Error.Message, eb.Error.Limit
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(status)
+		if text := strings.TrimSpace(string(body)); text != "" && e.Code == "" {
+			if len(text) > maxErrorText {
+				text = text[:maxErrorText] + "…"
+			}
+			e.Message = strings.TrimSpace(e.Message + ": " + strings.ToValidUTF8(text, "?"))
+		}
+		if e.Message == "" {
+			e.Message = "unexpected answer"
+		}
+	}
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		e.RetryAfter = time.Duration(s) * time.Second
+	}
+	return e
+}

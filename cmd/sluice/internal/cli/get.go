@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+var cmdGet = &command{
+	name:    "get",
+	summary: "show a job",
+	usage:   "get <id> [--json]",
+	help: `
+Shows one job as "key: value" lines; --json prints it as the API returns it.
+
+exit codes: 0 when the job exists, whatever its state (use 'sluice watch' to
+get an exit code from its outcome), 1 when it does not or the server cannot
+be asked, 2 usage.`,
+	run: runGet,
+}
+
+func runGet(ctx context.Context, inv *invocation, args []string) (int, error) {
+	fs := inv.flagSet()
+	pos, err := inv.parse(fs, args, 1, 1)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkID(pos[0]); err != nil {
+		return 0, err
+	}
+	c, err := inv.client()
+	if err != nil {
+		return 0, err
+	}
+	job, raw, err := c.Job(ctx, pos[0])
+	if err != nil {
+		return 0, err
+	}
+	if inv.g.json {
+		inv.writeJSON(raw)
+		return ExitOK, nil
+	}
+	writeJobView(inv.env.Stdout, job, inv.env.Now())
+	return ExitOK, nil
+}
+
+// writeJobView writes a job as aligned "key: value" lines, leaving out
+// what the job does not have.
+func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
+	tw := newTable(w)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("id", j.ID)
+	row("kind", sanitize(j.Kind))
+	state := string(j.State)
+	if j.CancelRequested && !j.State.Final() {
+		state += " (cancel requested)"
+	}
+	row("state", state)
+	row("attempt", fmt.Sprintf("%d (runs %d, max attempts %d)", j.Attempt, j.Runs, j.MaxAttempts))
+	if j.Worker != "" {
+		row("worker", sanitize(j.Worker))
+	}
+	if j.Key != "" {
+		row("key", sanitize(j.Key))
+	}
+	row("tenant", sanitize(j.Tenant))
+	row("priority", fmt.Sprint(j.Priority))
+	if !j.CreatedAt.IsZero() {
+		row("created", fmt.Sprintf("%s (%s ago)", fmtTime(j.CreatedAt), fmtDuration(now.Sub(j.CreatedAt))))
+	}
+	if j.StartedAt != nil {
+		d, _ := waitTime(j, now)
+		row("started", fmt.Sprintf("%s (waited %s)", fmtTime(*j.StartedAt), fmtDuration(d)))
+	} else if d, ok := waitTime(j, now); ok && j.State == contracts.StatePending {
+		row("waiting", fmtDuration(d))
+	}
+	if j.FinishedAt != nil {
+		text := fmtTime(*j.FinishedAt)
+		if d, ok := runTime(j, now); ok {
+			text += fmt.Sprintf(" (ran %s)", fmtDuration(d))
+		}
+		row("finished", text)
+	} else if d, ok := runTime(j, now); ok {
+		row("running", fmtDuration(d))
+	}
+	if j.State == contracts.StatePending && j.NextDispatchAt != nil && j.NextDispatchAt.After(now) {
+		row("next offer", fmt.Sprintf("in %s", fmtDuration(j.NextDispatchAt.Sub(now))))
+	}
+	if !j.State.Final() && !j.DispatchDeadline.IsZero() && j.StartedAt == nil {
+		row("deadline", fmtTime(j.DispatchDeadline))
+	}
+	if j.Progress != nil {
+		row("progress", fmtProgress(j.Progress))
+	}
+	if j.Error != "" {
+		row("error", sanitize(j.Error))
+	}
+	if len(j.Payload) > 0 {
+		row("payload", sanitize(strings.TrimSpace(string(j.Payload))))
+	}
+	if len(j.Result) > 0 {
+		row("result", sanitize(strings.TrimSpace(string(j.Result))))
+	}
+	_ = tw.flush()
+}

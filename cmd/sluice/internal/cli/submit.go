@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// maxPayloadInput bounds a payload read from stdin or a file (the server's
+// own limit is lower: SLUICE_MAX_BODY_BYTES).
+const maxPayloadInput = 64 << 20
+
+var cmdSubmit = &command{
+	name:    "submit",
+	summary: "submit a job; --wait follows it to its end",
+	usage:   "submit <kind> [--payload JSON|-|@FILE] [--key KEY] [--priority N] [--deadline D] [--max-attempts N] [--wait] [--json]",
+	help: `
+Submits a job of the given kind and prints its id. With --json it prints the
+job as the API returns it.
+
+--payload takes the job's JSON payload inline, from stdin ("-") or from a
+file ("@path"). --key makes the submit idempotent: while a job with the same
+key is active, submitting again returns that job (a note on stderr says so).
+--deadline is how long the job may wait for a worker: a Go duration ("90s")
+or an RFC 3339 time.
+
+--wait then follows the job until it ends: a live progress bar on a
+terminal, a line per change otherwise; with --json only the final job is
+printed. The exit code is then the job's outcome.
+
+exit codes: 0 submitted (with --wait: succeeded), 1 failed or server error,
+2 usage, 3 cancelled (with --wait), 4 rejected at admission (429), 130
+interrupted while waiting (the job goes on).`,
+	run: runSubmit,
+}
+
+func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error) {
+	fs := inv.flagSet()
+	payload := fs.String("payload", "", "the job's `JSON` payload; \"-\" reads stdin, \"@file\" reads a file")
+	key := fs.String("key", "", "idempotency `key`: an active job with the same key is returned instead")
+	priority := fs.Int("priority", 0, fmt.Sprintf("priority, %d to %d (higher first)", contracts.MinPriority, contracts.MaxPriority))
+	deadline := fs.String("deadline", "", "how long the job may wait for a worker: a `duration` (90s) or an RFC 3339 time")
+	maxAttempts := fs.Int("max-attempts", 0, "runs before a job that keeps losing its worker fails (default: the server's)")
+	wait := fs.Bool("wait", false, "follow the job until it ends; exit with its outcome")
+	pos, err := inv.parse(fs, args, 1, 1)
+	if err != nil {
+		return 0, err
+	}
+	req := contracts.SubmitRequest{Kind: pos[0], Key: *key, Priority: *priority, Deadline: *deadline, MaxAttempts: *maxAttempts}
+	if req.Payload, err = readPayload(*payload, inv.env.Stdin); err != nil {
+		return 0, err
+	}
+	c, err := inv.client()
+	if err != nil {
+		return 0, err
+	}
+	job, raw, created, err := c.Submit(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	if !created {
+		fmt.Fprintf(inv.env.Stderr, "sluice submit: an active job with key %q exists already: %s (%s)\n", sanitize(job.Key), job.ID, job.State)
+	}
+	if !*wait {
+		if inv.g.json {
+			inv.writeJSON(raw)
+		} else {
+			fmt.Fprintln(inv.env.Stdout, job.ID)
+		}
+		return ExitOK, nil
+	}
+	if !inv.g.json {
+		fmt.Fprintln(inv.env.Stdout, job.ID)
+	}
+	return followJob(ctx, inv, job.ID, false)
+}
+
+// readPayload reads the --payload value: inline JSON, "-" for stdin or
+// "@path" for a file. Empty means no payload. Input that is not JSON is a
+// usage error.
+func readPayload(v string, stdin io.Reader) (json.RawMessage, error) {
+	var (
+		data []byte
+		err  error
+		from = "--payload"
+	)
+	switch {
+	case v == "":
+		return nil, nil
+	case v == "-":
+		from = "the payload on stdin"
+		data, err = io.ReadAll(io.LimitReader(stdin, maxPayloadInput+1))
+		if err != nil {
+			return nil, fmt.Errorf("read the payload from stdin: %w", err)
+		}
+	case strings.HasPrefix(v, "@"):
+		from = "the payload in " + v[1:]
+		f, err := os.Open(v[1:])
+		if err != nil {
+			return nil, &usageError{fmt.Sprintf("--payload: %v", err)}
+		}
+		defer f.Close()
+		if data, err = io.ReadAll(io.LimitReader(f, maxPayloadInput+1)); err != nil {
+			return nil, fmt.Errorf("read the payload from %s: %w", v[1:], err)
+		}
+	default:
+		data = []byte(v)
+	}
+	if len(data) > maxPayloadInput {
+		return nil, &usageError{fmt.Sprintf("%s is larger than %d MiB", from, maxPayloadInput>>20)}
+	}
+	data = []byte(strings.TrimSpace(string(data)))
+	if len(data) == 0 {
+		return nil, &usageError{from + " is empty"}
+	}
+	if !json.Valid(data) {
+		return nil, &usageError{from + " is not valid JSON"}
+	}
+	return json.RawMessage(data), nil
+}
+
+// followJob follows job id to its end with the display inv calls for and
+// returns the exit code of its outcome. With --json and jsonLines false,
+// the final job is printed on stdout.
+func followJob(ctx context.Context, inv *invocation, id string, jsonLines bool) (int, error) {
+	c, err := inv.client()
+	if err != nil {
+		return 0, err
+	}
+	d := inv.newDisplay(jsonLines)
+	f := newFollower(c, d.update)
+	f.onNote = d.note
+	job, raw, err := f.follow(ctx, id)
+	if err != nil {
+		d.stop()
+		if ctx.Err() != nil {
+			fmt.Fprintf(inv.env.Stderr, "sluice %s: stopped following %s; the job goes on (sluice watch %s)\n", inv.cmd.name, id, id)
+		}
+		return 0, err
+	}
+	d.finish(job)
+	if inv.g.json && !jsonLines {
+		if raw == nil {
+			raw, _ = json.Marshal(job)
+		}
+		inv.writeJSON(raw)
+	}
+	return outcomeCode(job.State), nil
+}

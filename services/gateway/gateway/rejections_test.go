@@ -1,0 +1,107 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// stats reads GET /v1/stats as token's tenant ("" in open mode).
+func (b *bundle) stats(token string) contracts.Stats {
+	b.tb.Helper()
+	r := b.do(req{method: http.MethodGet, path: "/v1/stats", token: token})
+	require.Equal(b.tb, http.StatusOK, r.status, string(r.body))
+	var s contracts.Stats
+	require.NoError(b.tb, json.Unmarshal(r.body, &s), string(r.body))
+	return s
+}
+
+// limits lists the limit of each rejection, newest first.
+func limits(rs []contracts.Rejection) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Limit
+		if r.RateLimit != "" {
+			out[i] += "/" + r.RateLimit
+		}
+	}
+	return out
+}
+
+// TestRecentRejectionsTokenMode: every 429 (global cap, tenant cap, tenant
+// rate limit over HTTP and NATS) shows in /v1/stats, newest first, each
+// tenant seeing only its own.
+func TestRecentRejectionsTokenMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, caps(3, 2), rateLimits(0.001, 4, 0, 0))
+	require.NotNil(t, b.stats(tokenA).RecentRejections, "always a list")
+	require.Empty(t, b.stats(tokenA).RecentRejections)
+
+	before := time.Now().UTC()
+	for range 2 {
+		require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"x"}`).status)
+	}
+	b.submit(tokenA, `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeTenantCap)
+	require.Equal(t, http.StatusAccepted, b.submit(tokenB, `{"kind":"x"}`).status)
+	b.submit(tokenB, `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeGlobalCap)
+	// Tenant A has used its burst of 4 (three submits, now a fourth).
+	b.submit(tokenA, `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeGlobalCap)
+	b.submit(tokenA, `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeRateLimited)
+	require.Equal(t, http.StatusTooManyRequests, b.natsSubmit(map[string]string{contracts.HeaderToken: tokenA}, `{"kind":"x"}`).Status)
+
+	a := b.stats(tokenA).RecentRejections
+	require.Equal(t, []string{"rate/tenant", "rate/tenant", "global", "tenant"}, limits(a))
+	for _, r := range a {
+		require.Equal(t, tenantA, r.Tenant)
+		require.False(t, r.At.Before(before.Add(-time.Second)), "at %s", r.At)
+		require.False(t, r.At.After(time.Now().Add(time.Second)), "at %s", r.At)
+	}
+	g := b.stats(tokenB).RecentRejections
+	require.Equal(t, []string{"global"}, limits(g))
+	require.Equal(t, tenantB, g[0].Tenant)
+
+	// The JSON names the fields as documented.
+	r := b.do(req{method: http.MethodGet, path: "/v1/stats", token: tokenB})
+	var raw struct {
+		Recent []map[string]any `json:"recent_rejections"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &raw))
+	require.Len(t, raw.Recent, 1)
+	require.Equal(t, "global", raw.Recent[0]["limit"])
+	require.Equal(t, tenantB, raw.Recent[0]["tenant"])
+	require.NotEmpty(t, raw.Recent[0]["at"])
+	require.NotContains(t, raw.Recent[0], "rate_limit")
+}
+
+// TestRecentRejectionsOpenMode: in open mode every rejection is shown,
+// the per-IP rate limit's included.
+func TestRecentRejectionsOpenMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, openMode(), caps(1, 0), rateLimits(0, 0, 0.001, 3))
+	require.Equal(t, http.StatusAccepted, b.submit("", `{"kind":"x"}`).status)
+	b.submit("", `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeGlobalCap)
+	b.submit("", `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeGlobalCap)
+	b.submit("", `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeRateLimited)
+	got := b.stats("").RecentRejections
+	require.Equal(t, []string{"rate/ip", "global", "global"}, limits(got))
+	for _, r := range got {
+		require.Equal(t, "default", r.Tenant)
+	}
+}
+
+// TestRecentRejectionsBounded: the list keeps only the latest
+// contracts.MaxRecentRejections.
+func TestRecentRejectionsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, caps(1, 0))
+	require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"x"}`).status)
+	for range contracts.MaxRecentRejections + 5 {
+		b.submit(tokenA, `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeGlobalCap)
+	}
+	require.Len(t, b.stats(tokenA).RecentRejections, contracts.MaxRecentRejections)
+}

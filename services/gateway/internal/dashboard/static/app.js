@@ -1,0 +1,640 @@
+// Sluice dashboard: reads the HTTP API v1 of the gateway that serves it.
+//
+// Data flow: GET /v1/stats every second (admission gauge, counts, workers,
+// recent 429s); GET /v1/jobs?limit=50 once and after every (re)connection
+// of the event stream; then GET /v1/events, read with fetch() and a stream
+// parser (EventSource cannot send the Authorization header), resuming with
+// Last-Event-ID after a drop. While the stream is unavailable the job list
+// is polled instead.
+//
+// The page is built with DOM methods only (the Content-Security-Policy
+// enforces Trusted Types): no HTML strings anywhere.
+(() => {
+  'use strict';
+
+  const STATES = ['pending', 'running', 'succeeded', 'failed', 'cancelled'];
+  const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+  const RANK = { pending: 0, running: 1, succeeded: 2, failed: 2, cancelled: 2 };
+  const TOKEN_KEY = 'sluice.dashboard.token';
+  const LIST_LIMIT = 50;
+  const MAX_ROWS = 200;
+  const STATS_EVERY_MS = 1000;
+  const POLL_EVERY_MS = 2000;
+  const STREAM_IDLE_MS = 45000; // three missed pings
+  const MAX_SLOTS_SHOWN = 64;
+
+  const $ = (id) => document.getElementById(id);
+
+  // el builds an element: el('td', {className: 'x', dataset: {a: 'b'}}, child, 'text', …).
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    if (props) {
+      for (const [k, v] of Object.entries(props)) {
+        if (k === 'dataset') Object.assign(e.dataset, v);
+        else e[k] = v;
+      }
+    }
+    for (const c of children) {
+      if (c !== null && c !== undefined) e.append(c);
+    }
+    return e;
+  }
+
+  // ---- API -------------------------------------------------------------
+
+  let token = '';
+  try { token = localStorage.getItem(TOKEN_KEY) || ''; } catch (_) { /* storage off */ }
+
+  class HTTPError extends Error {
+    constructor(status, message) {
+      super(message || ('HTTP ' + status));
+      this.status = status;
+    }
+  }
+
+  function authHeaders(extra) {
+    const h = Object.assign({ Accept: 'application/json' }, extra || {});
+    if (token) h.Authorization = 'Bearer ' + token;
+    return h;
+  }
+
+  async function api(path, init) {
+    const opts = Object.assign({ cache: 'no-store' }, init || {});
+    opts.headers = authHeaders(opts.headers);
+    const res = await fetch(path, opts);
+    let body = null;
+    try { body = await res.json(); } catch (_) { /* not JSON */ }
+    if (!res.ok) {
+      const msg = body && body.error ? body.error.message : '';
+      throw new HTTPError(res.status, msg);
+    }
+    return body;
+  }
+
+  let alertTimer = 0;
+  function showAlert(msg, sticky) {
+    const a = $('alert');
+    a.textContent = msg;
+    a.hidden = false;
+    clearTimeout(alertTimer);
+    if (!sticky) alertTimer = setTimeout(() => { a.hidden = true; }, 6000);
+  }
+  function clearAlert() { $('alert').hidden = true; }
+
+  function noteAuthError(err) {
+    if (err instanceof HTTPError && err.status === 401) {
+      setConn('unauthorized', 'token needed');
+      showAlert(token ? 'The API token was refused.' : 'This gateway needs an API token: type it above.', true);
+      return true;
+    }
+    return false;
+  }
+
+  // ---- formatting --------------------------------------------------------
+
+  function fmtDuration(ms) {
+    if (ms === null || ms === undefined || !isFinite(ms)) return '–';
+    ms = Math.max(0, ms);
+    if (ms < 1000) return Math.round(ms) + ' ms';
+    const s = ms / 1000;
+    if (s < 60) return s.toFixed(1) + ' s';
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + 'm ' + Math.floor(s % 60) + 's';
+    return Math.floor(m / 60) + 'h ' + (m % 60) + 'm';
+  }
+
+  function fmtClock(t) {
+    const d = new Date(t);
+    if (isNaN(d)) return '';
+    return d.toLocaleTimeString([], { hour12: false });
+  }
+
+  function parseTime(v) {
+    if (!v) return null;
+    const t = Date.parse(v);
+    return isNaN(t) ? null : t;
+  }
+
+  function shortID(id) { return id.length > 12 ? '…' + id.slice(-12) : id; }
+
+  // ---- connection badge ----------------------------------------------------
+
+  function setConn(state, text) {
+    const c = $('conn');
+    c.dataset.conn = state;
+    c.textContent = text || state;
+  }
+
+  // ---- stats -------------------------------------------------------------------
+
+  function level(active, cap) {
+    if (!cap) return 'uncapped';
+    const f = active / cap;
+    if (f >= 1) return 'full';
+    if (f >= 0.8) return 'warn';
+    return 'ok';
+  }
+
+  function setGauge(box, fill, value, active, cap) {
+    box.dataset.level = level(active, cap);
+    fill.style.width = (cap ? Math.min(100, (100 * active) / cap) : (active > 0 ? 100 : 0)) + '%';
+    value.textContent = cap ? active + ' / ' + cap : active + ' active · no cap';
+  }
+
+  function renderGauges(s) {
+    setGauge($('gauge-global'), $('gauge-global-fill'), $('gauge-global-value'), s.active, s.max_active);
+    const tenants = Object.keys(s.tenant_active || {}).sort();
+    const rows = tenants.map((t) => {
+      const n = s.tenant_active[t];
+      const value = el('span', { className: 'gauge-value' });
+      const fill = el('div', { className: 'fill' });
+      const box = el('div', { className: 'gauge', dataset: { tenant: t } },
+        el('div', { className: 'gauge-label' }, el('span', { textContent: 'tenant ' + t }), value),
+        el('div', { className: 'bar' }, fill));
+      setGauge(box, fill, value, n, s.tenant_max_active);
+      return box;
+    });
+    $('gauge-tenants').replaceChildren(...rows);
+  }
+
+  function renderCounts(s) {
+    const counts = s.counts || {};
+    $('count-tiles').replaceChildren(...STATES.map((st) =>
+      el('div', { className: 'tile', dataset: { state: st } },
+        el('div', { className: 'n', textContent: String(counts[st] || 0) }),
+        el('div', { className: 's', textContent: st }))));
+  }
+
+  function renderWorkers(s) {
+    // Stable order, as the scheduler offers: sorted by id (byte order).
+    const ws = (s.workers || []).slice().sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    if (ws.length === 0) {
+      $('worker-rows').replaceChildren(el('p', { className: 'muted', textContent: 'no live workers' }));
+      return;
+    }
+    $('worker-rows').replaceChildren(...ws.map((w) => {
+      const inFlight = Math.max(0, w.in_flight || 0);
+      const unlimited = !w.capacity;
+      const total = unlimited ? inFlight : Math.max(w.capacity, inFlight);
+      const shown = Math.min(total, MAX_SLOTS_SHOWN);
+      const slots = [];
+      for (let i = 0; i < shown; i++) {
+        slots.push(el('span', { className: i < inFlight ? 'slot filled' : 'slot' }));
+      }
+      if (total > shown) slots.push(el('span', { className: 'unlimited', textContent: '+' + (total - shown) }));
+      if (unlimited) slots.push(el('span', { className: 'unlimited', textContent: 'no limit' }));
+      return el('div', {
+        className: 'worker',
+        title: (w.kinds || []).join(', '),
+        dataset: {
+          workerId: w.id, inFlight: String(inFlight), capacity: String(w.capacity || 0),
+          draining: w.draining ? 'true' : 'false',
+        },
+      },
+      el('span', { className: 'wid', textContent: w.id }),
+      el('div', { className: 'slots' }, ...slots),
+      el('span', { className: 'load', textContent: unlimited ? inFlight + ' running' : inFlight + ' / ' + w.capacity }));
+    }));
+  }
+
+  function limitText(r) {
+    switch (r.limit) {
+      case 'global': return 'global cap';
+      case 'tenant': return 'tenant cap';
+      case 'rate': return 'rate limit (' + (r.rate_limit || '?') + ')';
+      default: return r.limit || '?';
+    }
+  }
+
+  function renderRejections(s) {
+    const rs = s.recent_rejections || [];
+    if (rs.length === 0) {
+      $('rejection-rows').replaceChildren(el('tr', null, el('td', { className: 'empty', colSpan: 3, textContent: 'none recently' })));
+      return;
+    }
+    $('rejection-rows').replaceChildren(...rs.map((r) => el('tr', { className: 'rejection' },
+      el('td', { className: 'mono', textContent: fmtClock(r.at), title: r.at }),
+      el('td', { textContent: r.tenant || '(unknown)' }),
+      el('td', null, el('span', { className: 'limit', dataset: { limit: r.limit }, textContent: limitText(r) })))));
+  }
+
+  let statsBusy = false;
+  async function refreshStats() {
+    if (statsBusy) return;
+    statsBusy = true;
+    try {
+      const s = await api('/v1/stats');
+      renderGauges(s);
+      renderCounts(s);
+      renderWorkers(s);
+      renderRejections(s);
+      $('updated').textContent = 'updated ' + fmtClock(Date.now());
+    } catch (err) {
+      if (!noteAuthError(err)) $('updated').textContent = 'stats unavailable';
+    } finally {
+      statsBusy = false;
+    }
+  }
+
+  // ---- jobs --------------------------------------------------------------------
+
+  // rows maps a job id to its model and table row.
+  const rows = new Map();
+
+  function order(attempt, state) { return (attempt || 0) * 10 + (RANK[state] || 0); }
+
+  function newRow(id) {
+    const r = {
+      id, kind: '', state: '', attempt: 0, worker: '', error: '',
+      created: null, started: null, finished: null, progress: null, cancelRequested: false,
+      tr: null, cells: null, fetched: false,
+    };
+    rows.set(id, r);
+    return r;
+  }
+
+  // mergeJob applies a whole job (list, get, cancel answer or snapshot
+  // event). Jobs only move forward: an older view never overwrites a newer
+  // one (by attempt, then pending < running < final).
+  function mergeJob(j) {
+    if (!j || !j.id) return;
+    const r = rows.get(j.id) || newRow(j.id);
+    r.kind = j.kind || r.kind;
+    r.created = parseTime(j.created_at) || r.created;
+    if (!r.state || order(j.attempt, j.state) >= order(r.attempt, r.state)) {
+      r.state = j.state;
+      r.attempt = j.attempt || 0;
+      r.worker = j.worker || '';
+      r.error = j.error || '';
+      r.started = j.state === 'pending' ? null : (parseTime(j.started_at) || r.started);
+      r.startedAttempt = r.attempt;
+      r.finished = parseTime(j.finished_at) || (FINAL.has(j.state) ? r.finished : null);
+      r.cancelRequested = !!j.cancel_requested;
+      if (j.progress) r.progress = j.progress;
+      else if (j.state !== 'running' && j.state !== 'succeeded') r.progress = null;
+    }
+    render(r);
+  }
+
+  // applyState merges a state event (a delta) into its row.
+  function applyState(ev) {
+    let r = rows.get(ev.job_id);
+    const known = !!r;
+    if (!r) r = newRow(ev.job_id);
+    if (ev.kind) r.kind = ev.kind;
+    if (!r.created && ev.state === 'pending' && (ev.attempt || 0) === 0) r.created = parseTime(ev.at);
+    if (r.state && order(ev.attempt, ev.state) < order(r.attempt, r.state)) {
+      render(r);
+      return; // stale: the row already shows a later change
+    }
+    if ((ev.attempt || 0) !== r.attempt) r.progress = null;
+    r.state = ev.state;
+    r.attempt = ev.attempt || 0;
+    r.worker = ev.worker || '';
+    r.error = ev.error || '';
+    if (ev.state === 'running' && (!r.started || r.startedAttempt !== r.attempt)) {
+      r.started = parseTime(ev.at);
+      r.startedAttempt = r.attempt;
+    }
+    if (ev.state === 'pending') r.started = null;
+    if (FINAL.has(ev.state)) r.finished = parseTime(ev.at);
+    render(r);
+    // A job first seen mid-life lacks its creation time: read it once.
+    if (!known && !r.created) fillFromAPI(r);
+  }
+
+  function applyProgress(ev) {
+    let r = rows.get(ev.job_id);
+    if (!r) {
+      r = newRow(ev.job_id);
+      r.attempt = ev.attempt || 0;
+      fillFromAPI(r);
+    }
+    if ((ev.attempt || 0) < r.attempt || FINAL.has(r.state) && r.state !== 'succeeded') return;
+    r.progress = ev.progress || null;
+    render(r);
+  }
+
+  async function fillFromAPI(r) {
+    if (r.fetched) return;
+    r.fetched = true;
+    try {
+      mergeJob(await api('/v1/jobs/' + encodeURIComponent(r.id)));
+    } catch (_) { /* it shows what the events said */ }
+  }
+
+  // listed is set once the first list arrived: rows added later flash.
+  let listed = false;
+
+  async function loadJobs() {
+    const page = await api('/v1/jobs?limit=' + LIST_LIMIT);
+    for (const j of (page.jobs || [])) mergeJob(j);
+    listed = true;
+    renderEmpty();
+  }
+
+  // ---- job table -------------------------------------------------------------
+
+  function buildRow(r) {
+    const c = {
+      id: el('td', { className: 'id', title: r.id, textContent: shortID(r.id) }),
+      kind: el('td', { className: 'kind' }),
+      state: el('td', { className: 'state' }),
+      attempt: el('td', { className: 'attempt num' }),
+      worker: el('td', { className: 'worker-id mono' }),
+      wait: el('td', { className: 'wait num' }),
+      run: el('td', { className: 'run num' }),
+      progress: el('td', { className: 'prog' }),
+      error: el('td', { className: 'err' }),
+      act: el('td', { className: 'act' }),
+    };
+    c.badge = el('span', { className: 'badge' });
+    c.state.append(c.badge);
+    c.cancel = el('button', { type: 'button', className: 'cancel', textContent: 'cancel' });
+    c.cancel.addEventListener('click', () => cancelJob(r));
+    c.act.append(c.cancel);
+    r.cells = c;
+    r.tr = el('tr', { className: listed ? 'job fresh' : 'job', dataset: { jobId: r.id } },
+      c.id, c.kind, c.state, c.attempt, c.worker, c.wait, c.run, c.progress, c.error, c.act);
+    placeRow(r);
+  }
+
+  // placeRow puts a new row in id order, newest first (job ids are
+  // time-ordered UUIDv7), and trims the oldest finished rows.
+  function placeRow(r) {
+    const body = $('job-rows');
+    let before = null;
+    for (const tr of body.children) {
+      const id = tr.dataset.jobId;
+      if (id && id < r.id) { before = tr; break; }
+    }
+    body.insertBefore(r.tr, before);
+    if (rows.size > MAX_ROWS) {
+      const ids = [...rows.keys()].sort();
+      for (const id of ids) {
+        if (rows.size <= MAX_ROWS) break;
+        const old = rows.get(id);
+        if (FINAL.has(old.state)) {
+          if (old.tr) old.tr.remove();
+          rows.delete(id);
+        }
+      }
+    }
+    renderEmpty();
+  }
+
+  function renderEmpty() {
+    const body = $('job-rows');
+    const empty = body.querySelector('tr.empty-row');
+    if (rows.size === 0 && !empty) {
+      body.append(el('tr', { className: 'empty-row' }, el('td', { className: 'empty', colSpan: 10, textContent: 'no jobs yet' })));
+    } else if (rows.size > 0 && empty) {
+      empty.remove();
+    }
+  }
+
+  function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
+
+  function renderTimes(r, now) {
+    const c = r.cells;
+    let wait = null;
+    if (r.created) wait = (r.started || (r.state === 'pending' ? now : r.finished || now)) - r.created;
+    let run = null;
+    if (r.started && r.state !== 'pending') run = (r.finished || (FINAL.has(r.state) ? r.started : now)) - r.started;
+    setText(c.wait, fmtDuration(wait));
+    setText(c.run, fmtDuration(run));
+  }
+
+  function renderProgress(r) {
+    const c = r.cells;
+    const p = r.progress;
+    if (!p) {
+      if (c.progress.firstChild) c.progress.replaceChildren();
+      return;
+    }
+    const pct = Math.max(0, Math.min(100, Number(p.percent) || 0));
+    const fill = el('div', { className: 'fill' });
+    fill.style.width = pct + '%';
+    c.progress.replaceChildren(el('div', { className: 'progress', title: p.message || '' },
+      el('div', { className: 'bar' }, fill),
+      el('span', { className: 'pct', textContent: Math.round(pct) + '%' }),
+      p.stage ? el('span', { className: 'stage', textContent: p.stage }) : null));
+  }
+
+  function render(r) {
+    if (!r.tr) buildRow(r);
+    const c = r.cells;
+    r.tr.dataset.state = r.state;
+    setText(c.kind, r.kind);
+    c.badge.dataset.state = r.state;
+    setText(c.badge, r.state === 'running' && r.cancelRequested ? 'running · cancelling' : r.state || '…');
+    setText(c.attempt, String(r.attempt));
+    setText(c.worker, r.worker);
+    setText(c.error, r.error);
+    c.error.title = r.error;
+    renderTimes(r, Date.now());
+    renderProgress(r);
+    const active = r.state === 'pending' || r.state === 'running';
+    c.cancel.hidden = !active;
+    c.cancel.disabled = !active || r.cancelRequested || r.cancelling;
+    if (r.cancelRequested) c.cancel.textContent = 'cancelling';
+  }
+
+  function tickTimes() {
+    const now = Date.now();
+    for (const r of rows.values()) {
+      if (r.tr && !FINAL.has(r.state)) renderTimes(r, now);
+    }
+  }
+
+  async function cancelJob(r) {
+    r.cancelling = true;
+    render(r);
+    try {
+      mergeJob(await api('/v1/jobs/' + encodeURIComponent(r.id) + '/cancel', { method: 'POST' }));
+    } catch (err) {
+      if (!noteAuthError(err)) {
+        if (err instanceof HTTPError && err.status === 409) {
+          r.fetched = false;
+          await fillFromAPI(r); // it finished meanwhile
+        } else {
+          showAlert('Cancel of ' + r.id + ' failed: ' + err.message);
+        }
+      }
+    } finally {
+      r.cancelling = false;
+      render(r);
+    }
+  }
+
+  // ---- event stream ------------------------------------------------------------
+
+  let lastEventID = '';
+  let streamCtl = null;
+  let pollTimer = 0;
+
+  function dispatch(type, data) {
+    let ev;
+    try { ev = JSON.parse(data); } catch (_) { return; }
+    switch (type) {
+      case 'state': applyState(ev); break;
+      case 'progress': applyProgress(ev); break;
+      case 'snapshot': mergeJob(ev); break;
+      default: break;
+    }
+  }
+
+  // readSSE parses a text/event-stream body (the WHATWG event-stream
+  // format: fields id, event, data; comment lines start with ':'; an empty
+  // line dispatches) and calls onEvent(type, data, id) per event.
+  async function readSSE(body, onEvent, onActivity) {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    let type = '';
+    let data = [];
+    let first = true;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      onActivity();
+      buf += value;
+      if (first) {
+        if (buf.charCodeAt(0) === 0xfeff) buf = buf.slice(1);
+        first = false;
+      }
+      for (;;) {
+        const i = buf.search(/[\r\n]/);
+        if (i < 0) break;
+        if (buf[i] === '\r' && i === buf.length - 1) break; // a '\n' may follow in the next chunk
+        const line = buf.slice(0, i);
+        buf = buf.slice(buf[i] === '\r' && buf[i + 1] === '\n' ? i + 2 : i + 1);
+        if (line === '') {
+          if (data.length > 0) onEvent(type || 'message', data.join('\n'), lastEventID);
+          type = '';
+          data = [];
+          continue;
+        }
+        if (line[0] === ':') continue; // comment: keep-alive ping
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let val = colon < 0 ? '' : line.slice(colon + 1);
+        if (val[0] === ' ') val = val.slice(1);
+        switch (field) {
+          case 'event': type = val; break;
+          case 'data': data.push(val); break;
+          case 'id': if (!val.includes('\0')) lastEventID = val; break;
+          default: break; // retry and unknown fields
+        }
+      }
+    }
+  }
+
+  function startPolling() {
+    if (pollTimer) return;
+    const poll = async () => {
+      try { await loadJobs(); } catch (err) { noteAuthError(err); }
+    };
+    poll();
+    pollTimer = setInterval(poll, POLL_EVERY_MS);
+  }
+
+  function stopPolling() {
+    clearInterval(pollTimer);
+    pollTimer = 0;
+  }
+
+  const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+  async function streamLoop() {
+    let backoff = 500;
+    for (;;) {
+      const ctl = new AbortController();
+      streamCtl = ctl;
+      let idle = 0;
+      const activity = () => {
+        clearTimeout(idle);
+        idle = setTimeout(() => ctl.abort(), STREAM_IDLE_MS);
+      };
+      let status = 0;
+      try {
+        const headers = authHeaders({ Accept: 'text/event-stream' });
+        if (lastEventID) headers['Last-Event-ID'] = lastEventID;
+        activity();
+        const res = await fetch('/v1/events', { headers, signal: ctl.signal, cache: 'no-store' });
+        status = res.status;
+        const ct = res.headers.get('Content-Type') || '';
+        if (!res.ok || !ct.startsWith('text/event-stream') || !res.body) {
+          try { await res.body.cancel(); } catch (_) { /* nothing to drop */ }
+          throw new HTTPError(res.status);
+        }
+        setConn('live');
+        clearAlert();
+        stopPolling();
+        backoff = 500;
+        // Listing after subscribing leaves no gap; the merge keeps the
+        // newest of both views.
+        loadJobs().catch(noteAuthError);
+        await readSSE(res.body, dispatch, activity);
+      } catch (err) {
+        if (noteAuthError(err)) {
+          clearTimeout(idle);
+          await waitForToken();
+          continue;
+        }
+      } finally {
+        clearTimeout(idle);
+      }
+      if (streamCtl !== ctl) continue; // the token changed: reconnect at once
+      // No stream here (404) or it dropped: poll the list meanwhile.
+      setConn(status === 404 ? 'polling' : 'reconnecting', status === 404 ? 'polling' : 'reconnecting');
+      startPolling();
+      await sleep(status === 404 ? 10000 : backoff);
+      backoff = Math.min(backoff * 2, 10000);
+    }
+  }
+
+  let tokenWaiters = [];
+  function waitForToken() { return new Promise((res) => tokenWaiters.push(res)); }
+
+  function useToken(t) {
+    token = t;
+    try {
+      if (t) localStorage.setItem(TOKEN_KEY, t);
+      else localStorage.removeItem(TOKEN_KEY);
+    } catch (_) { /* storage off */ }
+    // Another tenant's view: start over.
+    for (const r of rows.values()) if (r.tr) r.tr.remove();
+    rows.clear();
+    lastEventID = '';
+    renderEmpty();
+    clearAlert();
+    setConn('connecting');
+    const waiters = tokenWaiters;
+    tokenWaiters = [];
+    waiters.forEach((w) => w());
+    if (streamCtl) {
+      const ctl = streamCtl;
+      streamCtl = null;
+      ctl.abort();
+    }
+    refreshStats();
+  }
+
+  // ---- start ---------------------------------------------------------------------
+
+  function start() {
+    $('token').value = token;
+    $('token-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      useToken($('token').value.trim());
+    });
+    renderEmpty();
+    refreshStats();
+    setInterval(() => { refreshStats(); tickTimes(); }, STATS_EVERY_MS);
+    loadJobs().catch(noteAuthError);
+    streamLoop();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

@@ -1,0 +1,287 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/bus/events"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Server-Sent Events timings.
+const (
+	// ssePing is how often an idle stream sends a comment, so proxies and
+	// clients see the connection is alive.
+	ssePing = 15 * time.Second
+	// ssePoll is how often a job's stream re-reads the job from the store,
+	// so a lost event (NATS down, stream deleted) delays the stream but
+	// never leaves it hanging.
+	ssePoll = 2 * time.Second
+	// sseRetryMS is the reconnect delay the stream suggests to clients.
+	sseRetryMS = 2000
+	// sseWriteTimeout bounds one write to a slow client.
+	sseWriteTimeout = 10 * time.Second
+	// defaultMaxStreams bounds the open event streams of one gateway.
+	defaultMaxStreams = 1000
+)
+
+// sseStream writes Server-Sent Events to one client.
+type sseStream struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// startSSE answers 200 with the event-stream headers. The server's write
+// timeout would end a long stream, so each write gets its own deadline.
+func startSSE(w http.ResponseWriter) (*sseStream, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s := &sseStream{w: w, rc: http.NewResponseController(w)}
+	if err := s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return nil, fmt.Errorf("sse: write deadline: %w", err)
+	}
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", sseRetryMS); err != nil {
+		return nil, fmt.Errorf("sse: %w", err)
+	}
+	return s, s.flush()
+}
+
+// send writes one event: its id (a stream sequence), type and JSON data.
+func (s *sseStream) send(id uint64, event string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("sse: encode %s: %w", event, err)
+	}
+	if err := s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("sse: write deadline: %w", err)
+	}
+	if _, err := fmt.Fprintf(s.w, "id: %d\nevent: %s\ndata: %s\n\n", id, event, data); err != nil {
+		return fmt.Errorf("sse: %w", err)
+	}
+	return s.flush()
+}
+
+// ping writes a comment line.
+func (s *sseStream) ping() error {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("sse: write deadline: %w", err)
+	}
+	if _, err := fmt.Fprint(s.w, ": ping\n\n"); err != nil {
+		return fmt.Errorf("sse: %w", err)
+	}
+	return s.flush()
+}
+
+func (s *sseStream) flush() error {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("sse: flush: %w", err)
+	}
+	return nil
+}
+
+// lastEventID reads where a client resumes: the Last-Event-ID header, or
+// the since query parameter; 0 means from now on.
+func lastEventID(r *http.Request) (uint64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("since")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, errors.New("Last-Event-ID (or since) must be a non-negative event id")
+	}
+	return n, nil
+}
+
+// takeStream reserves one of the gateway's event streams, or answers 503.
+func (a *api) takeStream(w http.ResponseWriter) bool {
+	select {
+	case a.streams <- struct{}{}:
+		return true
+	default:
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, contracts.CodeUnavailable, "too many open event streams, try again later")
+		return false
+	}
+}
+
+func (a *api) releaseStream() { <-a.streams }
+
+// jobEvents is GET /v1/jobs/{id}/events: a snapshot of the job, then its
+// state and progress events, closing after the final state.
+//
+// The follower is started before the snapshot is read, so no change falls
+// between them; events the snapshot already shows are skipped. A job that
+// is already final gets its snapshot and the close. When the event stream
+// cannot be read the job is still followed by re-reading it from the store.
+func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
+	id := r.PathValue("id")
+	if !contracts.ValidJobID(id) {
+		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, msgBadID)
+		return
+	}
+	after, err := lastEventID(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, err.Error())
+		return
+	}
+	ctx := r.Context()
+	job, err := a.Store.Get(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound), err == nil && job.Tenant != tenant:
+		writeError(w, http.StatusNotFound, contracts.CodeNotFound, msgNotFound)
+		return
+	case err != nil:
+		noteCause(r, err)
+		writeError(w, http.StatusServiceUnavailable, contracts.CodeUnavailable, msgUnavailable)
+		return
+	}
+	if !a.takeStream(w) {
+		return
+	}
+	defer a.releaseStream()
+
+	var follow <-chan events.Received
+	seq := after
+	if !job.State.Final() && a.JS != nil {
+		f, ferr := events.Follow(ctx, a.JS, contracts.EventSubject(job.Tenant, job.ID), after)
+		if ferr == nil {
+			defer f.Close()
+			follow, seq = f.C(), f.Start
+			if job, err = a.Store.Get(ctx, id); err != nil {
+				noteCause(r, err)
+				writeError(w, http.StatusServiceUnavailable, contracts.CodeUnavailable, msgUnavailable)
+				return
+			}
+		} else {
+			noteCause(r, ferr) // followed by polling the store alone
+		}
+	}
+	sse, err := startSSE(w)
+	if err != nil {
+		return
+	}
+	if sse.send(seq, contracts.EventSnapshot, job) != nil || job.State.Final() {
+		return
+	}
+	cur := contracts.StateEvent(job)
+	ping := time.NewTicker(ssePing)
+	defer ping.Stop()
+	poll := time.NewTicker(ssePoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ping.C:
+			if sse.ping() != nil {
+				return
+			}
+		case rcv, ok := <-follow:
+			if !ok {
+				follow = nil // the store poll carries on
+				continue
+			}
+			seq = rcv.Seq
+			ev := rcv.Event
+			if ev.Type == contracts.EventState {
+				if !newer(ev, cur) {
+					continue
+				}
+				cur = ev
+			} else if ev.Attempt < cur.Attempt {
+				continue
+			}
+			if sse.send(rcv.Seq, ev.Type, ev) != nil || (ev.Type == contracts.EventState && ev.State.Final()) {
+				return
+			}
+		case <-poll.C:
+			now, err := a.Store.Get(ctx, id)
+			if err != nil {
+				continue
+			}
+			ev := contracts.StateEvent(now)
+			if now.State == cur.State && now.Attempt == cur.Attempt {
+				continue
+			}
+			cur = ev
+			if sse.send(seq, contracts.EventState, ev) != nil || ev.State.Final() {
+				return
+			}
+		}
+	}
+}
+
+// newer reports whether a state event says something the stream has not
+// sent yet: a change after the one last sent, not the same one again.
+func newer(ev, cur contracts.Event) bool {
+	if ev.Attempt < cur.Attempt || ev.At.Before(cur.At) {
+		return false
+	}
+	same := ev.State == cur.State && ev.Attempt == cur.Attempt && ev.Worker == cur.Worker && ev.Error == cur.Error
+	return !same
+}
+
+// tenantEvents is GET /v1/events: every state and progress event of the
+// caller's tenant, from now on or after Last-Event-ID. It ends only when
+// the client goes away or the event stream fails (the client then
+// reconnects with the last id it saw).
+func (a *api) tenantEvents(w http.ResponseWriter, r *http.Request, tenant string) {
+	after, err := lastEventID(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, err.Error())
+		return
+	}
+	if a.JS == nil {
+		writeError(w, http.StatusServiceUnavailable, contracts.CodeUnavailable, "events are not available")
+		return
+	}
+	if !a.takeStream(w) {
+		return
+	}
+	defer a.releaseStream()
+	ctx := r.Context()
+	f, err := events.Follow(ctx, a.JS, contracts.TenantEventSubjects(tenant), after)
+	if err != nil {
+		noteCause(r, err)
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, contracts.CodeUnavailable, "the event stream is unavailable, try again")
+		return
+	}
+	defer f.Close()
+	sse, err := startSSE(w)
+	if err != nil {
+		return
+	}
+	ping := time.NewTicker(ssePing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ping.C:
+			if sse.ping() != nil {
+				return
+			}
+		case rcv, ok := <-f.C():
+			if !ok {
+				noteCause(r, f.Err())
+				return
+			}
+			if sse.send(rcv.Seq, rcv.Event.Type, rcv.Event) != nil {
+				return
+			}
+		}
+	}
+}
