@@ -97,19 +97,24 @@ func (p *Probe) logChanges(bad map[string]string) {
 	p.lastBad = bad
 }
 
+// Router is where Register adds its routes; *http.ServeMux is one.
+type Router interface {
+	Handle(pattern string, handler http.Handler)
+}
+
 // Register adds /healthz, /readyz and /metrics to mux.
-func (p *Probe) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+func (p *Probe) Register(mux Router) {
+	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.Handle("GET /readyz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		bad := p.Ready(r.Context())
 		if len(bad) > 0 {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failing": bad})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+	}))
 	if p.reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}))
 	}

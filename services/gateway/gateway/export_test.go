@@ -12,3 +12,6 @@ func SetServerTimeouts(g *Gateway, readHeader, read, write, idle time.Duration) 
 func RateLimitKeys(g *Gateway) (tenants, ips int) {
 	return g.tenantLimit.Len(), g.ipLimit.Len()
 }
+
+// Routes lists the gateway's HTTP routes as "METHOD pattern".
+func Routes(g *Gateway) []string { return g.handler.Routes() }

@@ -100,7 +100,7 @@ type Gateway struct {
 	js      jetstream.JetStream
 	auth    *auth.Authenticator
 	roster  *roster.Roster
-	handler http.Handler
+	handler *httpapi.Handler
 	natsAPI *natsapi.API
 	// timeouts are the HTTP server's; tests shorten them.
 	timeouts serverTimeouts

@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/cancel"
 	"github.com/sluicehq/sluice/services/gateway/internal/dashboard"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+	"github.com/sluicehq/sluice/services/gateway/internal/openapi"
 	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
 	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
 )
@@ -80,13 +81,35 @@ type api struct {
 	streams chan struct{}
 }
 
+// Handler is the HTTP API: every route behind the shared middleware.
+type Handler struct {
+	http.Handler
+	routes []string
+}
+
+// Routes lists every route the API serves as "METHOD pattern", in the
+// http.ServeMux pattern syntax, in the order they were registered.
+func (h *Handler) Routes() []string { return append([]string(nil), h.routes...) }
+
+// recordingMux registers routes on a ServeMux and remembers their patterns.
+type recordingMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// Handle implements observe.Router.
+func (m *recordingMux) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
 // New returns the HTTP API as one handler.
-func New(d Deps) http.Handler {
+func New(d Deps) *Handler {
 	if d.MaxStreams <= 0 {
 		d.MaxStreams = defaultMaxStreams
 	}
 	a := &api{Deps: d, streams: make(chan struct{}, d.MaxStreams)}
-	mux := http.NewServeMux()
+	mux := &recordingMux{ServeMux: http.NewServeMux()}
 	// The writing /v1 routes are rate limited per client IP (before
 	// authentication, so token guessing is limited too), then per tenant.
 	// Read-only routes, like health, readiness and metrics, never answer
@@ -99,6 +122,7 @@ func New(d Deps) http.Handler {
 	mux.Handle("GET /v1/jobs/{id}/events", a.authed(a.jobEvents))
 	mux.Handle("GET /v1/events", a.authed(a.tenantEvents))
 	mux.Handle("GET /v1/stats", a.authed(a.stats))
+	mux.Handle("GET /openapi.json", openapi.Handler())
 	// The dashboard page and its embedded assets need no token: the page
 	// asks the user for one and sends it to the API itself.
 	dash := dashboard.New()
@@ -110,7 +134,7 @@ func New(d Deps) http.Handler {
 	if d.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{}))
 	}
-	return a.instrument(router{mux: mux})
+	return &Handler{Handler: a.instrument(router{mux: mux.ServeMux}), routes: mux.patterns}
 }
 
 // router serves the mux, answering in JSON where the mux itself would
