@@ -2,7 +2,9 @@ package kinds_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
+	"github.com/sluicehq/sluice/services/worker/internal/progress"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -111,4 +114,36 @@ func TestRunSleep(t *testing.T) {
 			t.Fatal("sleep did not stop on cancel")
 		}
 	})
+}
+
+func TestRunSleepReportsProgress(t *testing.T) {
+	t.Parallel()
+	var (
+		mu  sync.Mutex
+		got []contracts.Progress
+	)
+	th := progress.NewThrottle(time.Nanosecond, func(p contracts.Progress) {
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	}, nil)
+	defer th.Stop()
+	_, err := kinds.RunSleep(progress.With(t.Context(), th), json.RawMessage(`{"ms":400}`))
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(got), 5, "a 400 ms sleep reports in steps")
+	require.Zero(t, got[0].Percent)
+	for i := 1; i < len(got); i++ {
+		require.GreaterOrEqual(t, got[i].Percent, got[i-1].Percent, "progress goes forward")
+		require.LessOrEqual(t, got[i].Percent, 100.0)
+	}
+
+	// A short sleep reports nothing.
+	got = nil
+	mu.Unlock()
+	_, err = kinds.RunSleep(progress.With(t.Context(), th), json.RawMessage(`{"ms":20}`))
+	mu.Lock()
+	require.NoError(t, err)
+	require.Empty(t, got)
 }
