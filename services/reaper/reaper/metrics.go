@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Finished jobs deleted after the retention period.",
 		}),
 		drift: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_reaper_counter_drift_total",
+			Name: "sluice_reaper_admission_drift_repaired_total",
 			Help: "Admission counter drift repaired: how far the counters were off the jobs, summed over repairs.",
 		}),
 	}

@@ -51,7 +51,7 @@ func TestSweepMetrics(t *testing.T) {
 	// All of it is served on the probe's registry under these names.
 	n, err := testutil.GatherAndCount(b.r.deps.Registry,
 		"sluice_reaper_sweep_duration_seconds", "sluice_reaper_jobs_found_total",
-		"sluice_reaper_requeues_published_total", "sluice_reaper_purged_jobs_total", "sluice_reaper_counter_drift_total")
+		"sluice_reaper_requeues_published_total", "sluice_reaper_purged_jobs_total", "sluice_reaper_admission_drift_repaired_total")
 	require.NoError(t, err)
 	require.Equal(t, 1+3+3+1+1, n)
 }

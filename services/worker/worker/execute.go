@@ -39,14 +39,16 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		res Result
 		err error
 	)
+	w.fenceIfExpired(t)
 	if jctx.Err() != nil {
-		// Lost, cancelled or shut down before the handler started.
+		// Lost, cancelled, expired or shut down before the handler started.
 		err = context.Cause(jctx)
 	} else {
 		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.opts.now)
 		res, err = w.call(progress.With(jctx, th), t)
 		th.Stop()
 	}
+	w.fenceIfExpired(t)
 	w.release(t)
 
 	res, err = checkResult(res, err, w.maxResultBytes())

@@ -34,6 +34,20 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 // before the reaper can requeue the job elsewhere.
 func (w *Worker) fenceAfter() time.Duration { return w.cfg.StaleThreshold * 2 / 3 }
 
+// fenceIfExpired fences the attempt when its lease has gone unacknowledged
+// for longer than fenceAfter, as the next heartbeat tick would. The tick
+// alone leaves a window: a process paused past its lease (SIGSTOP, a
+// frozen VM, a long stall) resumes with its timers all due at once, and the
+// job goroutine may start the handler on a start heartbeat acknowledged
+// before the pause, or report the result of a handler that returned right
+// after it, before the heartbeat goroutine fences the lease. So the job
+// goroutine checks too, before the handler starts and after it returns.
+func (w *Worker) fenceIfExpired(t *task) {
+	if w.leases.FenceIfUnacknowledged(t.lease, w.opts.now(), w.fenceAfter()) {
+		t.log.Warn().Dur("unacknowledged_for", w.fenceAfter()).Msg("lease expired; fencing the attempt")
+	}
+}
+
 // heartbeatTick is one round: self-fence, then renew the rest.
 func (w *Worker) heartbeatTick(ctx context.Context) {
 	now := w.opts.now()

@@ -57,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 		return nil, err
 	}
 	total, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_worker_slots_total",
+		Name: "sluice_worker_slots_capacity",
 		Help: "Job slots of the worker; 0 means no limit.",
 	}, []string{"worker_id"}))
 	if err != nil {

@@ -50,7 +50,7 @@ func TestMetricsOfHandlersAndSlots(t *testing.T) {
 	for _, r := range []string{"lost", "unacknowledged"} {
 		require.Contains(t, b.series("sluice_worker_leases_fenced_total"), map[string]string{"reason": r})
 	}
-	require.EqualValues(t, 1, b.metric("sluice_worker_slots_total", map[string]string{"worker_id": "w-metrics"}))
+	require.EqualValues(t, 1, b.metric("sluice_worker_slots_capacity", map[string]string{"worker_id": "w-metrics"}))
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-metrics", spec("m1", "ok", 1, "")).Status)
 	require.EqualValues(t, 1, b.metric("sluice_worker_slots_used", map[string]string{"worker_id": "w-metrics"}))
 	require.Equal(t, contracts.OfferBusy, b.offer("w-metrics", spec("m2", "bad", 1, "")).Status)

@@ -38,7 +38,7 @@ func TestOfferAcceptedWhenFree(t *testing.T) {
 	require.Eventually(t, func() bool { return r.w.InFlight() == 0 }, waitFor, 5*time.Millisecond)
 	require.EqualValues(t, 1, b.metric("sluice_worker_offers_total", map[string]string{"outcome": "accepted"}))
 	require.EqualValues(t, 1, b.metric("sluice_worker_jobs_total", map[string]string{"state": "succeeded"}))
-	require.EqualValues(t, 1, b.metric("sluice_worker_slots_total", map[string]string{"worker_id": "w-accept"}))
+	require.EqualValues(t, 1, b.metric("sluice_worker_slots_capacity", map[string]string{"worker_id": "w-accept"}))
 }
 
 func TestOfferBusyAtLimitWithoutQueueing(t *testing.T) {

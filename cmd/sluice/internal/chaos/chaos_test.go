@@ -7,57 +7,111 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
-// TestChaosShort runs the real binaries as separate processes under a
-// steady load for about 45 s while kill -9'ing a random service every few
-// seconds and NATS once, then checks that no admitted job was lost and that
-// the admission cap and worker limits held throughout.
+// shortProfile is the profile of TestChaosShort, and the base of the others.
+func shortProfile(load time.Duration) Profile {
+	return Profile{
+		Load:          load,
+		SubmitEvery:   25 * time.Millisecond,
+		MinSleep:      50 * time.Millisecond,
+		MaxSleep:      300 * time.Millisecond,
+		LongShare:     0.1,
+		LongMin:       time.Second,
+		LongMax:       3 * time.Second,
+		KillEvery:     3 * time.Second,
+		KillPause:     500 * time.Millisecond,
+		NATSRestarts:  1,
+		StreamDeletes: 1,
+		Sigstops:      2,
+	}
+}
+
+// TestChaosShort runs the real binaries as separate processes on the
+// embedded store under a steady load from three tenants for about 35 s
+// while kill -9'ing a random service every few seconds, NATS once,
+// deleting the job stream once and freezing a worker twice past the stale
+// threshold, then checks that no admitted job was lost, no two attempts of
+// a job ran at once, and the caps and worker limits held throughout.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: skipped with -short")
 	}
-	runProfile(t, 35*time.Second, 4000)
+	p := shortProfile(35 * time.Second)
+	p.MaxJobs = 4000
+	runProfile(t, Config{Store: StoreEmbedded}, p)
 }
 
-// runProfile builds and starts the cluster, runs load for the given time
-// (at most maxJobs submits) and fails the test on any broken invariant.
-func runProfile(t *testing.T, load time.Duration, maxJobs int) {
-	ctx, cancel := context.WithTimeout(context.Background(), load+5*time.Minute)
+// TestChaosLong is the long profile (`make chaos`): the same cluster and
+// checks under load for SLUICE_CHAOS_LONG (e.g. 10m), with a NATS restart
+// every 3 minutes, a stream delete every 2 and a SIGSTOP every minute.
+// Skipped unless set.
+func TestChaosLong(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("SLUICE_CHAOS_LONG"))
+	if err != nil || d <= 0 {
+		t.Skip("chaos: set SLUICE_CHAOS_LONG (e.g. 10m) to run the long profile")
+	}
+	p := shortProfile(d)
+	p.MaxJobs = int(d/(12*time.Millisecond)) + 1
+	p.NATSRestarts = max(1, int(d/(3*time.Minute)))
+	p.StreamDeletes = max(1, int(d/(2*time.Minute)))
+	p.Sigstops = max(2, int(d/time.Minute))
+	runProfile(t, Config{Store: StoreEmbedded}, p)
+}
+
+// TestChaosMongoShort is the short profile on the MongoDB driver against a
+// FerretDB process that is itself kill -9'd and restarted twice. FerretDB
+// takes one command at a time, so the load and the cap are lower and the
+// timings longer. It runs with `make chaos`, or when SLUICE_CHAOS_MONGO=1.
+func TestChaosMongoShort(t *testing.T) {
+	if os.Getenv("SLUICE_CHAOS_MONGO") != "1" {
+		t.Skip("chaos: set SLUICE_CHAOS_MONGO=1 to run the MongoDB (FerretDB) profile")
+	}
+	p := shortProfile(40 * time.Second)
+	p.SubmitEvery = 150 * time.Millisecond
+	p.KillEvery = 4 * time.Second
+	p.StoreRestarts = 2
+	p.StorePause = time.Second
+	p.SampleEvery = 500 * time.Millisecond
+	runProfile(t, Config{
+		Store:             StoreMongo,
+		MaxActive:         12,
+		TenantMaxActive:   6,
+		HeartbeatInterval: 300 * time.Millisecond,
+		StaleThreshold:    3 * time.Second,
+		RetryInterval:     500 * time.Millisecond,
+		DispatchDeadline:  30 * time.Second,
+		ReaperInterval:    time.Second,
+	}, p)
+}
+
+// runProfile builds and starts the cluster, runs the profile and fails the
+// test on any broken invariant.
+func runProfile(t *testing.T, cfg Config, p Profile) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.Load+5*time.Minute)
 	defer cancel()
 
+	began := time.Now()
 	bin := t.TempDir()
-	if err := Build(ctx, bin); err != nil {
-		t.Fatal(err)
-	}
-	work := t.TempDir()
-	c, err := Start(Config{BinDir: bin, WorkDir: work})
+	require.NoError(t, Build(ctx, bin, cfg.Store))
+	cfg.BinDir, cfg.WorkDir = bin, t.TempDir()
+	c, err := Start(cfg)
 	t.Cleanup(c.Close) // kills every process by pid, also when Start failed half way
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer func() {
 		if t.Failed() {
-			dumpLogs(t, filepath.Join(work, "logs"))
+			dumpLogs(t, filepath.Join(cfg.WorkDir, "logs"))
 		}
 	}()
 
-	rep, err := c.Run(ctx, Profile{
-		Load:        load,
-		MaxJobs:     maxJobs,
-		SubmitEvery: 25 * time.Millisecond,
-		MinSleep:    50 * time.Millisecond,
-		MaxSleep:    300 * time.Millisecond,
-		KillEvery:   3 * time.Second,
-		KillPause:   500 * time.Millisecond,
-		NATSRestart: true,
-		Seed:        uint64(time.Now().UnixNano()),
-		Logf:        t.Logf,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.Seed = uint64(time.Now().UnixNano())
+	p.Logf = t.Logf
+	rep, err := c.Run(ctx, p)
+	require.NoError(t, err)
 	t.Log(rep.Summary())
+	t.Logf("chaos: whole test took %s (seed %d)", time.Since(began).Round(time.Second), p.Seed)
 	for _, v := range rep.Violations() {
 		t.Error(v)
 	}
@@ -76,14 +130,4 @@ func dumpLogs(t *testing.T, dir string) {
 		}
 		t.Logf("--- %s (last %d lines)\n%s", e.Name(), len(lines), strings.Join(lines, "\n"))
 	}
-}
-
-// TestChaosLong is the long profile (`make chaos`): the same cluster and
-// checks under load for SLUICE_CHAOS_LONG (e.g. 10m). Skipped unless set.
-func TestChaosLong(t *testing.T) {
-	d, err := time.ParseDuration(os.Getenv("SLUICE_CHAOS_LONG"))
-	if err != nil || d <= 0 {
-		t.Skip("chaos: set SLUICE_CHAOS_LONG (e.g. 10m) to run the long profile")
-	}
-	runProfile(t, d, int(d/(12*time.Millisecond))+1)
 }

@@ -99,32 +99,34 @@ func analyzeJournal(entries []journal.Entry, procs map[int]procLife, fenceAfter 
 		pid     int
 	}
 	var rep journalReport
-	open := map[key]int{} // index in rep.Runs of the open run
+	latest := map[key]int{} // index in rep.Runs of the key's latest run
 	for _, e := range entries {
 		k := key{e.JobID, e.Attempt, e.PID}
 		at := time.Unix(0, e.T)
-		switch e.Event {
-		case journal.EventStart:
-			open[k] = len(rep.Runs)
+		if e.Event == journal.EventStart {
+			latest[k] = len(rep.Runs)
 			rep.Runs = append(rep.Runs, attemptRun{JobID: e.JobID, Attempt: e.Attempt, Worker: e.WorkerID, PID: e.PID, Start: at})
-		case journal.EventCtxDone, journal.EventEnd:
-			i, ok := open[k]
-			if !ok {
-				rep.Unpaired++
-				continue
-			}
-			r := &rep.Runs[i]
-			if e.Event == journal.EventCtxDone {
-				if r.CtxDone.IsZero() {
-					r.CtxDone, r.CtxErr = at, e.CtxErr
-				}
-				continue
-			}
-			r.End = at
-			if e.CtxErr != "" && r.CtxErr == "" {
+			continue
+		}
+		i, ok := latest[k]
+		if !ok {
+			rep.Unpaired++
+			continue
+		}
+		r := &rep.Runs[i]
+		switch {
+		case e.Event == journal.EventCtxDone && r.CtxDone.IsZero():
+			r.CtxDone = at
+			if r.CtxErr == "" {
 				r.CtxErr = e.CtxErr
 			}
-			delete(open, k)
+		case e.Event == journal.EventEnd && r.End.IsZero():
+			r.End = at
+			if r.CtxErr == "" {
+				r.CtxErr = e.CtxErr
+			}
+		default:
+			rep.Unpaired++
 		}
 	}
 

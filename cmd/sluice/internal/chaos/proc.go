@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -126,37 +127,55 @@ func (p *Proc) terminate(within time.Duration) {
 	}
 }
 
-// freeze sends SIGSTOP to the current incarnation.
+// freeze sends SIGSTOP to the current incarnation and waits until the
+// kernel shows it stopped, so the recorded start of the freeze is never
+// before the process stopped running.
 func (p *Proc) freeze() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil || p.frozen != nil {
 		return fmt.Errorf("chaos: freeze %s: not running", p.Name)
 	}
-	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+	pid := p.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("chaos: SIGSTOP %s: %w", p.Name, err)
+	}
+	for deadline := time.Now().Add(2 * time.Second); !stopped(pid) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	p.frozen = &Span{From: time.Now()}
 	return nil
 }
 
-// thaw sends SIGCONT to the current incarnation and records the freeze.
+// stopped reports whether /proc shows pid in the stopped state ("T").
+func stopped(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: the state follows the last ')'.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'T'
+}
+
+// thaw ends the freeze: the end is recorded before SIGCONT is sent, so
+// nothing the process does after it can predate the recorded end.
 func (p *Proc) thaw() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.frozen == nil {
 		return nil
 	}
-	var err error
-	if p.cmd != nil {
-		if err = syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
-			err = fmt.Errorf("chaos: SIGCONT %s: %w", p.Name, err)
-		}
-	}
 	p.frozen.To = time.Now()
 	p.freezes = append(p.freezes, *p.frozen)
 	p.frozen = nil
-	return err
+	if p.cmd != nil {
+		if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+			return fmt.Errorf("chaos: SIGCONT %s: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 // alive reports whether the current incarnation is still running (a service

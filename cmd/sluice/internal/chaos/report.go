@@ -44,6 +44,7 @@ type Report struct {
 	Overlaps        []string // overlapping attempts (see overlap.go)
 	Resumed         int      // runs frozen past the self-fencing delay by SIGSTOP
 	ResumedUnfenced int      // of those, runs that returned normally after SIGCONT before being fenced
+	LateAccepted    int      // of those, runs whose result the store took (the job was never requeued meanwhile)
 	StaleResults    int      // results the schedulers ignored (old attempt), from their /metrics
 	BadJournal      int      // journal lines that did not decode or pair
 
@@ -73,8 +74,8 @@ func (r Report) Summary() string {
 	}
 	sort.Strings(tenants)
 	fmt.Fprintf(&b, " | max active per tenant %s", strings.Join(tenants, " "))
-	fmt.Fprintf(&b, " | overlapping attempts=%d of %d runs (sigstopped past the fence: %d, finished unfenced after SIGCONT: %d; stale results ignored: %d)",
-		len(r.Overlaps), r.Runs, r.Resumed, r.ResumedUnfenced, r.StaleResults)
+	fmt.Fprintf(&b, " | overlapping attempts=%d of %d runs (sigstopped past the fence: %d, returned unfenced after SIGCONT: %d, their results accepted: %d; stale results ignored: %d)",
+		len(r.Overlaps), r.Runs, r.Resumed, r.ResumedUnfenced, r.LateAccepted, r.StaleResults)
 	fmt.Fprintf(&b, " | samples=%d drain=%s", r.Samples, r.Drain.Round(100*time.Millisecond))
 	return b.String()
 }

@@ -1,22 +1,17 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/chaos/journal"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
-	"github.com/sluicehq/sluice/pkg/store/sqlite"
+	"github.com/sluicehq/sluice/pkg/store/dial"
 )
 
 // Profile is one chaos run.
@@ -24,87 +19,28 @@ type Profile struct {
 	Load        time.Duration // how long submits go on
 	MaxJobs     int           // submit at most this many
 	SubmitEvery time.Duration // per gateway
-	MinSleep    time.Duration // sleep job duration, uniform in [MinSleep, MaxSleep]
+	MinSleep    time.Duration // job duration, uniform in [MinSleep, MaxSleep] …
 	MaxSleep    time.Duration
-	KillEvery   time.Duration // mean time between kill -9s of a service (jittered ±50%)
-	KillPause   time.Duration // a killed service is restarted after this
-	NATSRestart bool          // kill -9 and restart NATS once, half way through the load
+	LongShare   float64       // … except this share of jobs, uniform in [LongMin, LongMax]
+	LongMin     time.Duration // (long jobs are still running when their worker is frozen)
+	LongMax     time.Duration
+	KillEvery   time.Duration // mean time between kill -9s of a random service (jittered ±50%)
+	KillPause   time.Duration // a killed service (and NATS) is restarted after this
+
+	NATSRestarts  int           // kill -9 and restart NATS this many times
+	StreamDeletes int           // delete the job stream this many times
+	StreamGap     time.Duration // how long the stream stays deleted before the harness declares it again
+	Sigstops      int           // freeze a worker this many times …
+	FreezeFor     time.Duration // … for this long (default: stale threshold + 2 reaper intervals + 1s)
+	StoreRestarts int           // kill -9 and restart the store process this many times (MongoDB profile)
+	StorePause    time.Duration // the store process is restarted after this
+
+	SampleEvery time.Duration // store and /v1/stats sampling period
 	Seed        uint64
 	Logf        func(format string, args ...any)
 }
 
-// Report is what a run measured.
-type Report struct {
-	Submitted, Admitted, Rejected, Errors int
-	Final                                 map[string]int // "succeeded", "cancelled", "failed:<class>"
-	Lost                                  []string       // admitted ids missing or not final at the end
-	Stuck                                 int            // jobs in the store not final at the end (also unacknowledged admissions)
-	Kills                                 map[string]int // by service
-
-	Cap, MaxActive, MaxActiveAPI int
-	WorkerLimit, MaxPerWorker    int
-	MaxInFlight                  int // largest in-flight count a worker announced
-	TotalLimit, MaxRunning       int
-	Samples                      int
-	Drain                        time.Duration // from end of load until every admitted job was final
-}
-
-// Summary is the one-line result.
-func (r Report) Summary() string {
-	var fin []string
-	for k, v := range r.Final {
-		fin = append(fin, fmt.Sprintf("%s=%d", k, v))
-	}
-	sort.Strings(fin)
-	var kills []string
-	for k, v := range r.Kills {
-		kills = append(kills, fmt.Sprintf("%s=%d", k, v))
-	}
-	sort.Strings(kills)
-	return fmt.Sprintf("chaos: submitted=%d admitted=%d rejected=%d errors=%d | %s lost=%d stuck=%d | kills %s | max running per worker %d/%d (announced %d), total %d/%d | max active %d/%d (api %d) | samples=%d drain=%s",
-		r.Submitted, r.Admitted, r.Rejected, r.Errors, strings.Join(fin, " "), len(r.Lost), r.Stuck,
-		strings.Join(kills, " "), r.MaxPerWorker, r.WorkerLimit, r.MaxInFlight, r.MaxRunning, r.TotalLimit,
-		r.MaxActive, r.Cap, r.MaxActiveAPI, r.Samples, r.Drain.Round(100*time.Millisecond))
-}
-
-// Violations lists every broken invariant; empty means the run passed.
-func (r Report) Violations() []string {
-	var v []string
-	if len(r.Lost) > 0 {
-		n := min(len(r.Lost), 10)
-		v = append(v, fmt.Sprintf("%d admitted jobs lost (not final or missing), e.g. %v", len(r.Lost), r.Lost[:n]))
-	}
-	if r.Stuck > 0 {
-		v = append(v, fmt.Sprintf("%d jobs in the store not final", r.Stuck))
-	}
-	if r.MaxActive > r.Cap {
-		v = append(v, fmt.Sprintf("active %d above cap %d (store)", r.MaxActive, r.Cap))
-	}
-	if r.MaxActiveAPI > r.Cap {
-		v = append(v, fmt.Sprintf("active %d above cap %d (/v1/stats)", r.MaxActiveAPI, r.Cap))
-	}
-	if r.MaxPerWorker > r.WorkerLimit {
-		v = append(v, fmt.Sprintf("a worker ran %d jobs, limit %d", r.MaxPerWorker, r.WorkerLimit))
-	}
-	if r.MaxInFlight > r.WorkerLimit {
-		v = append(v, fmt.Sprintf("a worker announced %d jobs in flight, limit %d", r.MaxInFlight, r.WorkerLimit))
-	}
-	if r.MaxRunning > r.TotalLimit {
-		v = append(v, fmt.Sprintf("%d jobs running, sum of worker limits %d", r.MaxRunning, r.TotalLimit))
-	}
-	if r.Admitted == 0 {
-		v = append(v, "no job admitted: the run measured nothing")
-	}
-	if r.Samples == 0 {
-		v = append(v, "no concurrency sample taken")
-	}
-	return v
-}
-
-// Run waits for the cluster to be ready, drives the profile, waits for
-// every admitted job to be final and checks the invariants. The error is
-// about the harness itself; broken invariants are in Report.Violations.
-func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
+func (p *Profile) defaults(c *Cluster) {
 	if p.Logf == nil {
 		p.Logf = func(string, ...any) {}
 	}
@@ -117,12 +53,39 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	if p.MaxJobs <= 0 {
 		p.MaxJobs = int(p.Load/p.SubmitEvery)*len(c.Gateways) + 1
 	}
-	rep := Report{Final: map[string]int{}, Kills: map[string]int{},
-		Cap: c.cfg.MaxActive, WorkerLimit: c.cfg.WorkerLimit, TotalLimit: c.cfg.WorkerLimit * c.cfg.Workers}
+	if p.FreezeFor <= 0 {
+		p.FreezeFor = c.cfg.StaleThreshold + 2*c.cfg.ReaperInterval + time.Second
+	}
+	if p.StreamGap <= 0 {
+		p.StreamGap = 300 * time.Millisecond
+	}
+	if p.StorePause <= 0 {
+		p.StorePause = p.KillPause
+	}
+	if p.SampleEvery <= 0 {
+		p.SampleEvery = 100 * time.Millisecond
+	}
+}
 
-	st, err := sqlite.Open(ctx, c.StorePath)
+// Run waits for the cluster to be ready, drives the profile, waits for
+// every admitted job to be final and checks the invariants. The error is
+// about the harness itself; broken invariants are in Report.Violations.
+func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
+	p.defaults(c)
+	rep := Report{Store: c.cfg.Store, Final: map[string]int{}, RejectedBy: map[string]int{}, Kills: map[string]int{},
+		Planned: map[string]int{}, MaxTenantActive: map[string]int{},
+		Cap: c.cfg.MaxActive, TenantCap: c.cfg.TenantMaxActive,
+		WorkerLimit: c.cfg.WorkerLimit, TotalLimit: c.cfg.WorkerLimit * c.cfg.Workers}
+	for _, pf := range p.timeline(c.StoreProc != nil) {
+		rep.Planned[pf.kind]++
+	}
+	for _, t := range c.Tenants {
+		rep.MaxTenantActive[t.Name] = 0
+	}
+
+	st, err := dial.OpenRetry(ctx, dial.Env{Store: c.StoreURI, DataDir: c.DataDir}, nil)
 	if err != nil {
-		return rep, err
+		return rep, fmt.Errorf("chaos: open store: %w", err)
 	}
 	defer func() { _ = st.Close() }()
 	client := &http.Client{Timeout: 3 * time.Second}
@@ -130,34 +93,25 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	if err := c.waitReady(ctx, client, 60*time.Second); err != nil {
 		return rep, err
 	}
-	p.Logf("chaos: cluster ready (%d gateways, %d workers)", len(c.Gateways), c.cfg.Workers)
+	p.Logf("chaos: cluster ready (%s store, %d gateways, %d workers, %d tenants)", c.cfg.Store, len(c.Gateways), c.cfg.Workers, len(c.Tenants))
 
-	rng := rand.New(rand.NewPCG(p.Seed, p.Seed^0x5eed))
-	var rngMu sync.Mutex
-	randDur := func(lo, hi time.Duration) time.Duration {
-		rngMu.Lock()
-		defer rngMu.Unlock()
-		if hi <= lo {
-			return lo
-		}
-		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
-	}
-
+	rng := newLockedRand(p.Seed)
+	f := &faults{c: c, p: p, st: st, client: client, rng: rng, stale: newCounterTotal(), kills: map[string]int{}}
 	var (
 		mu       sync.Mutex
 		admitted = map[string]bool{}
 	)
+	loadStart := time.Now()
 	loadCtx, stopLoad := context.WithTimeout(ctx, p.Load)
 	defer stopLoad()
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
 
+	// Load: one submitter per gateway, each submit as a tenant picked with
+	// weights n, n-1, …, 1, so the first tenants meet their cap first.
 	var wg sync.WaitGroup
-	// Load: one submitter per gateway.
 	for _, gw := range c.Gateways {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			t := time.NewTicker(p.SubmitEvery)
 			defer t.Stop()
 			for {
@@ -173,60 +127,40 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 				}
 				rep.Submitted++
 				mu.Unlock()
-				ms := randDur(p.MinSleep, p.MaxSleep).Milliseconds()
-				id, status, err := submit(loadCtx, client, gw, ms)
+				d := rng.dur(p.MinSleep, p.MaxSleep)
+				if p.LongShare > 0 && rng.float() < p.LongShare {
+					d = rng.dur(p.LongMin, p.LongMax)
+				}
+				out, err := submit(loadCtx, client, gw, c.pickTenant(rng), d.Milliseconds())
 				mu.Lock()
 				switch {
-				case err == nil && (status == http.StatusAccepted || status == http.StatusOK || status == http.StatusCreated):
+				case err == nil && out.ID != "":
 					rep.Admitted++
-					admitted[id] = true
-				case err == nil && status == http.StatusTooManyRequests:
+					admitted[out.ID] = true
+				case err == nil && out.Status == http.StatusTooManyRequests:
 					rep.Rejected++
+					rep.RejectedBy[out.Limit]++
 				default:
 					rep.Errors++
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 
-	// Chaos: kill -9 a random service and restart it; NATS once, half way.
-	var chaosWG sync.WaitGroup
-	chaosWG.Add(1)
-	go func() {
-		defer chaosWG.Done()
-		natsAt := time.Now().Add(p.Load / 2)
-		natsDone := !p.NATSRestart
-		for {
-			select {
-			case <-loadCtx.Done():
-				return
-			case <-time.After(randDur(p.KillEvery/2, p.KillEvery*3/2)):
-			}
-			var victim *Proc
-			if !natsDone && time.Now().After(natsAt) {
-				victim, natsDone = c.NATS, true
-			} else {
-				rngMu.Lock()
-				victim = c.Procs[rng.IntN(len(c.Procs))]
-				rngMu.Unlock()
-			}
-			p.Logf("chaos: kill -9 %s", victim.Name)
-			if err := c.Restart(victim, p.KillPause); err != nil {
-				p.Logf("chaos: restart %s: %v", victim.Name, err)
-			}
-			mu.Lock()
-			rep.Kills[victim.Service]++
-			mu.Unlock()
-		}
-	}()
+	// Faults: random kills, the timeline, the supervisor and the scrapes.
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	defer stopFaults()
+	var faultWG sync.WaitGroup
+	faultWG.Go(func() { f.randomKills(loadCtx) })
+	faultWG.Go(func() { f.runTimeline(loadCtx, loadStart) })
+	faultWG.Go(func() { f.supervise(faultCtx) })
+	faultWG.Go(func() { f.scrape(faultCtx) })
 
-	// Samplers: the store (the truth) and /v1/stats on every gateway.
+	// Sampler: the store (the truth) and /v1/stats on every gateway.
 	var sampleWG sync.WaitGroup
-	sampleWG.Add(1)
-	go func() {
-		defer sampleWG.Done()
-		t := time.NewTicker(100 * time.Millisecond)
+	sampleWG.Go(func() {
+		t := time.NewTicker(p.SampleEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -234,51 +168,45 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 				return
 			case <-t.C:
 			}
-			active, perWorker, total, detail, err := sampleStore(sampleCtx, st, c.workerStarts(), c.cfg.WorkerLimit)
+			s, err := sampleStore(sampleCtx, st, c.workerStarts(), c.cfg.WorkerLimit)
 			if err != nil {
 				continue
 			}
 			var api, inFlight int
 			for _, gw := range c.Gateways {
-				var s contracts.Stats
-				if getJSON(sampleCtx, client, gw+"/v1/stats", &s) == nil {
-					api = max(api, s.Active)
-					for _, w := range s.Workers {
+				var stats contracts.Stats
+				if getJSON(sampleCtx, client, gw+"/v1/stats", c.Tenants[0], &stats) == nil {
+					api = max(api, stats.Active)
+					for _, w := range stats.Workers {
 						inFlight = max(inFlight, w.InFlight)
 					}
 				}
 			}
-			if detail != "" {
-				p.Logf("chaos: over the worker limit: %s", detail)
+			if s.Detail != "" {
+				p.Logf("chaos: over the worker limit: %s", s.Detail)
 			}
 			mu.Lock()
 			rep.Samples++
-			rep.MaxActive = max(rep.MaxActive, active)
-			rep.MaxPerWorker = max(rep.MaxPerWorker, perWorker)
-			rep.MaxRunning = max(rep.MaxRunning, total)
+			rep.MaxActive = max(rep.MaxActive, s.Active)
+			for t, n := range s.TenantActive {
+				rep.MaxTenantActive[t] = max(rep.MaxTenantActive[t], n)
+			}
+			rep.MaxPerWorker = max(rep.MaxPerWorker, s.PerWorker)
+			rep.MaxRunning = max(rep.MaxRunning, s.Total)
 			rep.MaxActiveAPI = max(rep.MaxActiveAPI, api)
 			rep.MaxInFlight = max(rep.MaxInFlight, inFlight)
 			mu.Unlock()
 		}
-	}()
-
-	defer func() { // also on an early return: no sampler outlives Run
+	})
+	defer func() { // also on an early return: no goroutine outlives Run
 		stopSampling()
 		sampleWG.Wait()
+		stopFaults()
+		faultWG.Wait()
 	}()
 
 	wg.Wait()
 	<-loadCtx.Done()
-	chaosWG.Wait()
-	// Every process must be up for the drain (a service may have exited by itself).
-	for _, pr := range append([]*Proc{c.NATS}, c.Procs...) {
-		if !pr.alive() {
-			p.Logf("chaos: %s was down after the load; restarting", pr.Name)
-			if err := pr.start(); err != nil {
-				return rep, err
-			}
-		}
-	}
 	mu.Lock()
 	ids := make([]string, 0, len(admitted))
 	for id := range admitted {
@@ -289,8 +217,12 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 
 	// Drain: wait until every admitted job and every job in the store is
 	// final, up to dispatch deadline + stale threshold (+ reaper slack).
+	// The supervisor keeps restarting processes that exit by themselves.
 	drainStart := time.Now()
 	limit := c.cfg.DispatchDeadline + c.cfg.StaleThreshold + 10*time.Second
+	if c.StoreProc != nil {
+		limit += 30 * time.Second
+	}
 	for {
 		open := 0
 		for _, id := range ids {
@@ -317,8 +249,19 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	rep.Drain = time.Since(drainStart)
 	stopSampling()
 	sampleWG.Wait()
+	f.scrapeAll(ctx)
+	stopFaults()
+	faultWG.Wait()
 
-	// Check: every admitted job, then every job in the store.
+	f.mu.Lock()
+	for k, v := range f.kills {
+		rep.Kills[k] = v
+	}
+	rep.PendingAtDelete, rep.Exits = f.pendingAtDelete, f.exits
+	f.mu.Unlock()
+	rep.StaleResults = int(f.stale.total())
+
+	// Check: every admitted job, then every job in the store, then the journals.
 	for _, id := range ids {
 		j, err := st.Get(ctx, id)
 		switch {
@@ -336,10 +279,70 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	}
 	counts, err := st.Stats(ctx)
 	if err != nil {
-		return rep, err
+		return rep, fmt.Errorf("chaos: final stats: %w", err)
 	}
 	rep.Stuck = counts.Active()
+	if err := c.checkJournals(ctx, st, &rep, p.Logf); err != nil {
+		return rep, err
+	}
 	return rep, nil
+}
+
+// pickTenant picks a tenant with weights n, n-1, …, 1.
+func (c *Cluster) pickTenant(rng *lockedRand) Tenant {
+	n := len(c.Tenants)
+	r := rng.intN(n * (n + 1) / 2)
+	for i := range c.Tenants {
+		w := n - i
+		if r < w {
+			return c.Tenants[i]
+		}
+		r -= w
+	}
+	return c.Tenants[0]
+}
+
+// checkJournals reads the probe workers' journals and fills the overlap
+// part of rep; st tells whether a late result was accepted.
+func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report, logf func(string, ...any)) error {
+	entries, bad, err := journal.ReadDir(c.JournalDir)
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	procs := map[int]procLife{}
+	for _, w := range c.workers() {
+		lives, freezes := w.history()
+		for _, l := range lives {
+			pl := procLife{Worker: w.workerID, End: l.End}
+			for _, f := range freezes {
+				if !f.From.Before(l.Start) && (l.End.IsZero() || f.From.Before(l.End)) {
+					pl.Freezes = append(pl.Freezes, f)
+				}
+			}
+			procs[l.PID] = pl
+		}
+	}
+	jr := analyzeJournal(entries, procs, c.cfg.FenceAfter(), time.Now())
+	rep.Runs, rep.Resumed, rep.ResumedUnfenced = len(jr.Runs), jr.Resumed, jr.Unfenced
+	rep.JournalPerWorker = jr.MaxPerWorker
+	rep.BadJournal = bad + jr.Unpaired
+	for _, o := range jr.Overlaps {
+		rep.Overlaps = append(rep.Overlaps, o.String())
+	}
+	for _, r := range jr.Runs {
+		if r.Unfenced {
+			// Its handler returned normally after SIGCONT: was its result taken?
+			j, err := st.Get(ctx, r.JobID)
+			if err == nil && j.State == contracts.StateSucceeded && j.Attempt == r.Attempt && j.Worker == r.Worker {
+				rep.LateAccepted++
+			}
+		}
+		if r.Resumed {
+			logf("chaos: run frozen past the fence: job %s attempt %d on %s started %s, live until %s, ended %s (%s), unfenced=%v",
+				r.JobID, r.Attempt, r.Worker, clock(r.Start), clock(r.LiveEnd), clock(r.End), r.CtxErr, r.Unfenced)
+		}
+	}
+	return nil
 }
 
 func (c *Cluster) waitReady(ctx context.Context, client *http.Client, within time.Duration) error {
@@ -348,7 +351,7 @@ func (c *Cluster) waitReady(ctx context.Context, client *http.Client, within tim
 		ready := true
 		for _, gw := range c.Gateways {
 			var s contracts.Stats
-			if err := getJSON(ctx, client, gw+"/v1/stats", &s); err != nil || len(s.Workers) < c.cfg.Workers {
+			if err := getJSON(ctx, client, gw+"/v1/stats", c.Tenants[0], &s); err != nil || len(s.Workers) < c.cfg.Workers {
 				ready = false
 				break
 			}
@@ -365,147 +368,4 @@ func (c *Cluster) waitReady(ctx context.Context, client *http.Client, within tim
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// sampleStore reads active jobs, and how many jobs each worker ran at
-// once among the rows the store shows running.
-//
-// The store's "running" is an over-approximation of what a worker runs: a
-// worker frees its slot when the handler returns, before the result reaches
-// the store (seconds later while NATS is down), and the rows of a kill -9'd
-// incarnation stay running until the reaper declares them stale. So the
-// check is on run windows instead: a row counts only if it started during
-// its worker id's current incarnation, and its window is
-// [started_at, started_at + payload ms). The store records a job running
-// before its handler starts, and the worker takes a new job only after a
-// handler returned, so windows of jobs that ran one after the other on the
-// same slot never overlap, while a worker that accepts past its limit makes
-// limit+1 windows overlap.
-func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Time, limit int) (active, perWorker, total int, detail string, err error) {
-	counts, err := st.Stats(ctx)
-	if err != nil {
-		return 0, 0, 0, "", err
-	}
-	active = counts.Active()
-	byWorker := map[string][]contracts.Job{}
-	var all []window
-	cursor := ""
-	for {
-		jobs, next, err := st.List(ctx, store.Query{State: contracts.StateRunning, Limit: 500, Cursor: cursor})
-		if err != nil {
-			return 0, 0, 0, "", err
-		}
-		for _, j := range jobs {
-			if j.StartedAt == nil || j.StartedAt.Before(starts[j.Worker]) {
-				continue // not started, or an earlier incarnation's job, dead with it
-			}
-			byWorker[j.Worker] = append(byWorker[j.Worker], j)
-			all = append(all, windowOf(j))
-		}
-		if next == "" {
-			break
-		}
-		cursor = next
-	}
-	total = maxOverlap(all)
-	for w, jobs := range byWorker {
-		ws := make([]window, len(jobs))
-		for i, j := range jobs {
-			ws[i] = windowOf(j)
-		}
-		n := maxOverlap(ws)
-		perWorker = max(perWorker, n)
-		if n > limit {
-			var b strings.Builder
-			fmt.Fprintf(&b, "%s ran %d at once:", w, n)
-			for _, j := range jobs {
-				fmt.Fprintf(&b, " [%s attempt %d started %s payload %s]", j.ID, j.Attempt, fmtTime(j.StartedAt), j.Payload)
-			}
-			detail = b.String()
-		}
-	}
-	return active, perWorker, total, detail, nil
-}
-
-// window is the span a sleep job's handler ran at least.
-type window struct{ from, to time.Time }
-
-func windowOf(j contracts.Job) window {
-	var p struct {
-		MS int64 `json:"ms"`
-	}
-	_ = json.Unmarshal(j.Payload, &p)
-	return window{from: *j.StartedAt, to: j.StartedAt.Add(time.Duration(p.MS) * time.Millisecond)}
-}
-
-// maxOverlap is the largest number of half-open windows covering one instant.
-func maxOverlap(ws []window) int {
-	type event struct {
-		at    time.Time
-		delta int
-	}
-	ev := make([]event, 0, 2*len(ws))
-	for _, w := range ws {
-		ev = append(ev, event{w.from, +1}, event{w.to, -1})
-	}
-	sort.Slice(ev, func(i, k int) bool {
-		if ev[i].at.Equal(ev[k].at) {
-			return ev[i].delta < ev[k].delta // an end before a start at the same instant
-		}
-		return ev[i].at.Before(ev[k].at)
-	})
-	cur, best := 0, 0
-	for _, e := range ev {
-		cur += e.delta
-		best = max(best, cur)
-	}
-	return best
-}
-
-func fmtTime(t *time.Time) string {
-	if t == nil {
-		return "-"
-	}
-	return t.Format("15:04:05.000")
-}
-func submit(ctx context.Context, client *http.Client, gw string, ms int64) (id string, status int, err error) {
-	body, _ := json.Marshal(map[string]any{"kind": "sleep", "payload": map[string]int64{"ms": ms}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw+"/v1/jobs", bytes.NewReader(body))
-	if err != nil {
-		return "", 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", resp.StatusCode, err
-	}
-	if resp.StatusCode/100 == 2 {
-		var j contracts.Job
-		if err := json.Unmarshal(data, &j); err != nil || j.ID == "" {
-			return "", resp.StatusCode, fmt.Errorf("submit: bad body %q", data)
-		}
-		return j.ID, resp.StatusCode, nil
-	}
-	return "", resp.StatusCode, nil
-}
-
-func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }

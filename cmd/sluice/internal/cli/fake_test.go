@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,7 +156,7 @@ func newTestEnv(url string, tty bool, extra map[string]string) *testEnv {
 	te.env = &Env{
 		Stdin: strings.NewReader(""), Stdout: te.stdout, Stderr: te.stderr,
 		Getenv:   func(k string) string { return vars[k] },
-		Terminal: func(any2 ioWriter) (bool, int) { return tty, 100 },
+		Terminal: func(io.Writer) (bool, int) { return tty, 100 },
 		Now:      func() time.Time { return testTime.Add(3 * time.Second) },
 	}
 	return te

@@ -101,10 +101,7 @@ func (f *follower) follow(ctx context.Context, id string) (contracts.Job, []byte
 			if got {
 				failures = 0
 			}
-			if err == nil {
-				err = io.ErrUnexpectedEOF
-			}
-			f.note("the event stream dropped (%v); reconnecting", err)
+			f.note("the event stream dropped (%s); reconnecting", dropReason(err))
 		default:
 			f.note("cannot open the event stream (%v); retrying", err)
 		}
@@ -246,4 +243,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// dropReason says why a stream ended: the server closed it (err is nil or
+// io.EOF), or how reading it failed.
+func dropReason(err error) string {
+	if err == nil || errors.Is(err, io.EOF) {
+		return "closed by the server"
+	}
+	return err.Error()
 }

@@ -117,10 +117,7 @@ func (tw *tenantWatcher) run(ctx context.Context, since string) error {
 			if got {
 				failures = 0
 			}
-			if rerr == nil {
-				rerr = io.ErrUnexpectedEOF
-			}
-			err = rerr
+			err = errors.New(dropReason(rerr))
 			tw.show.note(fmt.Sprintf("the event stream dropped (%v); reconnecting", err))
 		default:
 			tw.show.note(fmt.Sprintf("cannot open the event stream (%v); retrying", err))

@@ -41,8 +41,9 @@ func TestMain(m *testing.M) {
 }
 
 // startWorkerProcess runs the real worker binary against the stack's NATS
-// server and kills it (by pid) when the test ends.
-func startWorkerProcess(t *testing.T, b *bundle, id string) *exec.Cmd {
+// server, with extra environment entries ("KEY=value"), and kills it (by
+// pid) when the test ends.
+func startWorkerProcess(t *testing.T, b *bundle, id string, extraEnv ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(workerBinary)
 	cmd.Env = []string{
@@ -54,6 +55,7 @@ func startWorkerProcess(t *testing.T, b *bundle, id string) *exec.Cmd {
 		"SLUICE_STALE_THRESHOLD=2s",
 		"SLUICE_LOG_LEVEL=warn",
 	}
+	cmd.Env = append(cmd.Env, extraEnv...)
 	if os.Getenv("SLUICE_TEST_LOGS") != "" {
 		cmd.Stderr = os.Stderr
 	}

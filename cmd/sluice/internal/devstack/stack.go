@@ -70,7 +70,8 @@ type Stack struct {
 	Schedulers []*scheduler.Scheduler
 	Workers    []*worker.Worker
 	Reaper     *reaper.Reaper
-	// Registry holds every service's metrics.
+	// Registry holds the metrics of the gateway, the first scheduler, the
+	// workers and the reaper; the gateway serves it on /metrics.
 	Registry *prometheus.Registry
 
 	conns []*nats.Conn
@@ -187,7 +188,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		if !explicitWorkerID(o.Environ) || o.Workers > 1 {
 			c.WorkerID = fmt.Sprintf("worker-%02d", i+1)
 		}
-		w, err := worker.New(c, nc, js, svcLog(o.Log, "worker"), o.WorkerOptions...)
+		// The workers' metrics show on the gateway's /metrics too
+		// (WorkerOptions may still name another registerer).
+		wopts := append([]worker.Option{worker.WithRegisterer(s.Registry)}, o.WorkerOptions...)
+		w, err := worker.New(c, nc, js, svcLog(o.Log, "worker"), wopts...)
 		if err != nil {
 			return nil, err
 		}

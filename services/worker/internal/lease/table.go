@@ -174,6 +174,21 @@ func (t *Table) Fence(l contracts.Lease, cause error) bool {
 	return true
 }
 
+// FenceIfUnacknowledged fences the lease as Fence does with
+// ErrUnacknowledged, but only when its last acknowledgement is older than
+// maxAge at time now. It reports whether it fenced a running lease.
+func (t *Table) FenceIfUnacknowledged(l contracts.Lease, now time.Time, maxAge time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(l)
+	if e == nil || e.done || e.fenced || now.Sub(e.lastAck) <= maxAge {
+		return false
+	}
+	e.fenced = true
+	e.cancel(ErrUnacknowledged)
+	return true
+}
+
 // Cancel stops the lease's handler because a user asked to cancel the job.
 // It reports whether a running lease was cancelled.
 func (t *Table) Cancel(l contracts.Lease) bool {

@@ -130,3 +130,27 @@ func TestStatusString(t *testing.T) {
 	require.Equal(t, "conflict", lease.Conflict.String())
 	require.Equal(t, "unknown", lease.Status(9).String())
 }
+
+func TestFenceIfUnacknowledged(t *testing.T) {
+	t.Parallel()
+	tab := lease.NewTable()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	l := lz("a", 1)
+	require.True(t, tab.Add(l, cancel, t0))
+	tab.Acked([]contracts.Lease{l}, t0.Add(time.Second))
+
+	require.False(t, tab.FenceIfUnacknowledged(l, t0.Add(3*time.Second), 2*time.Second), "acknowledged 2s ago: still valid")
+	require.NoError(t, ctx.Err())
+	require.False(t, tab.FenceIfUnacknowledged(lz("a", 2), t0.Add(time.Hour), 2*time.Second), "another attempt")
+	require.True(t, tab.FenceIfUnacknowledged(l, t0.Add(3*time.Second+time.Millisecond), 2*time.Second))
+	require.ErrorIs(t, context.Cause(ctx), lease.ErrUnacknowledged)
+	fenced, _ := tab.Flags(l)
+	require.True(t, fenced)
+	require.False(t, tab.FenceIfUnacknowledged(l, t0.Add(time.Hour), 2*time.Second), "fenced once")
+
+	done := lz("b", 1)
+	require.True(t, tab.Add(done, cancel, t0))
+	tab.Finish(done)
+	require.False(t, tab.FenceIfUnacknowledged(done, t0.Add(time.Hour), 2*time.Second), "a finished handler is not fenced")
+}

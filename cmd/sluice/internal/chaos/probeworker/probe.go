@@ -42,10 +42,11 @@ func (p *probe) handle(ctx context.Context, job worker.Job) (worker.Result, erro
 	p.record(job, journal.EventStart, start, "")
 	// The moment the worker cancels the handler (fenced, lease lost,
 	// cancel request, shutdown), even in the middle of a step.
+	recorded := make(chan struct{})
 	stopWatch := context.AfterFunc(ctx, func() {
 		p.record(job, journal.EventCtxDone, time.Now(), context.Cause(ctx).Error())
+		close(recorded)
 	})
-	defer stopWatch()
 
 	deadline := start.Add(time.Duration(pl.MS) * time.Millisecond)
 	for ctx.Err() == nil {
@@ -59,6 +60,9 @@ func (p *probe) handle(ctx context.Context, job worker.Job) (worker.Result, erro
 		case <-t.C:
 		}
 		t.Stop()
+	}
+	if !stopWatch() {
+		<-recorded // the context ended: its line goes before the end
 	}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)

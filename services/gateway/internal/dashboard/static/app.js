@@ -412,13 +412,15 @@
       if (c.progress.firstChild) c.progress.replaceChildren();
       return;
     }
-    const pct = Math.max(0, Math.min(100, Number(p.percent) || 0));
+    // A job that succeeded is done, whatever its last report said.
+    const done = r.state === 'succeeded';
+    const pct = done ? 100 : Math.max(0, Math.min(100, Number(p.percent) || 0));
     const fill = el('div', { className: 'fill' });
     fill.style.width = pct + '%';
-    c.progress.replaceChildren(el('div', { className: 'progress', title: p.message || '' },
+    c.progress.replaceChildren(el('div', { className: 'progress', title: done ? '' : p.message || '' },
       el('div', { className: 'bar' }, fill),
       el('span', { className: 'pct', textContent: Math.round(pct) + '%' }),
-      p.stage ? el('span', { className: 'stage', textContent: p.stage }) : null));
+      p.stage && !done ? el('span', { className: 'stage', textContent: p.stage }) : null));
   }
 
   function render(r) {
