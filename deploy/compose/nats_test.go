@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -129,8 +130,10 @@ type access struct {
 var accessOf = map[string]access{
 	"gateway": {
 		pub: []string{contracts.SubjectDue, "sluice.worker.cancel.w1", contracts.SubjectDiscover,
-			"$JS.API.STREAM.INFO.SLUICE_JOBS"},
-		noPub: []string{contracts.SubjectRequeue, contracts.SubjectResult, "sluice.worker.offer.w1",
+			"$JS.API.STREAM.INFO.SLUICE_JOBS", contracts.EventSubject("acme", "j1"), "$JS.API.STREAM.INFO.SLUICE_EVENTS",
+			"$JS.API.CONSUMER.CREATE.SLUICE_EVENTS.abc.sluice.events.acme.j1"},
+		noPub: []string{contracts.SubjectRequeue, contracts.SubjectResult, "sluice.worker.offer.w1", contracts.SubjectProgress,
+			"$JS.API.STREAM.DELETE.SLUICE_EVENTS", "$JS.API.STREAM.PURGE.SLUICE_EVENTS",
 			contracts.SubjectAnnounce, contracts.SubjectHeartbeat, contracts.SubjectSubmit,
 			"$JS.API.STREAM.UPDATE.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.PURGE.SLUICE_JOBS",
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-due.sluice.jobs.due",
@@ -144,20 +147,22 @@ var accessOf = map[string]access{
 	"scheduler": {
 		pub: []string{contracts.SubjectDue, "sluice.worker.offer.w1", "sluice.worker.cancel.w1",
 			contracts.SubjectDiscover, "$JS.API.STREAM.INFO.SLUICE_JOBS",
-			"$JS.API.CONSUMER.INFO.SLUICE_JOBS.sluice-scheduler-due"},
-		noPub: []string{contracts.SubjectResult, contracts.SubjectRequeue, contracts.SubjectSubmit,
+			"$JS.API.CONSUMER.INFO.SLUICE_JOBS.sluice-scheduler-due", contracts.EventSubject("acme", "j1")},
+		noPub: []string{contracts.SubjectResult, contracts.SubjectProgress, "$JS.API.STREAM.DELETE.SLUICE_EVENTS", contracts.SubjectRequeue, contracts.SubjectSubmit,
 			contracts.SubjectHeartbeat, contracts.SubjectAnnounce,
 			"$JS.API.STREAM.UPDATE.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.PURGE.SLUICE_JOBS",
 			"$JS.API.STREAM.CREATE.OTHER",
 			"$JS.API.CONSUMER.DELETE.SLUICE_JOBS.sluice-scheduler-due",
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.other.sluice.jobs.due", "_INBOX.someone.else"},
-		sub: []sub{{contracts.SubjectHeartbeat, contracts.QueueScheduler}, {contracts.SubjectAnnounce, ""}, {"_INBOX.abc.*", ""}},
-		noSub: []sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectHeartbeat, "other"}, {contracts.SubjectSubmit, "q"},
+		sub: []sub{{contracts.SubjectHeartbeat, contracts.QueueScheduler}, {contracts.SubjectProgress, contracts.QueueScheduler},
+			{contracts.SubjectAnnounce, ""}, {"_INBOX.abc.*", ""}},
+		noSub: []sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectProgress, ""}, {"sluice.events.>", ""}, {contracts.SubjectHeartbeat, "other"}, {contracts.SubjectSubmit, "q"},
 			{"sluice.worker.offer.w1", ""}, {"sluice.jobs.>", ""}},
 	},
 	"worker": {
-		pub: []string{contracts.SubjectHeartbeat, contracts.SubjectAnnounce, contracts.SubjectResult, contracts.SubjectRequeue},
-		noPub: []string{contracts.SubjectDue, contracts.SubjectSubmit, "sluice.worker.offer.w2", "sluice.worker.cancel.w2",
+		pub: []string{contracts.SubjectHeartbeat, contracts.SubjectAnnounce, contracts.SubjectResult, contracts.SubjectRequeue,
+			contracts.SubjectProgress},
+		noPub: []string{contracts.SubjectDue, contracts.EventSubject("acme", "j1"), contracts.SubjectSubmit, "sluice.worker.offer.w2", "sluice.worker.cancel.w2",
 			contracts.SubjectDiscover, "$JS.API.STREAM.CREATE.SLUICE_JOBS", "$JS.API.STREAM.UPDATE.SLUICE_JOBS",
 			"$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.INFO.SLUICE_JOBS",
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-due.sluice.jobs.due",
@@ -180,7 +185,8 @@ var accessOf = map[string]access{
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue.sluice.jobs.requeue",
 			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-requeue"},
 		sub:   []sub{{"_INBOX.abc.*", ""}},
-		noSub: []sub{{"sluice.jobs.>", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler}},
+		noSub: []sub{{"sluice.jobs.>", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
+			{"sluice.events.>", ""}},
 	},
 	"client": {
 		pub: []string{contracts.SubjectSubmit, "$SRV.PING", "$SRV.INFO.sluice-api"},
@@ -401,6 +407,32 @@ func TestNATSJetStream(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, bus.Publish(ctx, gw.JS, contracts.SubjectDue, contracts.Due{JobID: "j1"}, "due-j1"))
 	require.NoError(t, bus.Check(ctx, gw.Conn, gw.JS))
+
+	// Gateway: the event stream, followed with an ordered consumer; the
+	// scheduler and the gateway publish events, a worker reports progress
+	// to the schedulers' queue group.
+	_, err = events.EnsureStream(ctx, gw.JS)
+	require.NoError(t, err)
+	follow, err := events.Follow(ctx, gw.JS, contracts.TenantEventSubjects("acme"), 0)
+	require.NoError(t, err)
+	progress, err := sched.Conn.QueueSubscribeSync(contracts.SubjectProgress, contracts.QueueScheduler)
+	require.NoError(t, err)
+	events.NewPublisher(sched.Conn).State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateRunning, Attempt: 1})
+	events.NewPublisher(gw.Conn).State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateCancelled, Attempt: 1})
+	var got []contracts.JobState // two connections: no order between them
+	for len(got) < 2 {
+		select {
+		case r := <-follow.C():
+			got = append(got, r.Event.State)
+		case <-ctx.Done():
+			t.Fatalf("events %v arrived, want 2: %v", got, follow.Err())
+		}
+	}
+	require.ElementsMatch(t, []contracts.JobState{contracts.StateRunning, contracts.StateCancelled}, got)
+	follow.Close()
+	require.NoError(t, wk.Conn.Publish(contracts.SubjectProgress, []byte(`{}`)))
+	_, err = progress.NextMsg(5 * time.Second)
+	require.NoError(t, err)
 
 	// Scheduler: the stream and its three durable consumers; "due" again.
 	consumers := map[string]jetstream.Consumer{}
