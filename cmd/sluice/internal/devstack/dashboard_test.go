@@ -1,0 +1,446 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	stdlog "log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// The dashboard test's tenant and token: the stack runs in token mode, so
+// the page has to send the token the user typed.
+const (
+	dashTenant = "acme"
+	dashToken  = "tok-acme-dashboard-0123"
+)
+
+// uiWait bounds each wait for the page to show something. It is generous:
+// the page updates within a second or two, but a loaded CI machine may be
+// slow to start the browser.
+const uiWait = 90 * time.Second
+
+// chromiumPath finds a Chromium or Chrome binary.
+func chromiumPath() (string, bool) {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium against
+// a whole stack in token mode: the page asks for the token, then shows the
+// workers in offer order with their slots, the admission gauge, a job
+// submitted through the API running to succeeded, the event stream resumed
+// with Last-Event-ID after a drop, a 429 in the recent rejections, progress
+// bars, and a long job cancelled with its row's cancel button; the page
+// reports no exception and no policy violation. It saves a screenshot
+// (dashboard.png) into SLUICE_ARTIFACTS_DIR, or into a temporary directory.
+func TestDashboardInBrowser(t *testing.T) {
+	t.Parallel()
+	chromium, ok := chromiumPath()
+	if !ok {
+		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): skipping the dashboard browser test")
+	}
+	b := startTokenStack(t, Options{Workers: 3}, map[string]string{
+		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken,
+		"SLUICE_MAX_ACTIVE":                  "4",
+		"SLUICE_TENANT_MAX_ACTIVE":           "4",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
+	})
+	proxy := newStreamProxy(t, b.base)
+	ctx := newBrowser(t, chromium)
+	problems := watchPage(t, ctx)
+
+	// Without a token the page says it needs one.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(proxy.url+"/")))
+	waitFor(t, ctx, `#conn[data-conn="unauthorized"]`, "the page never asked for a token")
+
+	// With it, the event stream goes live and the workers show in offer order.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#token"), dashToken),
+		chromedp.Click(chromedp.CSS(`#token-form button`)),
+	))
+	waitFor(t, ctx, `#conn[data-conn="live"]`, "the event stream never went live")
+	waitFor(t, ctx, `#worker-rows .worker:nth-child(3)`, "the workers never showed")
+	ids := evalJS[[]string](t, ctx, `[...document.querySelectorAll('#worker-rows .worker')].map(w => w.dataset.workerId)`)
+	require.Equal(t, []string{"worker-01", "worker-02", "worker-03"}, ids)
+	require.Equal(t, 6, evalJS[int](t, ctx, `document.querySelectorAll('#worker-rows .slot').length`), "2 slots per worker")
+
+	// A short job submitted through the API runs to succeeded in the table.
+	short := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":300}}`)
+	waitFor(t, ctx, jobRow(short, "succeeded"), "the short job never showed succeeded")
+	require.Equal(t, "1", evalJS[string](t, ctx, `document.querySelector('[data-job-id="`+short+`"] .attempt').textContent`))
+
+	// The stream drops: the page reconnects, resuming after the last event
+	// it read.
+	seen := proxy.lastEventID()
+	require.NotEmpty(t, seen, "no event went through the stream")
+	streams := len(proxy.resumes())
+	proxy.drop()
+	require.Eventually(t, func() bool { return len(proxy.resumes()) > streams }, uiWait, 20*time.Millisecond, "the page never reconnected")
+	require.Equal(t, seen, proxy.resumes()[streams], "Last-Event-ID of the reconnection")
+	waitFor(t, ctx, `#conn[data-conn="live"]`, "the event stream never came back")
+
+	// Fill the cap with long jobs: four run, the fifth is turned away.
+	var long []string
+	for range 4 {
+		long = append(long, b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":30000}}`))
+	}
+	t.Cleanup(func() { // let the stack stop without waiting for them
+		for _, id := range long {
+			b.tokenDo(t, http.MethodPost, "/v1/jobs/"+id+"/cancel", "")
+		}
+	})
+	for _, id := range long {
+		waitFor(t, ctx, jobRow(id, "running"), "a long job never showed running")
+	}
+	status, body := b.tokenDo(t, http.MethodPost, "/v1/jobs", `{"kind":"sleep","payload":{"ms":1}}`)
+	require.Equal(t, http.StatusTooManyRequests, status, body)
+	waitFor(t, ctx, `#rejection-rows tr.rejection [data-limit="global"]`, "the 429 never showed")
+	waitTrue(t, ctx, `document.getElementById('gauge-global-value').textContent === '4 / 4'`, "the gauge never showed 4 of 4")
+	waitFor(t, ctx, `#gauge-global[data-level="full"]`, "the gauge never showed the cap reached")
+	waitFor(t, ctx, `#gauge-tenants .gauge[data-tenant="`+dashTenant+`"][data-level="full"]`, "the tenant gauge never showed")
+	waitTrue(t, ctx, `document.querySelectorAll('#worker-rows .slot.filled').length === 4`, "the workers' slots never filled")
+	waitFor(t, ctx, `tr[data-job-id="`+long[0]+`"] .progress`, "no progress bar on a running job")
+
+	// Cancel the last long job with its button.
+	victim := long[len(long)-1]
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr[data-job-id="`+victim+`"] button.cancel`))))
+	waitFor(t, ctx, jobRow(victim, "cancelled"), "the cancelled job never showed cancelled")
+	var j contracts.Job
+	_, body = b.tokenDo(t, http.MethodGet, "/v1/jobs/"+victim, "")
+	require.NoError(t, json.Unmarshal([]byte(body), &j))
+	require.Equal(t, contracts.StateCancelled, j.State)
+	waitTrue(t, ctx, `document.getElementById('gauge-global-value').textContent === '3 / 4'`, "the gauge never went down")
+	waitTrue(t, ctx, `document.querySelector('#count-tiles .tile[data-state="cancelled"] .n').textContent === '1'`, "the counts never showed the cancel")
+	require.Equal(t, "1", evalJS[string](t, ctx, `document.querySelector('#count-tiles .tile[data-state="succeeded"] .n').textContent`))
+	require.Equal(t, "3", evalJS[string](t, ctx, `document.querySelector('#count-tiles .tile[data-state="running"] .n').textContent`))
+	// The finished rows lost their cancel buttons; the running ones kept them.
+	require.True(t, evalJS[bool](t, ctx, `document.querySelector('[data-job-id="`+short+`"] button.cancel').hidden`))
+	require.False(t, evalJS[bool](t, ctx, `document.querySelector('[data-job-id="`+long[0]+`"] button.cancel').hidden`))
+
+	saveScreenshot(t, ctx)
+	require.Empty(t, problems(), "the page reported errors")
+}
+
+// streamProxy stands between the page and the gateway like a flaky
+// network: it forwards everything, can drop the open event streams, and
+// records the Last-Event-ID of every GET /v1/events and the last event id
+// it passed on.
+type streamProxy struct {
+	url string
+
+	mu      sync.Mutex
+	cancels []context.CancelFunc
+	resumed []string
+	lastID  string
+}
+
+// newStreamProxy serves a proxy to the gateway at target until the test ends.
+func newStreamProxy(t *testing.T, target string) *streamProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	p := &streamProxy{}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
+		FlushInterval: -1, // pass each event on at once
+		ModifyResponse: func(res *http.Response) error {
+			if res.Request.URL.Path == "/v1/events" {
+				res.Body = &idScanner{ReadCloser: res.Body, p: p}
+			}
+			return nil
+		},
+		ErrorLog: stdlog.New(io.Discard, "", 0),
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/events" {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			p.mu.Lock()
+			p.cancels = append(p.cancels, cancel)
+			p.resumed = append(p.resumed, r.Header.Get("Last-Event-ID"))
+			p.mu.Unlock()
+			r = r.WithContext(ctx)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
+}
+
+// drop cuts every open event stream.
+func (p *streamProxy) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.cancels {
+		c()
+	}
+	p.cancels = nil
+}
+
+// resumes lists the Last-Event-ID header of each stream request, in order.
+func (p *streamProxy) resumes() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.resumed...)
+}
+
+// lastEventID is the id of the last event passed on to the page.
+func (p *streamProxy) lastEventID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastID
+}
+
+// idScanner notes the "id:" lines of an event stream as they pass.
+type idScanner struct {
+	io.ReadCloser
+	p       *streamProxy
+	partial []byte
+}
+
+// Read implements io.Reader.
+func (s *idScanner) Read(b []byte) (int, error) {
+	n, err := s.ReadCloser.Read(b)
+	s.partial = append(s.partial, b[:n]...)
+	for {
+		i := bytes.IndexByte(s.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := strings.TrimRight(string(s.partial[:i]), "\r")
+		s.partial = s.partial[i+1:]
+		if id, ok := strings.CutPrefix(line, "id:"); ok {
+			s.p.mu.Lock()
+			s.p.lastID = strings.TrimPrefix(id, " ")
+			s.p.mu.Unlock()
+		}
+	}
+	return n, err
+}
+
+// jobRow selects a job's table row in a state.
+func jobRow(id string, state contracts.JobState) string {
+	return fmt.Sprintf(`tr[data-job-id=%q][data-state=%q]`, id, state)
+}
+
+// newBrowser starts headless Chromium with the flags that work without a
+// network, in a fresh profile, closed when the test ends.
+func newBrowser(t *testing.T, path string) context.Context {
+	t.Helper()
+	profile, err := os.MkdirTemp("", "sluice-chromium-")
+	require.NoError(t, err)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1400, 700),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+		// The browser's helpers may still write briefly after it exits.
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	return ctx
+}
+
+// watchPage collects what the page reports as wrong: uncaught exceptions
+// and Content-Security-Policy violations. The answers 401 to the page's
+// requests before the token is typed are expected and not collected.
+func watchPage(t *testing.T, ctx context.Context) func() []string {
+	t.Helper()
+	var mu sync.Mutex
+	var problems []string
+	require.NoError(t, chromedp.Listen(ctx, func(ev any) {
+		var p string
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			p = "exception: " + e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				p += " " + e.ExceptionDetails.Exception.Description
+			}
+		case *cdplog.EventEntryAdded:
+			if strings.Contains(e.Entry.Text, "Content Security Policy") || strings.Contains(e.Entry.Text, "Trusted Type") {
+				p = "policy: " + e.Entry.Text
+			}
+		}
+		if p != "" {
+			mu.Lock()
+			problems = append(problems, p)
+			mu.Unlock()
+		}
+	}))
+	_, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{})
+	require.NoError(t, err)
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), problems...)
+	}
+}
+
+// waitFor waits until the CSS selector matches an element of the page.
+func waitFor(t *testing.T, ctx context.Context, selector, msg string) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, uiWait)
+	defer cancel()
+	if err := chromedp.Do(wctx, chromedp.WaitReady(chromedp.CSS(selector))); err != nil {
+		t.Fatalf("%s (waiting for %s): %v", msg, selector, err)
+	}
+}
+
+// waitTrue waits until a JavaScript expression is true in the page.
+func waitTrue(t *testing.T, ctx context.Context, expr, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(uiWait)
+	for {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (waiting for %s): %v", msg, expr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// evalJS evaluates a JavaScript expression in the page.
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	require.NoError(t, err, expr)
+	return v
+}
+
+// saveScreenshot writes the whole page as dashboard.png into
+// SLUICE_ARTIFACTS_DIR (or a temporary directory) and logs where.
+func saveScreenshot(t *testing.T, ctx context.Context) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	dir := os.Getenv("SLUICE_ARTIFACTS_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	path := filepath.Join(dir, "dashboard.png")
+	require.NoError(t, os.WriteFile(path, png, 0o644))
+	t.Logf("dashboard screenshot: %s", path)
+}
+
+// startTokenStack is start for a stack in token mode: readiness and the
+// workers' announcements are checked with the test tenant's token.
+func startTokenStack(t *testing.T, o Options, extra map[string]string) *bundle {
+	t.Helper()
+	dataDir := t.TempDir()
+	o.Environ = testEnv(dataDir, extra)
+	o.NATSListen = "127.0.0.1:0"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	o.HTTPListener = ln
+	o.Log = zerolog.Nop()
+	if os.Getenv("SLUICE_TEST_LOGS") != "" {
+		o.Log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Start(ctx, o)
+	if err != nil {
+		cancel()
+		_ = ln.Close()
+		require.NoError(t, err)
+	}
+	b := &bundle{t: t, stack: s, dataDir: dataDir, base: "http://" + s.HTTPAddr, cancel: cancel, done: make(chan error, 1)}
+	go func() { b.done <- s.Run(ctx) }()
+	t.Cleanup(b.stop)
+	require.Eventually(t, func() bool {
+		status, body := b.tokenDo(t, http.MethodGet, "/v1/stats", "")
+		if status != http.StatusOK {
+			return false
+		}
+		var st contracts.Stats
+		return json.Unmarshal([]byte(body), &st) == nil && len(st.Workers) == len(s.Workers)
+	}, 20*time.Second, 20*time.Millisecond, "stack never ready with every worker announced")
+	return b
+}
+
+// tokenDo sends a request as the dashboard test's tenant.
+func (b *bundle) tokenDo(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = bytes.NewBufferString(body)
+	}
+	req, err := http.NewRequest(method, b.base+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+dashToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err.Error()
+	}
+	return resp.StatusCode, string(data)
+}
+
+// tokenSubmit submits a job as the test's tenant, requires a 202 and
+// returns the job's id.
+func (b *bundle) tokenSubmit(t *testing.T, body string) string {
+	t.Helper()
+	status, out := b.tokenDo(t, http.MethodPost, "/v1/jobs", body)
+	require.Equal(t, http.StatusAccepted, status, out)
+	var j contracts.Job
+	require.NoError(t, json.Unmarshal([]byte(out), &j))
+	return j.ID
+}
