@@ -44,6 +44,7 @@ func (w *Worker) fenceAfter() time.Duration { return w.cfg.StaleThreshold * 2 / 
 // goroutine checks too, before the handler starts and after it returns.
 func (w *Worker) fenceIfExpired(t *task) {
 	if w.leases.FenceIfUnacknowledged(t.lease, w.opts.now(), w.fenceAfter()) {
+		w.m.fenced.WithLabelValues(fenceUnacknowledged).Inc()
 		t.log.Warn().Dur("unacknowledged_for", w.fenceAfter()).Msg("lease expired; fencing the attempt")
 	}
 }

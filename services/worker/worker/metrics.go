@@ -114,6 +114,9 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 		return nil, err
 	}
 	// Start every known series at zero so dashboards see them before the first event.
+	for _, o := range []string{"sent", "dropped"} {
+		progress.WithLabelValues(o)
+	}
 	for _, s := range []string{string(contracts.StateSucceeded), string(contracts.StateFailed), string(contracts.StateCancelled), jobRequeued, jobFenced, jobUnclaimed} {
 		jobs.WithLabelValues(s)
 	}
@@ -125,6 +128,9 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 	}
 	for _, o := range []string{heartbeatAcked, heartbeatFailed} {
 		heartbeats.WithLabelValues(o)
+	}
+	for _, o := range []string{deliveryDelivered, deliveryRetried, deliveryAbandoned} {
+		deliveries.WithLabelValues(o)
 	}
 	return &metrics{
 		slotsUsed:  used.WithLabelValues(workerID),

@@ -40,7 +40,7 @@ type activeJobs struct {
 	maxAge  time.Duration
 	now     func() time.Time
 
-	desc   *prometheus.Desc
+	desc     *prometheus.Desc
 	failures prometheus.Counter
 
 	mu      sync.Mutex
