@@ -104,8 +104,16 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.Concurrency, s.dispatch.Handle)
 	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.Concurrency, s.apply.Result)
 	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)
-	g.Go(func() error { return s.serveHeartbeats(gctx) })
-	g.Go(func() error { return s.serveProgress(gctx) })
+	g.Go(func() error {
+		return s.serveQueue(gctx, contracts.SubjectHeartbeat, heartbeatWorkers, func(ctx context.Context, m *nats.Msg) {
+			_ = m.Respond(s.apply.Heartbeat(ctx, m.Data))
+		})
+	})
+	g.Go(func() error {
+		return s.serveQueue(gctx, contracts.SubjectProgress, progressWorkers, func(ctx context.Context, m *nats.Msg) {
+			s.apply.Progress(ctx, m.Data)
+		})
+	})
 	g.Go(func() error { return s.probe.Serve(gctx, s.cfg.HTTPAddr) })
 	return g.Wait()
 }
@@ -113,16 +121,22 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // heartbeatWorkers is how many heartbeats one scheduler applies at once.
 const heartbeatWorkers = 8
 
-// serveHeartbeats answers heartbeat requests (queue group shared by every
-// scheduler replica) until ctx ends.
-func (s *Scheduler) serveHeartbeats(ctx context.Context) error {
+// progressWorkers is how many progress reports one scheduler applies at once.
+const progressWorkers = 4
+
+// serveQueue hands the messages of subject, in the queue group every
+// scheduler replica shares, to handle on workers goroutines until ctx
+// ends. Heartbeats are requests (handle answers them); progress reports
+// are fire and forget, so a full buffer drops the newest and the worker's
+// next report replaces them.
+func (s *Scheduler) serveQueue(ctx context.Context, subject string, workers int, handle func(context.Context, *nats.Msg)) error {
 	ch := make(chan *nats.Msg, 1024)
-	sub, err := s.deps.NC.ChanQueueSubscribe(contracts.SubjectHeartbeat, contracts.QueueScheduler, ch)
+	sub, err := s.deps.NC.ChanQueueSubscribe(subject, contracts.QueueScheduler, ch)
 	if err != nil {
-		return fmt.Errorf("subscribe %s: %w", contracts.SubjectHeartbeat, err)
+		return fmt.Errorf("subscribe %s: %w", subject, err)
 	}
 	var wg sync.WaitGroup
-	for range heartbeatWorkers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -131,7 +145,7 @@ func (s *Scheduler) serveHeartbeats(ctx context.Context) error {
 				case <-ctx.Done():
 					return
 				case m := <-ch:
-					_ = m.Respond(s.apply.Heartbeat(ctx, m.Data))
+					handle(ctx, m)
 				}
 			}
 		}()
@@ -159,38 +173,4 @@ func (n notifier) Cancel(workerID string, l contracts.Lease) error {
 		return err
 	}
 	return n.nc.Publish(contracts.WorkerCancelSubject(workerID), b)
-}
-
-// progressWorkers is how many progress reports one scheduler applies at once.
-const progressWorkers = 4
-
-// serveProgress applies workers' progress reports (queue group shared by
-// every scheduler replica) until ctx ends. Reports are fire and forget: a
-// full buffer drops the newest ones, and the worker's next report replaces
-// them.
-func (s *Scheduler) serveProgress(ctx context.Context) error {
-	ch := make(chan *nats.Msg, 1024)
-	sub, err := s.deps.NC.ChanQueueSubscribe(contracts.SubjectProgress, contracts.QueueScheduler, ch)
-	if err != nil {
-		return fmt.Errorf("subscribe %s: %w", contracts.SubjectProgress, err)
-	}
-	var wg sync.WaitGroup
-	for range progressWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case m := <-ch:
-					s.apply.Progress(ctx, m.Data)
-				}
-			}
-		}()
-	}
-	<-ctx.Done()
-	_ = sub.Unsubscribe()
-	wg.Wait()
-	return nil
 }

@@ -32,8 +32,8 @@ func TestStartedObservesQueueWait(t *testing.T) {
 	m.Started([]contracts.Job{
 		{ID: "a", CreatedAt: created, StartedAt: at(1500 * time.Millisecond)},
 		{ID: "b", CreatedAt: created, StartedAt: at(-time.Second)}, // clock skew: counts as 0
-		{ID: "c", CreatedAt: created},                             // no start: skipped
-		{ID: "d", StartedAt: at(time.Second)},                     // no submit time: skipped
+		{ID: "c", CreatedAt: created},                              // no start: skipped
+		{ID: "d", StartedAt: at(time.Second)},                      // no submit time: skipped
 	})
 	count, sum := histogram(t, m.queueWait)
 	require.Equal(t, uint64(2), count)
