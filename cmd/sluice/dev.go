@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,9 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", 2, "number of workers")
 	natsListen := fs.String("nats-listen", envOr("SLUICE_NATS_LISTEN", "127.0.0.1:4222"), "where the embedded NATS server accepts outside clients")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
 		return exitUsage
 	}
 	if *workers < 0 {

@@ -31,8 +31,11 @@ const DefaultURL = "http://127.0.0.1:8080"
 
 // Env is what a command runs with: its streams, environment and clock.
 type Env struct {
-	Stdin  io.Reader
+	// Stdin is read by --payload -.
+	Stdin io.Reader
+	// Stdout takes the output proper: ids, views, tables, JSON.
 	Stdout io.Writer
+	// Stderr takes messages and errors.
 	Stderr io.Writer
 	// Getenv reads an environment variable.
 	Getenv func(string) string
@@ -67,7 +70,9 @@ func fileTerminal(w io.Writer) (bool, int) {
 // Extra is a command the cli package does not implement itself but lists
 // in its help (such as `sluice dev`).
 type Extra struct {
-	Name    string
+	// Name is the command's name on the command line.
+	Name string
+	// Summary is its one-line description in the help.
 	Summary string
 	// Run runs the command with the arguments after its name.
 	Run func(args []string) int

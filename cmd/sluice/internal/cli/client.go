@@ -178,9 +178,13 @@ func (c *Client) Job(ctx context.Context, id string) (contracts.Job, []byte, err
 
 // ListQuery filters and pages GET /v1/jobs.
 type ListQuery struct {
-	State  contracts.JobState
-	Kind   string
-	Limit  int
+	// State keeps only jobs in this state (empty: every state).
+	State contracts.JobState
+	// Kind keeps only jobs of this kind (empty: every kind).
+	Kind string
+	// Limit is the page size (0: the server's default).
+	Limit int
+	// Cursor asks for the page after a previous page's NextCursor.
 	Cursor string
 }
 

@@ -31,10 +31,11 @@ type lineDisplay struct {
 	withJob bool
 	mu      sync.Mutex
 	last    map[string]string // job id → last line, to skip repeats
+	shown   map[string]contracts.Progress
 }
 
 func newLineDisplay(out, errw io.Writer, withJob bool) *lineDisplay {
-	return &lineDisplay{out: out, errw: errw, withJob: withJob, last: map[string]string{}}
+	return &lineDisplay{out: out, errw: errw, withJob: withJob, last: map[string]string{}, shown: map[string]contracts.Progress{}}
 }
 
 // line is the text of one change, without its time.
@@ -53,14 +54,22 @@ func (d *lineDisplay) line(u Update) string {
 func (d *lineDisplay) update(u Update) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	id := u.Event.JobID
+	if p := u.Event.Progress; p != nil {
+		if prev, ok := d.shown[id]; ok && prev == *p && u.Event.Type == contracts.EventProgress {
+			return // the snapshot line already showed it
+		}
+		d.shown[id] = *p
+	}
 	text := d.line(u)
-	if d.last[u.Event.JobID] == text {
+	if d.last[id] == text {
 		return
 	}
 	if d.withJob && len(d.last) > 10000 {
 		clear(d.last) // the tenant stream never ends: keep memory bounded
+		clear(d.shown)
 	}
-	d.last[u.Event.JobID] = text
+	d.last[id] = text
 	at := u.Event.At
 	if at.IsZero() {
 		at = time.Now()

@@ -51,8 +51,8 @@ func runGet(ctx context.Context, inv *invocation, args []string) (int, error) {
 // writeJobView writes a job as aligned "key: value" lines, leaving out
 // what the job does not have.
 func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
-	tw := newTable(w)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	var b strings.Builder
+	row := func(k, v string) { fmt.Fprintf(&b, "%-*s%s\n", jobKeyWidth, k+":", v) }
 	row("id", j.ID)
 	row("kind", sanitize(j.Kind))
 	state := string(j.State)
@@ -105,5 +105,9 @@ func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
 	if len(j.Result) > 0 {
 		row("result", sanitize(strings.TrimSpace(string(j.Result))))
 	}
-	_ = tw.flush()
+	_, _ = io.WriteString(w, b.String())
 }
+
+// jobKeyWidth is the width of the key column of the job view: the longest
+// key ("next offer:") and a space, so values line up whatever is shown.
+const jobKeyWidth = 12

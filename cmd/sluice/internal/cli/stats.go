@@ -45,6 +45,9 @@ func runStats(ctx context.Context, inv *invocation, args []string) (int, error) 
 	return ExitOK, nil
 }
 
+// statsKeyWidth is the width of the key column of the stats view.
+const statsKeyWidth = 18
+
 // capText is a cap for people: its number, or "none" for 0.
 func capText(n int) string {
 	if n <= 0 {
@@ -55,19 +58,20 @@ func capText(n int) string {
 
 // writeStats writes the stats view.
 func writeStats(w io.Writer, st contracts.Stats, now time.Time) {
-	tw := newTable(w)
+	var b strings.Builder
+	row := func(k, v string) { fmt.Fprintf(&b, "%-*s%s\n", statsKeyWidth, k+":", v) }
 	active := fmt.Sprint(st.Active)
 	if st.MaxActive > 0 {
 		active += fmt.Sprintf(" of %d (%.0f%% of the global cap)", st.MaxActive, 100*float64(st.Active)/float64(st.MaxActive))
 	}
-	fmt.Fprintf(tw, "active:\t%s\n", active)
-	fmt.Fprintf(tw, "global cap:\t%s\n", capText(st.MaxActive))
-	fmt.Fprintf(tw, "tenant cap:\t%s\n", capText(st.TenantMaxActive))
+	row("active", active)
+	row("global cap", capText(st.MaxActive))
+	row("tenant cap", capText(st.TenantMaxActive))
 	counts := make([]string, 0, len(contracts.AllStates))
 	for _, s := range contracts.AllStates {
 		counts = append(counts, fmt.Sprintf("%s %d", s, st.Counts[s]))
 	}
-	fmt.Fprintf(tw, "jobs:\t%s\n", strings.Join(counts, ", "))
+	row("jobs", strings.Join(counts, ", "))
 	if len(st.TenantActive) > 0 {
 		tenants := make([]string, 0, len(st.TenantActive))
 		for t := range st.TenantActive {
@@ -78,7 +82,7 @@ func writeStats(w io.Writer, st contracts.Stats, now time.Time) {
 		for _, t := range tenants {
 			parts = append(parts, fmt.Sprintf("%s %d", sanitize(t), st.TenantActive[t]))
 		}
-		fmt.Fprintf(tw, "active by tenant:\t%s\n", strings.Join(parts, ", "))
+		row("active by tenant", strings.Join(parts, ", "))
 	}
 	inFlight, capacity, unlimited := 0, 0, false
 	for _, wk := range st.Workers {
@@ -90,13 +94,13 @@ func writeStats(w io.Writer, st contracts.Stats, now time.Time) {
 	if len(st.Workers) > 0 {
 		total += fmt.Sprintf(", %d in flight of %s", inFlight, slotsText(capacity, unlimited))
 	}
-	fmt.Fprintf(tw, "workers:\t%s\n", total)
-	_ = tw.flush()
+	row("workers", total)
+	_, _ = io.WriteString(w, b.String())
 	if len(st.Workers) == 0 {
 		return
 	}
 	fmt.Fprintln(w)
-	tw = newTable(w)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "WORKER\tIN FLIGHT\tCAPACITY\tKINDS\tSEEN")
 	workers := append([]contracts.WorkerInfo(nil), st.Workers...)
 	sort.Slice(workers, func(i, j int) bool { return workers[i].ID < workers[j].ID })
