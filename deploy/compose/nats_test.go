@@ -184,7 +184,7 @@ var accessOf = map[string]access{
 			"$JS.API.STREAM.DELETE.SLUICE_JOBS",
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue.sluice.jobs.requeue",
 			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-requeue"},
-		sub:   []sub{{"_INBOX.abc.*", ""}},
+		sub: []sub{{"_INBOX.abc.*", ""}},
 		noSub: []sub{{"sluice.jobs.>", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
 			{"sluice.events.>", ""}},
 	},

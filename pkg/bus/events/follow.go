@@ -25,13 +25,13 @@ type Follower struct {
 	// sequence when it was created, or the requested one if older.
 	Start uint64
 
-	c      chan Received
-	it     jetstream.MessagesContext
-	done   chan struct{}
-	wg     sync.WaitGroup
-	once   sync.Once
-	mu     sync.Mutex
-	err    error
+	c    chan Received
+	it   jetstream.MessagesContext
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+	mu   sync.Mutex
+	err  error
 }
 
 // Follow starts reading filter's events after sequence after; after 0, or

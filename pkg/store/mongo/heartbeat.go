@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
-
 // Heartbeat sorts workerID's leases, one compare-and-set per lease:
 //
 //   - running at that attempt on workerID: heartbeat_at = now (Renewed);
@@ -24,10 +23,13 @@ import (
 //   - anything else — another attempt or worker, a final or missing job —
 //     is Lost.
 //
-// A lease is first tried as a renewal, then as a promotion; each is one
-// findOneAndUpdate, so a lease is renewed or promoted at most once however
-// many heartbeats race. Renewed and promoted leases whose job has a cancel
-// request are also in Cancel. A zero now is taken as the current time.
+// A lease is first tried as a renewal, then as a promotion, then, when a
+// concurrent heartbeat of the same worker promoted it in between, as a
+// renewal again; each is one findOneAndUpdate, so a lease is promoted at
+// most once however many heartbeats race, and never reported lost to the
+// worker it was just promoted for. Renewed and promoted leases whose job
+// has a cancel request are also in Cancel. A zero now is taken as the
+// current time.
 //
 // On an error the leases already sorted have been written; the outcome is
 // not returned, and the worker's next heartbeat sorts them again (renewing
@@ -86,6 +88,23 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				job.Payload = nil
 				out.Promoted = append(out.Promoted, l)
 				out.Started = append(out.Started, job)
+			} else {
+				// A concurrent heartbeat of this worker (its start
+				// heartbeat and a periodic or retried one, at two
+				// scheduler replicas) may have promoted the claim between
+				// the two steps above: then it is this worker's, renewed.
+				v, ok, err = s.leaseCAS(ctx, opts, bson.D{
+					{Key: fID, Value: l.JobID},
+					{Key: fState, Value: string(contracts.StateRunning)},
+					{Key: fAttempt, Value: l.Attempt},
+					{Key: fWorker, Value: workerID},
+				}, renew)
+				if err != nil {
+					return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: renew lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
+				}
+				if ok {
+					out.Renewed = append(out.Renewed, l)
+				}
 			}
 		}
 		if !ok {

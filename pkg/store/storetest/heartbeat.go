@@ -16,6 +16,7 @@ var heartbeatTests = []test{
 	{"HeartbeatLoses", testHeartbeatLoses},
 	{"HeartbeatCancel", testHeartbeatCancel},
 	{"HeartbeatMixed", testHeartbeatMixed},
+	{"HeartbeatConcurrent", testHeartbeatConcurrent},
 }
 
 // requireOutcome checks the four lists of a heartbeat's outcome, ignoring order.

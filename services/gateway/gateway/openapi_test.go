@@ -17,7 +17,7 @@ import (
 
 // openAPIDoc is the part of the OpenAPI document the sync test reads.
 type openAPIDoc struct {
-	OpenAPI string                                  `json:"openapi"`
+	OpenAPI string                                 `json:"openapi"`
 	Paths   map[string]map[string]openAPIOperation `json:"paths"`
 }
 

@@ -71,14 +71,15 @@ func TestChaosMongoShort(t *testing.T) {
 	}
 	p := shortProfile(40 * time.Second)
 	p.SubmitEvery = 150 * time.Millisecond
+	p.MinSleep, p.MaxSleep = 200*time.Millisecond, time.Second
 	p.KillEvery = 4 * time.Second
 	p.StoreRestarts = 2
 	p.StorePause = time.Second
 	p.SampleEvery = 500 * time.Millisecond
 	runProfile(t, Config{
 		Store:             StoreMongo,
-		MaxActive:         12,
-		TenantMaxActive:   6,
+		MaxActive:         6,
+		TenantMaxActive:   3,
 		HeartbeatInterval: 300 * time.Millisecond,
 		StaleThreshold:    3 * time.Second,
 		RetryInterval:     500 * time.Millisecond,
@@ -97,6 +98,12 @@ func runProfile(t *testing.T, cfg Config, p Profile) {
 	bin := t.TempDir()
 	require.NoError(t, Build(ctx, bin, cfg.Store))
 	cfg.BinDir, cfg.WorkDir = bin, t.TempDir()
+	if dir := os.Getenv("SLUICE_CHAOS_WORKDIR"); dir != "" {
+		// Kept after the test, to read the logs and journals.
+		cfg.WorkDir = filepath.Join(dir, t.Name())
+		require.NoError(t, os.RemoveAll(cfg.WorkDir))
+		t.Logf("chaos: work dir %s", cfg.WorkDir)
+	}
 	c, err := Start(cfg)
 	t.Cleanup(c.Close) // kills every process by pid, also when Start failed half way
 	require.NoError(t, err)

@@ -197,7 +197,7 @@ func Start(cfg Config) (*Cluster, error) {
 		"SLUICE_NATS_URL="+c.NATSURL,
 		"SLUICE_DATA_DIR="+c.DataDir,
 		"SLUICE_STORE="+c.StoreURI,
-		"SLUICE_LOG_LEVEL=warn",
+		"SLUICE_LOG_LEVEL="+logLevel(),
 		"SLUICE_API_TOKENS="+strings.Join(tokens, ","),
 		"SLUICE_MAX_ACTIVE="+fmt.Sprint(cfg.MaxActive),
 		"SLUICE_TENANT_MAX_ACTIVE="+fmt.Sprint(cfg.TenantMaxActive),
@@ -271,13 +271,6 @@ func Start(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// Restart kill -9's p and starts it again after pause.
-func (c *Cluster) Restart(p *Proc, pause time.Duration) error {
-	p.kill()
-	time.Sleep(pause)
-	return p.start()
-}
-
 // Close kills every process (by pid) and waits for each.
 func (c *Cluster) Close() {
 	if c == nil {
@@ -341,4 +334,12 @@ func waitTCP(addr string, within time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// logLevel is the services' log level: SLUICE_CHAOS_LOG_LEVEL, or warn.
+func logLevel() string {
+	if l := os.Getenv("SLUICE_CHAOS_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
 }

@@ -108,25 +108,26 @@ func (p Profile) timeline(hasStore bool) []plannedFault {
 
 // runTimeline applies every planned fault at its time (each in its own
 // goroutine, so a long freeze delays nothing else) and returns when all
-// are done or ctx ended.
-func (f *faults) runTimeline(ctx context.Context, start time.Time) {
+// are done. A fault not begun when loadCtx ends is dropped; one under way
+// (a freeze) runs to its end unless ctx ends.
+func (f *faults) runTimeline(loadCtx, ctx context.Context, start time.Time) {
 	var wg sync.WaitGroup
 	for _, pf := range f.p.timeline(f.c.StoreProc != nil) {
 		wg.Go(func() {
 			select {
-			case <-ctx.Done():
+			case <-loadCtx.Done():
 				return
 			case <-time.After(time.Until(start.Add(pf.at))):
 			}
 			// A fault whose target is busy (or NATS is down) is tried again.
-			for try := 0; ctx.Err() == nil; try++ {
+			for try := 0; loadCtx.Err() == nil; try++ {
 				err := f.apply(ctx, pf.kind)
 				if err == nil {
 					return
 				}
 				f.p.Logf("chaos: %s (try %d): %v", pf.kind, try+1, err)
 				select {
-				case <-ctx.Done():
+				case <-loadCtx.Done():
 				case <-time.After(time.Second):
 				}
 			}
@@ -162,11 +163,23 @@ func (f *faults) restartHeld(ctx context.Context, p *Proc, pause time.Duration) 
 	return nil
 }
 
-// deleteStream deletes the job stream while jobs are pending, leaves it
-// gone for StreamGap, then declares it again (unless a service already
-// did: every publish re-creates a missing stream). Every message in it is
-// lost; the reaper must find the jobs in the store.
+// deleteStream deletes the job stream while jobs are pending (it waits up
+// to 5 s for some), leaves it gone for StreamGap, then declares it again
+// (unless a service already did: every publish re-creates a missing
+// stream). Every message in it is lost; the reaper must find the jobs in
+// the store.
 func (f *faults) deleteStream(ctx context.Context) error {
+	pending := -1
+	for wait := time.Now().Add(5 * time.Second); ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if counts, err := f.st.Stats(sctx); err == nil {
+			pending = counts.ByState[contracts.StatePending]
+		}
+		cancel()
+		if pending > 0 || time.Now().After(wait) {
+			break
+		}
+	}
 	nc, err := nats.Connect(f.c.NATSURL, nats.Name("sluice-chaos"), nats.Timeout(2*time.Second), nats.NoReconnect())
 	if err != nil {
 		return fmt.Errorf("chaos: connect to nats: %w", err)
@@ -183,10 +196,6 @@ func (f *faults) deleteStream(ctx context.Context) error {
 		if info, err := s.Info(dctx); err == nil {
 			msgs = info.State.Msgs
 		}
-	}
-	pending := -1
-	if counts, err := f.st.Stats(dctx); err == nil {
-		pending = counts.ByState[contracts.StatePending]
 	}
 	if err := js.DeleteStream(dctx, contracts.StreamName); err != nil {
 		return fmt.Errorf("chaos: delete stream %s: %w", contracts.StreamName, err)

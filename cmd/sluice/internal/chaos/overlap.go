@@ -27,7 +27,9 @@ import (
 //     span of such a run goes on over the freeze and up to the fence or
 //     the handler's return after SIGCONT, but nothing in that span acts
 //     under the lease; what it does after SIGCONT is counted apart
-//     (resumed runs, and those that still finished unfenced).
+//     (resumed runs, those that still returned unfenced, and the tail from
+//     SIGCONT to the fence or return, with whether a newer attempt was
+//     live during that tail).
 //
 // A freeze shorter than the self-fencing delay does not cut the run: the
 // lease is still valid when the process resumes. A run that starts after
@@ -62,6 +64,9 @@ type attemptRun struct {
 	// the run; Unfenced: after that freeze it still returned normally,
 	// before the worker fenced it.
 	Resumed, Unfenced bool
+	// Tail is [SIGCONT, the fence or the return) of a resumed run: wall
+	// time in which its handler ran again without a valid lease.
+	Tail window
 }
 
 // overlap is two runs of one job live at once.
@@ -84,7 +89,9 @@ type journalReport struct {
 	MaxPerWorker int // most runs one process had going at once (wall clock)
 	Resumed      int
 	Unfenced     int
-	Unpaired     int // ctx_done or end lines without a start
+	MaxTail      time.Duration // longest tail of a resumed run
+	TailOverlaps int           // tails during which another attempt of the job was live
+	Unpaired     int           // ctx_done or end lines without a start
 }
 
 // analyzeJournal pairs journal entries into runs, computes each run's live
@@ -146,18 +153,21 @@ func analyzeJournal(entries []journal.Entry, procs map[int]procLife, fenceAfter 
 		if !r.CtxDone.IsZero() && r.CtxDone.Before(r.LiveEnd) {
 			r.LiveEnd = r.CtxDone
 		}
+		stopped := r.LiveEnd // return, fence or death, whatever came first
 		for _, f := range life.Freezes {
 			if f.To.Sub(f.From) <= fenceAfter || f.From.Before(r.Start) || !f.From.Before(r.LiveEnd) {
 				continue
 			}
 			r.LiveEnd = f.From
 			r.Resumed = true
+			r.Tail = window{from: f.To, to: stopped}
 			if !r.End.IsZero() && r.End.After(f.To) && r.CtxErr == "" {
 				r.Unfenced = true
 			}
 		}
 		if r.Resumed {
 			rep.Resumed++
+			rep.MaxTail = max(rep.MaxTail, r.Tail.to.Sub(r.Tail.from))
 		}
 		if r.Unfenced {
 			rep.Unfenced++
@@ -172,6 +182,17 @@ func analyzeJournal(entries []journal.Entry, procs map[int]procLife, fenceAfter 
 		byJob[r.JobID] = append(byJob[r.JobID], r)
 	}
 	for _, runs := range byJob {
+		for _, r := range runs {
+			if !r.Resumed || !r.Tail.to.After(r.Tail.from) {
+				continue
+			}
+			for _, o := range runs {
+				if (o.Attempt != r.Attempt || o.PID != r.PID) && o.Start.Before(r.Tail.to) && o.LiveEnd.After(r.Tail.from) {
+					rep.TailOverlaps++
+					break
+				}
+			}
+		}
 		for i := range runs {
 			for k := i + 1; k < len(runs); k++ {
 				a, b := runs[i], runs[k]

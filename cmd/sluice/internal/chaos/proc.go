@@ -107,26 +107,6 @@ func (p *Proc) kill() {
 	p.mu.Unlock()
 }
 
-// terminate sends SIGTERM to the current incarnation and waits up to
-// within for it to exit, then kills it.
-func (p *Proc) terminate(within time.Duration) {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-done:
-		p.mu.Lock()
-		p.cmd = nil
-		p.mu.Unlock()
-	case <-time.After(within):
-		p.kill()
-	}
-}
-
 // freeze sends SIGSTOP to the current incarnation and waits until the
 // kernel shows it stopped, so the recorded start of the freeze is never
 // before the process stopped running.

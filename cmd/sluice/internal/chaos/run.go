@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,7 +155,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	defer stopFaults()
 	var faultWG sync.WaitGroup
 	faultWG.Go(func() { f.randomKills(loadCtx) })
-	faultWG.Go(func() { f.runTimeline(loadCtx, loadStart) })
+	faultWG.Go(func() { f.runTimeline(loadCtx, faultCtx, loadStart) })
 	faultWG.Go(func() { f.supervise(faultCtx) })
 	faultWG.Go(func() { f.scrape(faultCtx) })
 
@@ -285,7 +287,24 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	if err := c.checkJournals(ctx, st, &rep, p.Logf); err != nil {
 		return rep, err
 	}
+	rep.ExpiryFenced = c.countInWorkerLogs(expiryFenceMessage)
 	return rep, nil
+}
+
+// expiryFenceMessage is what a worker logs when its job goroutine, not the
+// heartbeat tick, finds a lease expired (typically right after SIGCONT).
+const expiryFenceMessage = "lease expired; fencing the attempt"
+
+// countInWorkerLogs counts the worker log lines containing s.
+func (c *Cluster) countInWorkerLogs(s string) int {
+	n := 0
+	for _, w := range c.workers() {
+		data, err := os.ReadFile(w.log)
+		if err == nil {
+			n += strings.Count(string(data), s)
+		}
+	}
+	return n
 }
 
 // pickTenant picks a tenant with weights n, n-1, …, 1.
@@ -325,6 +344,7 @@ func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report
 	jr := analyzeJournal(entries, procs, c.cfg.FenceAfter(), time.Now())
 	rep.Runs, rep.Resumed, rep.ResumedUnfenced = len(jr.Runs), jr.Resumed, jr.Unfenced
 	rep.JournalPerWorker = jr.MaxPerWorker
+	rep.MaxTail, rep.TailOverlaps = jr.MaxTail, jr.TailOverlaps
 	rep.BadJournal = bad + jr.Unpaired
 	for _, o := range jr.Overlaps {
 		rep.Overlaps = append(rep.Overlaps, o.String())
@@ -338,8 +358,8 @@ func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report
 			}
 		}
 		if r.Resumed {
-			logf("chaos: run frozen past the fence: job %s attempt %d on %s started %s, live until %s, ended %s (%s), unfenced=%v",
-				r.JobID, r.Attempt, r.Worker, clock(r.Start), clock(r.LiveEnd), clock(r.End), r.CtxErr, r.Unfenced)
+			logf("chaos: run frozen past the fence: job %s attempt %d on %s started %s, live until %s, resumed %s, ended %s (%s), unfenced=%v",
+				r.JobID, r.Attempt, r.Worker, clock(r.Start), clock(r.LiveEnd), clock(r.Tail.from), clock(r.End), r.CtxErr, r.Unfenced)
 		}
 	}
 	return nil
