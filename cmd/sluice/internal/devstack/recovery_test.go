@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -194,4 +196,41 @@ func TestRestartKeepsPendingJobs(t *testing.T) {
 		j := second.waitFinal(id, 30*time.Second)
 		require.Equal(t, contracts.StateSucceeded, j.State, j.Error)
 	}
+}
+
+// TestExecDiesWithItsWorker kills a worker process running an exec job: the
+// job's process dies with it (it does not run on beside the attempt the
+// reaper hands to another worker).
+func TestExecDiesWithItsWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: -1}, nil)
+	proc := startWorkerProcess(t, b, "worker-00", "SLUICE_WORKER_EXEC_ALLOW=/bin/sh")
+	require.Eventually(t, func() bool {
+		var st contracts.Stats
+		b.getJSON("/v1/stats", &st)
+		return len(st.Workers) == 1
+	}, 10*time.Second, 20*time.Millisecond)
+
+	pidFile := filepath.Join(t.TempDir(), "job.pid")
+	j := b.mustSubmit("exec", map[string]any{
+		"argv":    []string{"/bin/sh", "-c", "echo $$ > " + pidFile + "; exec sleep 300"},
+		"timeout": "10m",
+	})
+	b.waitState(j.ID, contracts.StateRunning, 10*time.Second)
+	var pid int
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil && pid > 0
+	}, 10*time.Second, 10*time.Millisecond)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	require.True(t, alive(pid))
+
+	require.NoError(t, syscall.Kill(proc.Process.Pid, syscall.SIGKILL))
+	_, _ = proc.Process.Wait()
+	require.Eventually(t, func() bool { return !alive(pid) }, 10*time.Second, 10*time.Millisecond,
+		"the exec job's process %d outlived its killed worker", pid)
 }

@@ -81,7 +81,7 @@ func (e *Execer) Run(ctx context.Context, payload json.RawMessage) (json.RawMess
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Dir = spec.Dir
 	cmd.Env = e.environ(spec.Env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = e.grace
 
