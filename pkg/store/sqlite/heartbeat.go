@@ -15,11 +15,11 @@ import (
 // transaction holds the write lock, so what leaseStateQuery reads stays true
 // until the update.
 const (
-	leaseStateQuery = `SELECT state, attempt, worker, cancel_requested FROM jobs WHERE id = ?`
+	leaseStateQuery = `SELECT state, attempt, worker, cancel_requested, tenant, kind, runs, created_at FROM jobs WHERE id = ?`
 	renewQuery      = `UPDATE jobs SET heartbeat_at = ? WHERE id = ?`
 	promoteQuery    = `UPDATE jobs SET state = 'running', worker = ?,
 			started_at = ?, heartbeat_at = ?, updated_at = ?, runs = runs + 1, claim_until = NULL
-		WHERE id = ? RETURNING ` + jobColumns
+		WHERE id = ?`
 )
 
 // Heartbeat sorts workerID's leases in one write transaction:
@@ -53,8 +53,12 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				attempt int64
 				worker  string
 				cancel  bool
+				tenant  string
+				kind    string
+				runs    int
+				created int64
 			)
-			err := look.QueryRowContext(ctx, l.JobID).Scan(&state, &attempt, &worker, &cancel)
+			err := look.QueryRowContext(ctx, l.JobID).Scan(&state, &attempt, &worker, &cancel, &tenant, &kind, &runs, &created)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				out.Lost = append(out.Lost, l)
@@ -72,13 +76,16 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				}
 				out.Renewed = append(out.Renewed, l)
 			case contracts.JobState(state) == contracts.StatePending && attempt > 0:
-				job, err := scanJob(promote.QueryRowContext(ctx, workerID, at, at, at, l.JobID))
-				if err != nil {
+				if _, err := promote.ExecContext(ctx, workerID, at, at, at, l.JobID); err != nil {
 					return fmt.Errorf("promote lease %s/%d: %w", l.JobID, l.Attempt, err)
 				}
-				job.Payload = nil
+				started := fromNanos(at)
 				out.Promoted = append(out.Promoted, l)
-				out.Started = append(out.Started, job)
+				out.Started = append(out.Started, contracts.Job{
+					ID: l.JobID, Tenant: tenant, Kind: kind, State: contracts.StateRunning, Attempt: l.Attempt,
+					Runs: runs + 1, Worker: workerID, CancelRequested: cancel,
+					CreatedAt: fromNanos(created), UpdatedAt: started, StartedAt: &started, HeartbeatAt: &started,
+				})
 			default:
 				out.Lost = append(out.Lost, l)
 				continue
