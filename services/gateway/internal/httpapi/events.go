@@ -44,8 +44,8 @@ func startSSE(w http.ResponseWriter) (*sseStream, error) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	s := &sseStream{w: w, rc: http.NewResponseController(w)}
-	if err := s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return nil, fmt.Errorf("sse: write deadline: %w", err)
+	if err := s.deadline(); err != nil {
+		return nil, err
 	}
 	w.WriteHeader(http.StatusOK)
 	if _, err := fmt.Fprintf(w, "retry: %d\n\n", sseRetryMS); err != nil {
@@ -60,8 +60,8 @@ func (s *sseStream) send(id uint64, event string, v any) error {
 	if err != nil {
 		return fmt.Errorf("sse: encode %s: %w", event, err)
 	}
-	if err := s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return fmt.Errorf("sse: write deadline: %w", err)
+	if err := s.deadline(); err != nil {
+		return err
 	}
 	if _, err := fmt.Fprintf(s.w, "id: %d\nevent: %s\ndata: %s\n\n", id, event, data); err != nil {
 		return fmt.Errorf("sse: %w", err)
@@ -71,13 +71,21 @@ func (s *sseStream) send(id uint64, event string, v any) error {
 
 // ping writes a comment line.
 func (s *sseStream) ping() error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return fmt.Errorf("sse: write deadline: %w", err)
+	if err := s.deadline(); err != nil {
+		return err
 	}
 	if _, err := fmt.Fprint(s.w, ": ping\n\n"); err != nil {
 		return fmt.Errorf("sse: %w", err)
 	}
 	return s.flush()
+}
+
+// deadline gives the next write sseWriteTimeout.
+func (s *sseStream) deadline() error {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("sse: write deadline: %w", err)
+	}
+	return nil
 }
 
 func (s *sseStream) flush() error {
