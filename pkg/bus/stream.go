@@ -51,21 +51,45 @@ func ConsumerConfig(name, subject string, ackWait time.Duration) jetstream.Consu
 // after losing the stream, and updating a live stream's config while
 // another service creates its consumers races inside nats-server.
 func EnsureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, contracts.StreamName)
+	return EnsureStreamConfig(ctx, js, StreamConfig())
+}
+
+// createRaceTries and createRaceWait bound the look-ups after a failed
+// create (see EnsureStreamConfig).
+const (
+	createRaceTries = 10
+	createRaceWait  = 20 * time.Millisecond
+)
+
+// EnsureStreamConfig returns the stream cfg names, creating it with cfg
+// when it is missing and leaving an existing one as it is. Several services
+// may create the same stream at the same moment: nats-server then answers
+// all but one with "already in use" or, in a narrower window, with an
+// error creating the stream's store; either way the stream is looked up
+// again for a short while before the error is returned.
+func EnsureStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
 		return s, nil
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("ensure stream %s: %w", contracts.StreamName, err)
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 	}
-	s, err = js.CreateStream(ctx, StreamConfig())
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		s, err = js.Stream(ctx, contracts.StreamName) // another service was first
+	s, err = js.CreateStream(ctx, cfg)
+	if err == nil {
+		return s, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", contracts.StreamName, err)
+	for range createRaceTries {
+		if s, lerr := js.Stream(ctx, cfg.Name); lerr == nil {
+			return s, nil // another service was first
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+		case <-time.After(createRaceWait):
+		}
 	}
-	return s, nil
+	return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 }
 
 // EnsureConsumer creates the stream if needed and then the durable

@@ -13,14 +13,13 @@ package events
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -55,21 +54,7 @@ func StreamConfig() jetstream.StreamConfig {
 // EnsureStream returns the event stream, creating it when it is missing;
 // an existing stream is left as it is.
 func EnsureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, contracts.EventStreamName)
-	if err == nil {
-		return s, nil
-	}
-	if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("ensure stream %s: %w", contracts.EventStreamName, err)
-	}
-	s, err = js.CreateStream(ctx, StreamConfig())
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		s, err = js.Stream(ctx, contracts.EventStreamName)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", contracts.EventStreamName, err)
-	}
-	return s, nil
+	return bus.EnsureStreamConfig(ctx, js, StreamConfig())
 }
 
 // Publisher sends change events. It is safe for concurrent use; a nil

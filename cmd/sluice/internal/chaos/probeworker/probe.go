@@ -63,6 +63,12 @@ func (p *probe) handle(ctx context.Context, job worker.Job) (worker.Result, erro
 	}
 	if !stopWatch() {
 		<-recorded // the context ended: its line goes before the end
+	} else if ctx.Err() != nil {
+		// The context ended but the watcher had not started yet (the
+		// parent closes Done before it runs its after-funcs): record it
+		// now, a little later than it happened, which only lengthens the
+		// run's live interval.
+		p.record(job, journal.EventCtxDone, time.Now(), context.Cause(ctx).Error())
 	}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
