@@ -62,30 +62,43 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		{Key: "$unset", Value: bson.D{{Key: fClaimUntil, Value: ""}}},
 	}
 
-	for _, l := range leases {
-		v, ok, err := s.leaseCAS(ctx, opts, bson.D{
+	// Renewals read back only the cancel flag; a job document carries its
+	// payload, which a heartbeat has no use for.
+	renewLease := func(l contracts.Lease) (leaseView, bool, error) {
+		var v leaseView
+		ok, err := s.leaseCAS(ctx, opts, bson.D{
 			{Key: fID, Value: l.JobID},
 			{Key: fState, Value: string(contracts.StateRunning)},
 			{Key: fAttempt, Value: l.Attempt},
 			{Key: fWorker, Value: workerID},
-		}, renew)
+		}, renew, &v)
 		if err != nil {
-			return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: renew lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
+			return v, false, fmt.Errorf("mongo: heartbeat of worker %s: renew lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
+		}
+		return v, ok, nil
+	}
+
+	for _, l := range leases {
+		v, ok, err := renewLease(l)
+		if err != nil {
+			return store.HeartbeatOutcome{}, err
 		}
 		if ok {
 			out.Renewed = append(out.Renewed, l)
 		} else if l.Attempt >= 1 {
-			v, ok, err = s.leaseCAS(ctx, opts, bson.D{
+			var d jobDoc
+			ok, err = s.leaseCAS(ctx, opts, bson.D{
 				{Key: fID, Value: l.JobID},
 				{Key: fState, Value: string(contracts.StatePending)},
 				{Key: fAttempt, Value: l.Attempt},
-			}, promote)
+			}, promote, &d)
 			if err != nil {
 				return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: promote lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
 			}
 			if ok {
-				job := v.job()
+				job := d.job()
 				job.Payload = nil
+				v.CancelRequested = job.CancelRequested
 				out.Promoted = append(out.Promoted, l)
 				out.Started = append(out.Started, job)
 			} else {
@@ -93,14 +106,8 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				// heartbeat and a periodic or retried one, at two
 				// scheduler replicas) may have promoted the claim between
 				// the two steps above: then it is this worker's, renewed.
-				v, ok, err = s.leaseCAS(ctx, opts, bson.D{
-					{Key: fID, Value: l.JobID},
-					{Key: fState, Value: string(contracts.StateRunning)},
-					{Key: fAttempt, Value: l.Attempt},
-					{Key: fWorker, Value: workerID},
-				}, renew)
-				if err != nil {
-					return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: renew lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
+				if v, ok, err = renewLease(l); err != nil {
+					return store.HeartbeatOutcome{}, err
 				}
 				if ok {
 					out.Renewed = append(out.Renewed, l)
@@ -118,16 +125,20 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 	return out, nil
 }
 
-// leaseCAS applies update to the job filter matches, if any, and returns
-// what it reads back.
-func (s *Store) leaseCAS(ctx context.Context, opts *options.FindOneAndUpdateOptionsBuilder, filter, update bson.D) (jobDoc, bool, error) {
-	var v jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx, filter, update, opts).Decode(&v)
+// leaseView is what a renewal reads back of a job.
+type leaseView struct {
+	CancelRequested bool `bson:"cancel_requested"`
+}
+
+// leaseCAS applies update to the job filter matches, if any, and decodes
+// what it reads back into v.
+func (s *Store) leaseCAS(ctx context.Context, opts *options.FindOneAndUpdateOptionsBuilder, filter, update bson.D, v any) (bool, error) {
+	err := s.jobs.FindOneAndUpdate(ctx, filter, update, opts).Decode(v)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
-		return jobDoc{}, false, nil
+		return false, nil
 	case err != nil:
-		return jobDoc{}, false, err
+		return false, err
 	}
-	return v, true, nil
+	return true, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -245,8 +246,9 @@ func (b *bundle) nextRequeue() contracts.Requeue {
 	return rq
 }
 
-// metric reads one series from the bundle's registry; 0 when absent.
-func (b *bundle) metric(name string, labels map[string]string) float64 {
+// find finds one series of a family in the bundle's registry: the first
+// whose labels agree with labels; nil when absent.
+func (b *bundle) find(name string, labels map[string]string) *dto.Metric {
 	b.t.Helper()
 	families, err := b.reg.Gather()
 	require.NoError(b.t, err)
@@ -261,13 +263,21 @@ func (b *bundle) metric(name string, labels map[string]string) float64 {
 					continue series
 				}
 			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
+			return m
 		}
+	}
+	return nil
+}
+
+// metric reads one counter or gauge series; 0 when absent.
+func (b *bundle) metric(name string, labels map[string]string) float64 {
+	b.t.Helper()
+	m := b.find(name, labels)
+	switch {
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
 	}
 	return 0
 }

@@ -12,27 +12,11 @@ import (
 	"github.com/sluicehq/sluice/services/worker/worker"
 )
 
-// histogramCount reads the sample count of one histogram series from the
-// bundle's registry; 0 when absent.
+// histogramCount reads the sample count of one histogram series; 0 when
+// absent.
 func (b *bundle) histogramCount(name string, labels map[string]string) uint64 {
 	b.t.Helper()
-	families, err := b.reg.Gather()
-	require.NoError(b.t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
-					continue series
-				}
-			}
-			return m.GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
+	return b.find(name, labels).GetHistogram().GetSampleCount()
 }
 
 func TestMetricsOfHandlersAndSlots(t *testing.T) {
