@@ -70,7 +70,7 @@ func TestDuePublishFailureStillAdmits(t *testing.T) {
 	broken.Close()
 
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(b.cfg, gateway.Deps{Store: b.st, NC: b.nc, JS: js, Registerer: reg})
+	gw, err := gateway.New(b.cfg, gateway.Deps{Store: b.st, NC: b.nc, JS: js, Registry: reg})
 	require.NoError(t, err)
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(srv.Close)

@@ -26,7 +26,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
@@ -83,12 +82,10 @@ type Deps struct {
 	Log zerolog.Logger
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// Registerer takes the gateway's metrics; nil makes a fresh registry
-	// with the Go and process collectors.
-	Registerer prometheus.Registerer
-	// Gatherer is what /metrics serves; nil uses Registerer when it is
-	// also a Gatherer (a *prometheus.Registry is).
-	Gatherer prometheus.Gatherer
+	// Registry takes the gateway's metrics and is what /metrics serves;
+	// nil makes one with the Go and process collectors
+	// (observe.NewRegistry).
+	Registry *prometheus.Registry
 }
 
 // Gateway is one gateway instance. Build it with New, then Run or Serve it
@@ -129,10 +126,10 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	reg, gath, err := registries(deps.Registerer, deps.Gatherer)
-	if err != nil {
-		return nil, err
+	if deps.Registry == nil {
+		deps.Registry = observe.NewRegistry()
 	}
+	reg := deps.Registry
 	m, err := metrics.New(reg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -184,7 +181,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			Roster:       ros,
 			Probe:        probe,
 			Metrics:      m,
-			Gatherer:     gath,
+			Gatherer:     reg,
 			Log:          deps.Log,
 			MaxBodyBytes: cfg.MaxBodyBytes,
 			Caps:         caps,
@@ -197,23 +194,6 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			natsapi.Options{TenantLimit: tenantLimit, Metrics: m, Rejections: rejected}),
 	}
 	return g, nil
-}
-
-// registries resolves where metrics go and what /metrics serves.
-func registries(reg prometheus.Registerer, gath prometheus.Gatherer) (prometheus.Registerer, prometheus.Gatherer, error) {
-	if reg == nil {
-		r := prometheus.NewRegistry()
-		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		reg = r
-	}
-	if gath == nil {
-		g, ok := reg.(prometheus.Gatherer)
-		if !ok {
-			return nil, nil, errors.New("gateway: Deps.Gatherer is required when Deps.Registerer is not a Gatherer")
-		}
-		gath = g
-	}
-	return reg, gath, nil
 }
 
 // Handler is the HTTP API (with /healthz, /readyz and /metrics) as one

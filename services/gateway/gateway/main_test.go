@@ -165,7 +165,7 @@ func (b *bundle) addGateway() *instance {
 	tb := b.tb
 	tb.Helper()
 	in := &instance{st: b.openStore(), nc: b.connect(), reg: prometheus.NewRegistry()}
-	deps := gateway.Deps{Store: in.st, NC: in.nc, Registerer: in.reg, Gatherer: in.reg}
+	deps := gateway.Deps{Store: in.st, NC: in.nc, Registry: in.reg}
 	if b.hooks.deps != nil {
 		b.hooks.deps(&deps)
 	}

@@ -50,17 +50,23 @@ type Handler func(ctx context.Context, data []byte, progress func()) Settle
 type Options struct {
 	Config      jetstream.ConsumerConfig
 	Concurrency int
-	Log         zerolog.Logger
+	// DrainTimeout is how long handlers in flight when ctx ends may still
+	// run (their context ends then); 0 cancels them with ctx.
+	DrainTimeout time.Duration
+	Log          zerolog.Logger
 }
 
 // Run consumes until ctx ends, running at most Concurrency handlers at
-// once, then waits for running handlers to finish.
+// once, then stops fetching and waits for running handlers to finish,
+// cancelling their context DrainTimeout after ctx ended.
 func Run(ctx context.Context, js jetstream.JetStream, o Options, h Handler) error {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
 	}
 	log := o.Log.With().Str("consumer", o.Config.Durable).Str(observe.FieldSubject, o.Config.FilterSubject).Logger()
 	sem := make(chan struct{}, o.Concurrency)
+	hctx, cancelHandlers := observe.DrainContext(ctx, o.DrainTimeout)
+	defer cancelHandlers()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	handle := func(m jetstream.Msg) {
@@ -73,7 +79,7 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, h Handler) erro
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s := h(ctx, m.Data(), func() { _ = m.InProgress() })
+			s := h(hctx, m.Data(), func() { _ = m.InProgress() })
 			var err error
 			switch {
 			case s.Term:
@@ -83,7 +89,7 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, h Handler) erro
 			default:
 				err = m.Ack()
 			}
-			if err != nil && ctx.Err() == nil {
+			if err != nil && hctx.Err() == nil {
 				log.Debug().Err(err).Msg("settle message")
 			}
 		}()

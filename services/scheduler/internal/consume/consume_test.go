@@ -142,3 +142,46 @@ func TestConsumerComesBackAfterTheStreamIsDeleted(t *testing.T) {
 		return got.Load() >= 2
 	}, 20*time.Second, 200*time.Millisecond)
 }
+
+func TestHandlersInFlightDrainWithinTheTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		drain     time.Duration
+		wantAlive bool
+	}{
+		{name: "finishes within the drain timeout", drain: time.Minute, wantAlive: true},
+		{name: "cancelled when ctx ends without one", drain: 0, wantAlive: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			started, release := make(chan struct{}), make(chan struct{})
+			alive := make(chan bool, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(ctx, b.js, Options{
+					Config:      bus.ConsumerConfig(contracts.ConsumerDue, contracts.SubjectDue, 5*time.Second),
+					Concurrency: 1, DrainTimeout: tc.drain, Log: zerolog.Nop(),
+				}, func(hctx context.Context, _ []byte, _ func()) Settle {
+					close(started)
+					<-release
+					select {
+					case <-hctx.Done():
+						alive <- false
+					case <-time.After(100 * time.Millisecond):
+						alive <- true
+					}
+					return Ack()
+				})
+			}()
+			b.publish(1)
+			<-started
+			cancel() // shutdown begins while the handler runs
+			close(release)
+			require.Equal(t, tc.wantAlive, <-alive)
+			require.NoError(t, <-done)
+		})
+	}
+}

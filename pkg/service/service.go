@@ -1,0 +1,118 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/dial"
+)
+
+// Runner is a built service: it runs until ctx ends, then drains.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Common is the part of a service's configuration that its binary needs
+// before it can build the service.
+type Common struct {
+	// Bus is the NATS connection; an empty URL embeds a server.
+	Bus bus.Env
+	// Log is the logger's level and format.
+	Log observe.Env
+	// Store, when not nil, is opened before the service is built; nil for
+	// a service that needs no store (the worker).
+	Store *dial.Env
+	// DataDir holds the embedded NATS server's files when Bus.URL is empty.
+	DataDir string
+}
+
+// Deps are what Main opened for the service: its dependencies.
+type Deps struct {
+	// Store is the job store; nil when Common.Store was nil.
+	Store store.Store
+	// NC and JS are the NATS connection and its JetStream context.
+	NC *nats.Conn
+	JS jetstream.JetStream
+	// Log is the service's logger.
+	Log zerolog.Logger
+	// Registry takes the service's metrics: the Go and process collectors
+	// are on it already.
+	Registry *prometheus.Registry
+}
+
+// Binary describes one service binary.
+type Binary[C any] struct {
+	// Name is the service's name in logs, errors and NATS client names.
+	Name string
+	// Load parses the configuration from environ (the process environment
+	// when nil), fills defaults and validates it.
+	Load func(environ map[string]string) (C, error)
+	// Common picks the shared settings out of the configuration.
+	Common func(C) Common
+	// Build wires the service from its configuration and dependencies.
+	Build func(C, Deps) (Runner, error)
+}
+
+// Main runs b until SIGINT or SIGTERM and exits the process: status 0 after
+// a clean stop, 1 with the error on stderr otherwise.
+func Main[C any](b Binary[C]) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Run(ctx, b, nil, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", b.Name, err)
+		os.Exit(1)
+	}
+}
+
+// Run is Main without the process: it loads the configuration from
+// environ (the process environment when nil), logs to logOut, opens the
+// dependencies, builds the service and runs it until ctx ends. It closes
+// everything it opened before it returns.
+func Run[C any](ctx context.Context, b Binary[C], environ map[string]string, logOut io.Writer) error {
+	if b.Name == "" || b.Load == nil || b.Common == nil || b.Build == nil {
+		return errors.New("service: Binary needs a Name, Load, Common and Build")
+	}
+	cfg, err := b.Load(environ)
+	if err != nil {
+		return err
+	}
+	common := b.Common(cfg)
+	log := observe.NewLogger(b.Name, logOut, common.Log.LogLevel, common.Log.LogFormat)
+	deps := Deps{Log: log, Registry: observe.NewRegistry()}
+	if common.Store != nil {
+		st, err := dial.OpenRetry(ctx, *common.Store, func(err error, next time.Duration) {
+			log.Warn().Err(err).Dur("retry_in", next).Msg("store unavailable")
+		})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = st.Close() }()
+		deps.Store = st
+	}
+	link, err := bus.Dial(ctx, common.Bus, common.DataDir, "sluice-"+b.Name, log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = link.Close() }()
+	deps.NC, deps.JS = link.Conn, link.JS
+	svc, err := b.Build(cfg, deps)
+	if err != nil {
+		return err
+	}
+	return svc.Run(ctx)
+}
