@@ -101,7 +101,7 @@ func TestServicesUnderTheirUsers(t *testing.T) {
 		require.NoError(t, err)
 		l, buf := link(t, url, "worker")
 		logs = append(logs, buf)
-		w, err := worker.New(wcfg, l.Conn, l.JS, zerolog.New(buf))
+		w, err := worker.New(wcfg, worker.Deps{NC: l.Conn, JS: l.JS, Log: zerolog.New(buf)})
 		require.NoError(t, err)
 		run("worker", w.Run)
 	}

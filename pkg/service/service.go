@@ -18,7 +18,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
-	"github.com/sluicehq/sluice/pkg/store/dial"
 )
 
 // Runner is a built service: it runs until ctx ends, then drains.
@@ -33,16 +32,18 @@ type Common struct {
 	Bus bus.Env
 	// Log is the logger's level and format.
 	Log observe.Env
-	// Store, when not nil, is opened before the service is built; nil for
-	// a service that needs no store (the worker).
-	Store *dial.Env
+	// OpenStore, when not nil, opens the store before the service is
+	// built, calling retry before each new try while the store is down
+	// (dial.OpenRetry does that); nil for a service without a store (the
+	// worker, which then links no store driver).
+	OpenStore func(ctx context.Context, retry func(err error, next time.Duration)) (store.Store, error)
 	// DataDir holds the embedded NATS server's files when Bus.URL is empty.
 	DataDir string
 }
 
 // Deps are what Main opened for the service: its dependencies.
 type Deps struct {
-	// Store is the job store; nil when Common.Store was nil.
+	// Store is the job store; nil when Common.OpenStore was nil.
 	Store store.Store
 	// NC and JS are the NATS connection and its JetStream context.
 	NC *nats.Conn
@@ -94,8 +95,8 @@ func Run[C any](ctx context.Context, b Binary[C], environ map[string]string, log
 	common := b.Common(cfg)
 	log := observe.NewLogger(b.Name, logOut, common.Log.LogLevel, common.Log.LogFormat)
 	deps := Deps{Log: log, Registry: observe.NewRegistry()}
-	if common.Store != nil {
-		st, err := dial.OpenRetry(ctx, *common.Store, func(err error, next time.Duration) {
+	if common.OpenStore != nil {
+		st, err := common.OpenStore(ctx, func(err error, next time.Duration) {
 			log.Warn().Err(err).Dur("retry_in", next).Msg("store unavailable")
 		})
 		if err != nil {

@@ -9,6 +9,7 @@ require (
 	github.com/sluicehq/sluice/pkg/bus v0.0.0
 	github.com/sluicehq/sluice/pkg/contracts v0.0.0
 	github.com/sluicehq/sluice/pkg/observe v0.0.0
+	github.com/sluicehq/sluice/pkg/service v0.0.0
 	github.com/sluicehq/sluice/pkg/store v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -53,5 +54,6 @@ replace (
 	github.com/sluicehq/sluice/pkg/bus => ../../pkg/bus
 	github.com/sluicehq/sluice/pkg/contracts => ../../pkg/contracts
 	github.com/sluicehq/sluice/pkg/observe => ../../pkg/observe
+	github.com/sluicehq/sluice/pkg/service => ../../pkg/service
 	github.com/sluicehq/sluice/pkg/store => ../../pkg/store
 )

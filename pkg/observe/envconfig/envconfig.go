@@ -63,3 +63,13 @@ func envVars(t reflect.Type) map[string]string {
 	}
 	return out
 }
+
+// Must returns cfg, panicking when err is not nil. It is for a service's
+// DefaultConfig, whose empty environment must always load: a panic there is
+// a bug in the service's defaults.
+func Must[C any](cfg C, err error) C {
+	if err != nil {
+		panic(fmt.Sprintf("the default configuration is invalid: %v", err))
+	}
+	return cfg
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,8 @@ import (
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/observe/envconfig"
+	"github.com/sluicehq/sluice/pkg/service"
+	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/dial"
 	"github.com/sluicehq/sluice/services/gateway/internal/auth"
 )
@@ -81,11 +84,16 @@ func LoadConfig(environ map[string]string) (Config, error) {
 
 // DefaultConfig is the configuration with every variable unset.
 func DefaultConfig() Config {
-	cfg, err := LoadConfig(map[string]string{})
-	if err != nil {
-		panic(fmt.Sprintf("gateway: the default configuration is invalid: %v", err))
-	}
-	return cfg
+	return envconfig.Must(LoadConfig(map[string]string{}))
+}
+
+// Common is what the gateway's binary needs before it builds the gateway:
+// NATS, the logger and the store.
+func (c Config) Common() service.Common {
+	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.Store.DataDir,
+		OpenStore: func(ctx context.Context, retry func(error, time.Duration)) (store.Store, error) {
+			return dial.OpenRetry(ctx, c.Store, retry)
+		}}
 }
 
 // Validate checks every setting; its errors name the variable at fault.

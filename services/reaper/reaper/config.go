@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/observe/envconfig"
+	"github.com/sluicehq/sluice/pkg/service"
+	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/dial"
 )
 
@@ -32,6 +35,23 @@ type Config struct {
 	Batch int `env:"SLUICE_REAPER_BATCH" envDefault:"500"`
 	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
 	HTTPAddr string `env:"SLUICE_REAPER_HTTP_ADDR"`
+	// ShutdownTimeout bounds the drain on shutdown: a sweep in progress
+	// when it begins may finish within it.
+	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+}
+
+// DefaultConfig is the configuration with every variable unset.
+func DefaultConfig() Config {
+	return envconfig.Must(LoadConfig(map[string]string{}))
+}
+
+// Common is what the reaper's binary needs before it builds the reaper:
+// NATS, the logger and the store.
+func (c Config) Common() service.Common {
+	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.Store.DataDir,
+		OpenStore: func(ctx context.Context, retry func(error, time.Duration)) (store.Store, error) {
+			return dial.OpenRetry(ctx, c.Store, retry)
+		}}
 }
 
 // LoadConfig parses the environment (the process's when environ is nil),
@@ -72,6 +92,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("SLUICE_RETENTION: must not be negative, got %s", c.Retention))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("SLUICE_SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout))
 	}
 	if c.Batch < 1 || c.Batch > 100000 {
 		errs = append(errs, fmt.Errorf("SLUICE_REAPER_BATCH: must be between 1 and 100000, got %d", c.Batch))

@@ -14,16 +14,26 @@ func TestLoadConfigDerivesIntervals(t *testing.T) {
 	require.Equal(t, time.Second, c.Interval)
 	require.Equal(t, 3*time.Second, c.LostAfter)
 	require.Equal(t, 168*time.Hour, c.Retention)
+	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
+}
+
+func TestDefaultConfigIsTheEmptyEnvironment(t *testing.T) {
+	t.Parallel()
+	c, err := LoadConfig(map[string]string{})
+	require.NoError(t, err)
+	require.Equal(t, c, DefaultConfig())
+	require.Equal(t, 10*time.Second, c.Interval, "a third of the 30s stale threshold")
 }
 
 func TestLoadConfigNamesTheVariable(t *testing.T) {
 	t.Parallel()
 	tests := map[string]map[string]string{
-		"SLUICE_STALE_THRESHOLD": {"SLUICE_STALE_THRESHOLD": "0s"},
-		"SLUICE_RETENTION":       {"SLUICE_RETENTION": "-1h"},
-		"SLUICE_REAPER_BATCH":    {"SLUICE_REAPER_BATCH": "0"},
-		"SLUICE_MAX_RUNTIME":     {"SLUICE_MAX_RUNTIME": "-1s"},
-		"SLUICE_REAPER_INTERVAL": {"SLUICE_REAPER_INTERVAL": "often"},
+		"SLUICE_STALE_THRESHOLD":  {"SLUICE_STALE_THRESHOLD": "0s"},
+		"SLUICE_RETENTION":        {"SLUICE_RETENTION": "-1h"},
+		"SLUICE_REAPER_BATCH":     {"SLUICE_REAPER_BATCH": "0"},
+		"SLUICE_MAX_RUNTIME":      {"SLUICE_MAX_RUNTIME": "-1s"},
+		"SLUICE_REAPER_INTERVAL":  {"SLUICE_REAPER_INTERVAL": "often"},
+		"SLUICE_SHUTDOWN_TIMEOUT": {"SLUICE_SHUTDOWN_TIMEOUT": "0s"},
 	}
 	for name, env := range tests {
 		t.Run(name, func(t *testing.T) {

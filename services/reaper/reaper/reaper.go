@@ -30,7 +30,8 @@ type Deps struct {
 	Log   zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Registry receives the metrics and serves /metrics; nil makes a private one.
+	// Registry takes the metrics and is what /metrics serves; nil makes one
+	// with the Go and process collectors (observe.NewRegistry).
 	Registry *prometheus.Registry
 }
 
@@ -56,7 +57,7 @@ func New(cfg Config, d Deps) (*Reaper, error) {
 		d.Now = time.Now
 	}
 	if d.Registry == nil {
-		d.Registry = prometheus.NewRegistry()
+		d.Registry = observe.NewRegistry()
 	}
 	m, err := newMetrics(d.Registry)
 	if err != nil {
@@ -84,16 +85,21 @@ func (r *Reaper) Sweep(ctx context.Context) (sweep.Report, error) {
 	return rep, err
 }
 
-// Run sweeps on boot and every interval until ctx ends.
+// Run sweeps on boot and every interval until ctx ends; a sweep in
+// progress then may finish within SLUICE_SHUTDOWN_TIMEOUT. It serves
+// /healthz, /readyz and /metrics on SLUICE_REAPER_HTTP_ADDR meanwhile.
 func (r *Reaper) Run(ctx context.Context) error {
+	r.deps.Log.Info().Dur("interval", r.cfg.Interval).Msg("reaper started")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.probe.Serve(gctx, r.cfg.HTTPAddr) })
 	g.Go(func() error {
+		sweepCtx, cancel := observe.DrainContext(gctx, r.cfg.ShutdownTimeout)
+		defer cancel()
 		t := time.NewTicker(r.cfg.Interval)
 		defer t.Stop()
 		for {
-			rep, err := r.Sweep(gctx)
-			if err != nil && gctx.Err() == nil {
+			rep, err := r.Sweep(sweepCtx)
+			if err != nil && sweepCtx.Err() == nil {
 				r.deps.Log.Warn().Err(err).Msg("sweep incomplete; retrying next tick")
 			}
 			if n := len(rep.Requeued); n > 0 || rep.Purged > 0 || rep.Drift > 0 {

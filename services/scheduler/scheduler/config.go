@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/observe/envconfig"
+	"github.com/sluicehq/sluice/pkg/service"
+	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/dial"
 )
 
@@ -34,8 +37,23 @@ type Config struct {
 	Concurrency int `env:"SLUICE_SCHEDULER_CONCURRENCY" envDefault:"64"`
 	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
 	HTTPAddr string `env:"SLUICE_SCHEDULER_HTTP_ADDR"`
-	// ShutdownTimeout bounds the drain on shutdown.
+	// ShutdownTimeout bounds the drain on shutdown: offers, results and
+	// heartbeats in flight when it begins may finish within it.
 	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+}
+
+// DefaultConfig is the configuration with every variable unset.
+func DefaultConfig() Config {
+	return envconfig.Must(LoadConfig(map[string]string{}))
+}
+
+// Common is what the scheduler's binary needs before it builds the
+// scheduler: NATS, the logger and the store.
+func (c Config) Common() service.Common {
+	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.Store.DataDir,
+		OpenStore: func(ctx context.Context, retry func(error, time.Duration)) (store.Store, error) {
+			return dial.OpenRetry(ctx, c.Store, retry)
+		}}
 }
 
 // LoadConfig parses the environment (the process's when environ is nil),

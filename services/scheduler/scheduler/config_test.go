@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -34,4 +35,12 @@ func TestLoadConfigNamesTheVariable(t *testing.T) {
 			require.ErrorContains(t, err, name)
 		})
 	}
+}
+
+func TestDefaultConfigIsTheEmptyEnvironment(t *testing.T) {
+	t.Parallel()
+	c, err := LoadConfig(map[string]string{})
+	require.NoError(t, err)
+	require.Equal(t, c, DefaultConfig())
+	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
 }

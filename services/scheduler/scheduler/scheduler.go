@@ -40,7 +40,8 @@ type Deps struct {
 	Log   zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Registry receives the metrics and serves /metrics; nil makes a private one.
+	// Registry takes the metrics and is what /metrics serves; nil makes one
+	// with the Go and process collectors (observe.NewRegistry).
 	Registry *prometheus.Registry
 }
 
@@ -66,7 +67,7 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 		d.Now = time.Now
 	}
 	if d.Registry == nil {
-		d.Registry = prometheus.NewRegistry()
+		d.Registry = observe.NewRegistry()
 	}
 	m := metrics.New(d.Registry)
 	r := roster.New(d.Now)
@@ -88,16 +89,21 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 // Probe returns the scheduler's health and readiness checks.
 func (s *Scheduler) Probe() *observe.Probe { return s.probe }
 
-// Run schedules until ctx ends, then drains.
+// Run schedules until ctx ends, then drains: it stops taking messages and
+// lets the offers, results and heartbeats in flight finish within
+// SLUICE_SHUTDOWN_TIMEOUT. It serves /healthz, /readyz and /metrics on
+// SLUICE_SCHEDULER_HTTP_ADDR meanwhile.
 func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.roster.Subscribe(ctx, s.deps.NC); err != nil {
 		return err
 	}
+	s.deps.Log.Info().Msg("scheduler started")
 	g, gctx := errgroup.WithContext(ctx)
 	consumer := func(name, subject string, conc int, h consume.Handler) {
 		g.Go(func() error {
 			return consume.Run(gctx, s.deps.JS, consume.Options{
-				Config: bus.ConsumerConfig(name, subject, s.cfg.AckWait), Concurrency: conc, Log: s.deps.Log,
+				Config: bus.ConsumerConfig(name, subject, s.cfg.AckWait), Concurrency: conc,
+				DrainTimeout: s.cfg.ShutdownTimeout, Log: s.deps.Log,
 			}, h)
 		})
 	}
@@ -126,29 +132,30 @@ const progressWorkers = 4
 
 // serveQueue hands the messages of subject, in the queue group every
 // scheduler replica shares, to handle on workers goroutines until ctx
-// ends. Heartbeats are requests (handle answers them); progress reports
-// are fire and forget, so a full buffer drops the newest and the worker's
-// next report replaces them.
+// ends; a message being handled then may finish within
+// SLUICE_SHUTDOWN_TIMEOUT. Heartbeats are requests (handle answers them);
+// progress reports are fire and forget, so a full buffer drops the newest
+// and the worker's next report replaces them.
 func (s *Scheduler) serveQueue(ctx context.Context, subject string, workers int, handle func(context.Context, *nats.Msg)) error {
 	ch := make(chan *nats.Msg, 1024)
 	sub, err := s.deps.NC.ChanQueueSubscribe(subject, contracts.QueueScheduler, ch)
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", subject, err)
 	}
+	hctx, cancel := observe.DrainContext(ctx, s.cfg.ShutdownTimeout)
+	defer cancel()
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case m := <-ch:
-					handle(ctx, m)
+					handle(hctx, m)
 				}
 			}
-		}()
+		})
 	}
 	<-ctx.Done()
 	_ = sub.Unsubscribe()

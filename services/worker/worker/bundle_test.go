@@ -88,13 +88,13 @@ func setup(t *testing.T) *bundle {
 
 // testConfig is a worker configuration with fast timings and no built-ins.
 func testConfig(id string) worker.Config {
-	return worker.Config{
-		WorkerID:          id,
-		MaxConcurrent:     1,
-		HeartbeatInterval: 50 * time.Millisecond,
-		StaleThreshold:    10 * time.Second, // self-fencing has its own tests
-		ShutdownTimeout:   5 * time.Second,
-	}
+	c := worker.DefaultConfig()
+	c.WorkerID = id
+	c.Kinds = nil
+	c.HeartbeatInterval = 50 * time.Millisecond
+	c.StaleThreshold = 10 * time.Second // self-fencing has its own tests
+	c.ShutdownTimeout = 5 * time.Second
+	return c
 }
 
 // running is a worker whose Run goroutine the test owns.
@@ -104,14 +104,18 @@ type running struct {
 	done   chan error
 }
 
-// newWorker builds a worker on the bundle's worker connection.
-func (b *bundle) newWorker(cfg worker.Config, opts ...worker.Option) *worker.Worker {
+// newWorker builds a worker on the bundle's worker connection; now, when
+// given, is its clock.
+func (b *bundle) newWorker(cfg worker.Config, now ...func() time.Time) *worker.Worker {
 	b.t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(b.t)).Level(zerolog.InfoLevel).Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
 		e.Str("t", time.Now().Format("15:04:05.000"))
 	}))
-	opts = append([]worker.Option{worker.WithRegisterer(b.reg)}, opts...)
-	w, err := worker.New(cfg, b.wnc, b.wjs, log, opts...)
+	d := worker.Deps{NC: b.wnc, JS: b.wjs, Log: log, Registry: b.reg}
+	if len(now) > 0 {
+		d.Now = now[0]
+	}
+	w, err := worker.New(cfg, d)
 	require.NoError(b.t, err)
 	return w
 }
@@ -138,9 +142,9 @@ func (b *bundle) run(w *worker.Worker) *running {
 }
 
 // start is newWorker plus run.
-func (b *bundle) start(cfg worker.Config, handlers map[string]worker.Handler, opts ...worker.Option) *running {
+func (b *bundle) start(cfg worker.Config, handlers map[string]worker.Handler, now ...func() time.Time) *running {
 	b.t.Helper()
-	w := b.newWorker(cfg, opts...)
+	w := b.newWorker(cfg, now...)
 	for kind, h := range handlers {
 		require.NoError(b.t, w.Handle(kind, h))
 	}

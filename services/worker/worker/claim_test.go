@@ -66,12 +66,13 @@ func TestNoStartAckNeverRunsHandler(t *testing.T) {
 	cfg := testConfig("w-no-ack")
 	cfg.HeartbeatInterval = time.Minute
 	cfg.StaleThreshold = 3 * time.Minute
+	cfg.ClaimWait = 300 * time.Millisecond
 	r := b.start(cfg, map[string]worker.Handler{
 		"count": func(context.Context, worker.Job) (worker.Result, error) {
 			calls.Add(1)
 			return nil, nil
 		},
-	}, worker.WithClaimWait(300*time.Millisecond))
+	})
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-no-ack", spec("silent", "count", 1, "")).Status)
 	l := contracts.Lease{JobID: "silent", Attempt: 1}
 	require.Eventually(t, func() bool { return b.sched.heartbeatsFor(l) >= 1 && r.w.InFlight() == 0 },

@@ -13,34 +13,18 @@ import (
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/observe/envconfig"
+	"github.com/sluicehq/sluice/pkg/service"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
 )
 
-// Defaults of the worker's configuration.
-const (
-	DefaultMaxConcurrent     = 1
-	DefaultHeartbeatInterval = 5 * time.Second
-	DefaultStaleThreshold    = 30 * time.Second
-	DefaultShutdownTimeout   = 30 * time.Second
-	DefaultProgressInterval  = 500 * time.Millisecond
-	DefaultDataDir           = "./.sluice"
-)
-
-// DefaultKinds are the built-in kinds a worker enables unless told otherwise.
-var DefaultKinds = []string{kinds.Sleep, kinds.Exec}
-
-// BusEnv is the NATS part of the configuration (SLUICE_NATS_*). It is an
-// alias so that Config can embed it next to LogEnv.
-type BusEnv = bus.Env
-
-// LogEnv is the logging part of the configuration (SLUICE_LOG_*).
-type LogEnv = observe.Env
-
-// Config is everything a worker reads from its environment. It embeds the
-// shared NATS and logging settings.
+// Config is everything a worker reads from its environment. The defaults
+// are the envDefault tags, and only those: DefaultConfig and LoadConfig
+// both read them.
 type Config struct {
-	BusEnv
-	LogEnv
+	// Bus is the NATS connection (SLUICE_NATS_*); an empty URL embeds a server.
+	Bus bus.Env
+	// Log is the logger (SLUICE_LOG_LEVEL, SLUICE_LOG_FORMAT).
+	Log observe.Env
 
 	// WorkerID names the worker on NATS subjects; default: the sanitized
 	// hostname plus a short random suffix.
@@ -58,7 +42,8 @@ type Config struct {
 	MaxLifetime time.Duration `env:"SLUICE_WORKER_MAX_LIFETIME"`
 	// ExecAllow lists the programs the exec kind may run; empty refuses all.
 	ExecAllow []string `env:"SLUICE_WORKER_EXEC_ALLOW" envSeparator:","`
-	// Kinds lists the built-in kinds to enable.
+	// Kinds lists the built-in kinds to register; empty registers none
+	// (a Go service that embeds a worker registers its own with Handle).
 	Kinds []string `env:"SLUICE_WORKER_KINDS" envDefault:"sleep,exec" envSeparator:","`
 	// ShutdownTimeout bounds the wait for running handlers on shutdown;
 	// those still running then are cancelled and requeued.
@@ -70,23 +55,26 @@ type Config struct {
 	HTTPAddr string `env:"SLUICE_WORKER_HTTP_ADDR"`
 	// DataDir holds the embedded NATS server's files when NATS URL is empty.
 	DataDir string `env:"SLUICE_DATA_DIR" envDefault:"./.sluice"`
+	// ClaimWait bounds the wait for an accepted job's start heartbeat to be
+	// acknowledged; a job not acknowledged in time never runs.
+	ClaimWait time.Duration `env:"SLUICE_WORKER_CLAIM_WAIT" envDefault:"10s"`
+	// DeliveryGrace is how long results may still be delivered after the
+	// shutdown timeout passed.
+	DeliveryGrace time.Duration `env:"SLUICE_WORKER_DELIVERY_GRACE" envDefault:"10s"`
+	// ExecGrace is the exec kind's time between SIGTERM and SIGKILL.
+	ExecGrace time.Duration `env:"SLUICE_WORKER_EXEC_GRACE" envDefault:"5s"`
 }
 
-// DefaultConfig returns the configuration of an empty environment, with a
+// DefaultConfig is the configuration with every variable unset, with a
 // generated worker id.
 func DefaultConfig() Config {
-	c := Config{
-		WorkerID:          GenerateWorkerID(),
-		MaxConcurrent:     DefaultMaxConcurrent,
-		HeartbeatInterval: DefaultHeartbeatInterval,
-		StaleThreshold:    DefaultStaleThreshold,
-		Kinds:             append([]string(nil), DefaultKinds...),
-		ShutdownTimeout:   DefaultShutdownTimeout,
-		ProgressInterval:  DefaultProgressInterval,
-		DataDir:           DefaultDataDir,
-	}
-	c.LogLevel, c.LogFormat = "info", "json"
-	return c
+	return envconfig.Must(LoadConfig(map[string]string{}))
+}
+
+// Common is what the worker's binary needs before it builds the worker:
+// NATS and the logger (a worker has no store).
+func (c Config) Common() service.Common {
+	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.DataDir}
 }
 
 // LoadConfig reads the configuration from environ (the process environment
@@ -103,27 +91,12 @@ func LoadConfig(environ map[string]string) (Config, error) {
 	return c, nil
 }
 
-// withDefaults fills the zero values that have no sensible zero meaning
-// and cleans the lists.
+// withDefaults generates a worker id when none is set and cleans the
+// lists. Every other default is an envDefault tag.
 func (c Config) withDefaults() Config {
 	c.WorkerID = strings.TrimSpace(c.WorkerID)
 	if c.WorkerID == "" {
 		c.WorkerID = GenerateWorkerID()
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if c.StaleThreshold == 0 {
-		c.StaleThreshold = DefaultStaleThreshold
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.ProgressInterval == 0 {
-		c.ProgressInterval = DefaultProgressInterval
-	}
-	if c.DataDir == "" {
-		c.DataDir = DefaultDataDir
 	}
 	c.ExecAllow = cleanList(c.ExecAllow)
 	c.Kinds = cleanList(c.Kinds)
@@ -168,6 +141,15 @@ func (c Config) Validate() error {
 	}
 	if c.ProgressInterval <= 0 {
 		bad("SLUICE_WORKER_PROGRESS_INTERVAL %s must be positive", c.ProgressInterval)
+	}
+	if c.ClaimWait <= 0 {
+		bad("SLUICE_WORKER_CLAIM_WAIT %s must be positive", c.ClaimWait)
+	}
+	if c.DeliveryGrace <= 0 {
+		bad("SLUICE_WORKER_DELIVERY_GRACE %s must be positive", c.DeliveryGrace)
+	}
+	if c.ExecGrace <= 0 {
+		bad("SLUICE_WORKER_EXEC_GRACE %s must be positive", c.ExecGrace)
 	}
 	for _, k := range c.Kinds {
 		if !kinds.Known(k) {

@@ -26,8 +26,11 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
 	require.Empty(t, cfg.HTTPAddr)
 	require.Equal(t, "./.sluice", cfg.DataDir)
-	require.Empty(t, cfg.URL)
-	require.Equal(t, "info", cfg.LogLevel)
+	require.Empty(t, cfg.Bus.URL)
+	require.Equal(t, "info", cfg.Log.LogLevel)
+	require.Equal(t, 10*time.Second, cfg.ClaimWait)
+	require.Equal(t, 10*time.Second, cfg.DeliveryGrace)
+	require.Equal(t, 5*time.Second, cfg.ExecGrace)
 
 	other, err := worker.LoadConfig(map[string]string{})
 	require.NoError(t, err)
@@ -67,8 +70,8 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 	require.Equal(t, 10*time.Second, cfg.ShutdownTimeout)
 	require.Equal(t, "127.0.0.1:9100", cfg.HTTPAddr)
 	require.Equal(t, "/var/lib/sluice", cfg.DataDir)
-	require.Equal(t, "nats://nats:4222", cfg.URL)
-	require.Equal(t, "debug", cfg.LogLevel)
+	require.Equal(t, "nats://nats:4222", cfg.Bus.URL)
+	require.Equal(t, "debug", cfg.Log.LogLevel)
 }
 
 func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
@@ -88,6 +91,9 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"negative idle timeout", map[string]string{"SLUICE_WORKER_IDLE_TIMEOUT": "-1s"}, "SLUICE_WORKER_IDLE_TIMEOUT"},
 		{"negative max lifetime", map[string]string{"SLUICE_WORKER_MAX_LIFETIME": "-1m"}, "SLUICE_WORKER_MAX_LIFETIME"},
 		{"negative shutdown timeout", map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "-1s"}, "SLUICE_SHUTDOWN_TIMEOUT"},
+		{"zero claim wait", map[string]string{"SLUICE_WORKER_CLAIM_WAIT": "0s"}, "SLUICE_WORKER_CLAIM_WAIT"},
+		{"zero delivery grace", map[string]string{"SLUICE_WORKER_DELIVERY_GRACE": "0s"}, "SLUICE_WORKER_DELIVERY_GRACE"},
+		{"zero exec grace", map[string]string{"SLUICE_WORKER_EXEC_GRACE": "0s"}, "SLUICE_WORKER_EXEC_GRACE"},
 		{"unknown kind", map[string]string{"SLUICE_WORKER_KINDS": "sleep,shell"}, "SLUICE_WORKER_KINDS"},
 	}
 	for _, tc := range tests {
@@ -104,10 +110,10 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	b := setup(t)
 	cfg := testConfig("w-bad")
 	cfg.StaleThreshold = cfg.HeartbeatInterval
-	_, err := worker.New(cfg, b.wnc, b.wjs, zerologNop())
+	_, err := worker.New(cfg, worker.Deps{NC: b.wnc, JS: b.wjs})
 	require.ErrorContains(t, err, "SLUICE_STALE_THRESHOLD")
 
-	_, err = worker.New(testConfig("w-nil"), nil, b.wjs, zerologNop())
+	_, err = worker.New(testConfig("w-nil"), worker.Deps{JS: b.wjs})
 	require.Error(t, err)
 }
 
@@ -126,6 +132,7 @@ func TestHandleValidatesKinds(t *testing.T) {
 	bw := b.newWorker(cfg)
 	require.Equal(t, []string{"exec", "sleep"}, bw.Kinds())
 	require.ErrorContains(t, bw.Handle("sleep", echoHandler), "already registered")
-	nw := b.newWorker(cfg, worker.WithBuiltins(false))
+	cfg.Kinds = nil
+	nw := b.newWorker(cfg)
 	require.Empty(t, nw.Kinds())
 }

@@ -7,10 +7,13 @@
 // outcome durably through JetStream.
 //
 // Other Go services embed a worker by building a Config (LoadConfig reads
-// the SLUICE_* environment), calling New with a NATS connection and its
-// JetStream context, registering their kinds with Handle and calling Run:
+// the SLUICE_* environment, DefaultConfig gives the defaults), calling New
+// with a NATS connection, registering their kinds with Handle and calling
+// Run:
 //
-//	w, err := worker.New(cfg, nc, js, log, worker.WithBuiltins(false))
+//	cfg := worker.DefaultConfig()
+//	cfg.Kinds = nil // no built-in kinds
+//	w, err := worker.New(cfg, worker.Deps{NC: nc, Log: log})
 //	if err != nil { … }
 //	_ = w.Handle("resize", func(ctx context.Context, job worker.Job) (worker.Result, error) {
 //		…
@@ -18,6 +21,6 @@
 //	})
 //	err = w.Run(ctx) // returns nil after ctx ends (drained), idle timeout or max lifetime
 //
-// The built-in kinds "sleep" and "exec" are registered by default when
-// listed in Config.Kinds.
+// The built-in kinds "sleep" and "exec" are registered when listed in
+// Config.Kinds (both are by default).
 package worker

@@ -31,7 +31,7 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 	if !w.claim(jctx, t) {
 		w.release(t)
 		w.m.jobs.WithLabelValues(jobUnclaimed).Inc()
-		t.log.Warn().Dur("claim_wait", w.opts.claimWait).
+		t.log.Warn().Dur("claim_wait", w.cfg.ClaimWait).
 			Msg("start heartbeat never acknowledged; job not run")
 		return
 	}
@@ -44,7 +44,7 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		// Lost, cancelled, expired or shut down before the handler started.
 		err = context.Cause(jctx)
 	} else {
-		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.opts.now)
+		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.now)
 		res, err = w.call(progress.With(jctx, th), t)
 		th.Stop()
 	}
@@ -77,7 +77,7 @@ func (w *Worker) call(ctx context.Context, t *task) (res Result, err error) {
 // lease was lost, cancelled, or the worker shuts down) it reports true and
 // the caller reads the cause from jctx.
 func (w *Worker) claim(jctx context.Context, t *task) bool {
-	ctx, cancel := context.WithTimeout(jctx, w.opts.claimWait)
+	ctx, cancel := context.WithTimeout(jctx, w.cfg.ClaimWait)
 	defer cancel()
 	b := backoff.WithContext(backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(50*time.Millisecond),
@@ -86,7 +86,7 @@ func (w *Worker) claim(jctx context.Context, t *task) bool {
 	), ctx)
 	leases := []contracts.Lease{t.lease}
 	err := backoff.Retry(func() error {
-		sent := w.opts.now()
+		sent := w.now()
 		ack, err := w.requestHeartbeat(ctx, leases, startHeartbeatTimeout)
 		if err != nil {
 			return err
@@ -105,7 +105,7 @@ func (w *Worker) release(t *task) {
 		w.mu.Lock()
 		w.slots.Release()
 		if w.slots.InFlight() == 0 {
-			w.idleSince = w.opts.now()
+			w.idleSince = w.now()
 		}
 		w.broadcastLocked()
 		w.m.slotsUsed.Set(float64(w.slots.InFlight()))

@@ -32,7 +32,7 @@ func TestExpiredLeaseResultNotReported(t *testing.T) {
 	b := setup(t)
 	clock := newFakeClock()
 	h := newBlocking()
-	r := b.start(pausedConfig("w-expired"), map[string]worker.Handler{"block": h.handle}, worker.WithClock(clock.Now))
+	r := b.start(pausedConfig("w-expired"), map[string]worker.Handler{"block": h.handle}, clock.Now)
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-expired", spec("exp1", "block", 1, "")).Status)
 	h.waitStarted(t)
 
@@ -56,7 +56,7 @@ func TestExpiredLeaseHandlerNotStarted(t *testing.T) {
 		return contracts.HeartbeatAck{}, true
 	})
 	h := newBlocking()
-	r := b.start(pausedConfig("w-expired-start"), map[string]worker.Handler{"block": h.handle}, worker.WithClock(clock.Now))
+	r := b.start(pausedConfig("w-expired-start"), map[string]worker.Handler{"block": h.handle}, clock.Now)
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-expired-start", spec("exp2", "block", 1, "")).Status)
 
 	require.Eventually(t, func() bool {

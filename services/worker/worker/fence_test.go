@@ -69,7 +69,7 @@ func TestMissingAcksSelfFenceHandler(t *testing.T) {
 	cfg := testConfig("w-self-fence")
 	cfg.HeartbeatInterval = 50 * time.Millisecond
 	cfg.StaleThreshold = 300 * time.Millisecond // fence after 200ms without an ack
-	r := b.start(cfg, map[string]worker.Handler{"fence": f.handle}, worker.WithClock(clock.Now))
+	r := b.start(cfg, map[string]worker.Handler{"fence": f.handle}, clock.Now)
 	l := contracts.Lease{JobID: "quiet", Attempt: 1}
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-self-fence", spec("quiet", "fence", 1, "")).Status)
 	require.Eventually(t, f.started.Load, waitFor, time.Millisecond)
@@ -119,7 +119,7 @@ func TestErrorAcksDoNotRenew(t *testing.T) {
 	cfg := testConfig("w-error-ack")
 	cfg.HeartbeatInterval = 50 * time.Millisecond
 	cfg.StaleThreshold = 300 * time.Millisecond
-	r := b.start(cfg, map[string]worker.Handler{"fence": f.handle}, worker.WithClock(clock.Now))
+	r := b.start(cfg, map[string]worker.Handler{"fence": f.handle}, clock.Now)
 	l := contracts.Lease{JobID: "errack", Attempt: 1}
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-error-ack", spec("errack", "fence", 1, "")).Status)
 	require.Eventually(t, f.started.Load, waitFor, time.Millisecond)

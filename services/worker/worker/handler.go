@@ -59,7 +59,7 @@ func (w *Worker) registerBuiltins() error {
 		case kinds.Sleep:
 			run = kinds.RunSleep
 		case kinds.Exec:
-			run = kinds.NewExecer(w.cfg.ExecAllow, w.opts.execGrace, w.opts.now).Run
+			run = kinds.NewExecer(w.cfg.ExecAllow, w.cfg.ExecGrace, w.now).Run
 		default:
 			return fmt.Errorf("worker: %q is not a built-in kind", name)
 		}

@@ -84,7 +84,8 @@ func TestBuiltinKinds(t *testing.T) {
 	cfg.MaxConcurrent = 0
 	cfg.Kinds = []string{"sleep", "exec"}
 	cfg.ExecAllow = []string{"/bin/sh"}
-	b.start(cfg, nil, worker.WithExecGrace(200*time.Millisecond))
+	cfg.ExecGrace = 200 * time.Millisecond
+	b.start(cfg, nil)
 
 	tests := []struct {
 		name    string

@@ -43,7 +43,7 @@ func (w *Worker) fenceAfter() time.Duration { return w.cfg.StaleThreshold * 2 / 
 // after it, before the heartbeat goroutine fences the lease. So the job
 // goroutine checks too, before the handler starts and after it returns.
 func (w *Worker) fenceIfExpired(t *task) {
-	if w.leases.FenceIfUnacknowledged(t.lease, w.opts.now(), w.fenceAfter()) {
+	if w.leases.FenceIfUnacknowledged(t.lease, w.now(), w.fenceAfter()) {
 		w.m.fenced.WithLabelValues(fenceUnacknowledged).Inc()
 		t.log.Warn().Dur("unacknowledged_for", w.fenceAfter()).Msg("lease expired; fencing the attempt")
 	}
@@ -51,7 +51,7 @@ func (w *Worker) fenceIfExpired(t *task) {
 
 // heartbeatTick is one round: self-fence, then renew the rest.
 func (w *Worker) heartbeatTick(ctx context.Context) {
-	now := w.opts.now()
+	now := w.now()
 	for _, l := range w.leases.Unacknowledged(now, w.fenceAfter()) {
 		if w.leases.Fence(l, lease.ErrUnacknowledged) {
 			w.m.fenced.WithLabelValues(fenceUnacknowledged).Inc()

@@ -70,7 +70,7 @@ func idleCheckPeriod(timeout time.Duration) time.Duration {
 func (w *Worker) drainIfIdle() bool {
 	w.mu.Lock()
 	idle := w.slots.InFlight() == 0 && !w.idleSince.IsZero() &&
-		w.opts.now().Sub(w.idleSince) >= w.cfg.IdleTimeout
+		w.now().Sub(w.idleSince) >= w.cfg.IdleTimeout
 	if idle && !w.draining {
 		w.draining = true
 		w.broadcastLocked()
@@ -97,7 +97,7 @@ func (w *Worker) drain(ctx context.Context, reason stopReason, hardCancel contex
 		w.log.Info().Int("in_flight", w.InFlight()).Msg("shutdown requested while draining")
 	}
 
-	deadline := time.NewTimer(w.cfg.ShutdownTimeout + w.opts.deliveryGrace)
+	deadline := time.NewTimer(w.cfg.ShutdownTimeout + w.cfg.DeliveryGrace)
 	defer deadline.Stop()
 	handlersTimer := time.NewTimer(w.cfg.ShutdownTimeout)
 	defer handlersTimer.Stop()

@@ -105,3 +105,19 @@ func TestRunTwiceFails(t *testing.T) {
 	require.ErrorContains(t, r.w.Run(context.Background()), "twice")
 	require.ErrorContains(t, r.w.Handle("late", echoHandler), "after Run")
 }
+
+func TestRunServesItsProbeAndStopsWhenItCannot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := testConfig("w-probe")
+	cfg.HTTPAddr = "127.0.0.1:-1" // no such port: the probe cannot listen
+	w := b.newWorker(cfg)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "probe")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run went on without its probe")
+	}
+}

@@ -81,7 +81,7 @@ func (w *Worker) admit(hardCtx context.Context, data []byte) (contracts.OfferRep
 		return w.reply(contracts.OfferBusy, ""), nil, nil
 	}
 	jctx, cancel := context.WithCancelCause(hardCtx)
-	w.leases.Add(l, cancel, w.opts.now())
+	w.leases.Add(l, cancel, w.now())
 	w.active++
 	w.jobs.Add(1)
 	w.idleSince = time.Time{} // busy

@@ -13,12 +13,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
 	"github.com/sluicehq/sluice/services/worker/internal/lease"
 	"github.com/sluicehq/sluice/services/worker/internal/slots"
 )
+
+// Deps are the worker's dependencies, wired by hand.
+type Deps struct {
+	// NC is the NATS connection; JS its JetStream context (nil derives it
+	// from NC).
+	NC *nats.Conn
+	JS jetstream.JetStream
+	// Log receives the worker's logs (a zero Logger discards them).
+	Log zerolog.Logger
+	// Now is the clock for lease ages and idle time; nil is time.Now.
+	// Timers still use the real clock.
+	Now func() time.Time
+	// Registry takes the worker's metrics and is what /metrics serves; nil
+	// makes one with the Go and process collectors (observe.NewRegistry).
+	// Several workers may share one.
+	Registry *prometheus.Registry
+}
 
 // Worker runs jobs offered by the scheduler. Build it with New, register
 // kinds with Handle, then call Run once.
@@ -27,7 +45,9 @@ type Worker struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	log    zerolog.Logger
-	opts   options
+	now    func() time.Time
+	reg    *prometheus.Registry
+	probe  *observe.Probe
 	m      *metrics
 	slots  *slots.Slots
 	leases *lease.Table
@@ -48,35 +68,41 @@ type Worker struct {
 	changed   chan struct{} // closed and replaced whenever in-flight, active or draining change
 }
 
-// New builds a worker from cfg (zero durations and an empty worker id get
-// their defaults; Kinds lists the built-ins to register; MaxConcurrent 0
-// means no limit) on the NATS connection nc and its JetStream context js.
-func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, log zerolog.Logger, opts ...Option) (*Worker, error) {
-	if nc == nil || js == nil {
-		return nil, errors.New("worker: a nats connection and a jetstream context are required")
+// New builds a worker from cfg (see DefaultConfig and LoadConfig; Kinds
+// lists the built-ins to register, MaxConcurrent 0 means no limit) and its
+// dependencies. It starts nothing.
+func New(cfg Config, d Deps) (*Worker, error) {
+	if d.NC == nil {
+		return nil, errors.New("worker: Deps.NC is required")
 	}
-	o := defaultOptions()
-	for _, opt := range opts {
-		opt(&o)
+	if d.JS == nil {
+		js, err := jetstream.New(d.NC)
+		if err != nil {
+			return nil, fmt.Errorf("worker: jetstream: %w", err)
+		}
+		d.JS = js
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Registry == nil {
+		d.Registry = observe.NewRegistry()
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("worker: invalid config: %w", err)
 	}
-	reg := o.reg
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	m, err := newMetrics(reg, cfg.WorkerID)
+	m, err := newMetrics(d.Registry, cfg.WorkerID)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w := &Worker{
 		cfg:         cfg,
-		nc:          nc,
-		js:          js,
-		log:         log.With().Str(observe.FieldWorkerID, cfg.WorkerID).Logger(),
-		opts:        o,
+		nc:          d.NC,
+		js:          d.JS,
+		log:         d.Log.With().Str(observe.FieldWorkerID, cfg.WorkerID).Logger(),
+		now:         d.Now,
+		reg:         d.Registry,
 		m:           m,
 		slots:       slots.New(cfg.MaxConcurrent),
 		leases:      lease.NewTable(),
@@ -86,13 +112,23 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, log zerolog.Logger, 
 	}
 	m.slotsTotal.Set(float64(w.slots.Capacity()))
 	m.slotsUsed.Set(0)
-	if o.builtins {
-		if err := w.registerBuiltins(); err != nil {
-			return nil, err
-		}
+	if err := w.registerBuiltins(); err != nil {
+		return nil, err
 	}
+	w.probe = observe.NewProbe(w.log, d.Registry)
+	nc := d.NC
+	w.probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, nc, nil) })
+	w.probe.AddCheck("worker", func(context.Context) error {
+		if w.Draining() {
+			return errors.New("draining")
+		}
+		return nil
+	})
 	return w, nil
 }
+
+// Probe returns the worker's health and readiness checks.
+func (w *Worker) Probe() *observe.Probe { return w.probe }
 
 // Handle registers the handler of a kind. It must be called before Run;
 // kind must satisfy contracts.ValidKind and may be registered only once.
@@ -149,11 +185,28 @@ var errShutdown = errors.New("worker shutting down")
 // passes, then drains: it refuses new offers, waits for running jobs
 // (after ctx ended, at most the shutdown timeout, then cancels and requeues
 // them), waits for pending deliveries, announces that it leaves and
-// returns nil. It may be called once.
+// returns nil. Meanwhile it serves /healthz, /readyz and /metrics on
+// SLUICE_WORKER_HTTP_ADDR (when set). It may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.markRunning(); err != nil {
 		return err
 	}
+	// The probe serves until the drain is over, so /readyz says
+	// "draining" meanwhile; if it cannot serve, the worker stops.
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	probeCtx, stopProbe := context.WithCancel(context.WithoutCancel(ctx))
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		if err := w.probe.Serve(probeCtx, w.cfg.HTTPAddr); err != nil {
+			stopRun(fmt.Errorf("worker: probe: %w", err))
+		}
+	}()
+	defer func() {
+		stopProbe()
+		<-probeDone
+	}()
 	// Handlers and deliveries outlive ctx on purpose: they stop on the
 	// worker's own schedule during the drain below.
 	base := context.WithoutCancel(ctx)
@@ -169,7 +222,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.log.Info().Int("capacity", w.slots.Capacity()).Strs("kinds", w.Kinds()).Msg("worker started")
-	if w.opts.builtins && slices.Contains(w.cfg.Kinds, kinds.Exec) && len(w.cfg.ExecAllow) == 0 {
+	if slices.Contains(w.cfg.Kinds, kinds.Exec) && len(w.cfg.ExecAllow) == 0 {
 		w.log.Warn().Msg("exec kind enabled with an empty SLUICE_WORKER_EXEC_ALLOW: every exec job fails")
 	}
 
@@ -185,8 +238,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Wait()
 	w.announce(true)
 	w.unsubscribe(subs)
+	if err == nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause // the probe failed
+		}
+	}
 	if err != nil {
-		w.log.Error().Err(err).Msg("worker stopped")
 		return err
 	}
 	w.log.Info().Msg("worker stopped")
@@ -200,7 +257,7 @@ func (w *Worker) markRunning() error {
 		return errors.New("worker: Run called twice")
 	}
 	w.running = true
-	w.idleSince = w.opts.now()
+	w.idleSince = w.now()
 	return nil
 }
 

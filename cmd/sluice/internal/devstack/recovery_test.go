@@ -167,7 +167,7 @@ func runWorker(t *testing.T, b *bundle, id string) {
 	require.NoError(t, err)
 	cfg, err := worker.LoadConfig(testEnv(b.dataDir, map[string]string{"SLUICE_WORKER_ID": id}))
 	require.NoError(t, err)
-	w, err := worker.New(cfg, nc, js, b.stack.opts.Log)
+	w, err := worker.New(cfg, worker.Deps{NC: nc, JS: js, Log: b.stack.opts.Log})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/dial"
 	"github.com/sluicehq/sluice/services/gateway/gateway"
@@ -47,8 +48,6 @@ type Options struct {
 	NATSListen string
 	// HTTPListener, when set, serves the gateway instead of SLUICE_HTTP_ADDR.
 	HTTPListener net.Listener
-	// WorkerOptions are passed to every worker (test clocks, kinds).
-	WorkerOptions []worker.Option
 	// SetupWorker runs on each worker before it starts (register kinds).
 	SetupWorker func(i int, w *worker.Worker) error
 	// Log receives every service's logs.
@@ -107,7 +106,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{opts: o, Registry: prometheus.NewRegistry()}
+	s := &Stack{opts: o, Registry: observe.NewRegistry()}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -153,7 +152,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Gateway, err = gateway.New(gcfg, gateway.Deps{Store: s.Store, NC: nc, JS: js, Log: svcLog(o.Log, "gateway"), Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"service": "gateway"}, s.Registry), Gatherer: s.Registry})
+	s.Gateway, err = gateway.New(gcfg, gateway.Deps{Store: s.Store, NC: nc, JS: js, Log: svcLog(o.Log, "gateway"), Registry: s.Registry})
 	if err != nil {
 		return nil, err
 	}
@@ -188,10 +187,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		if !explicitWorkerID(o.Environ) || o.Workers > 1 {
 			c.WorkerID = fmt.Sprintf("worker-%02d", i+1)
 		}
-		// The workers' metrics show on the gateway's /metrics too
-		// (WorkerOptions may still name another registerer).
-		wopts := append([]worker.Option{worker.WithRegisterer(s.Registry)}, o.WorkerOptions...)
-		w, err := worker.New(c, nc, js, svcLog(o.Log, "worker"), wopts...)
+		// The workers' metrics show on the gateway's /metrics too.
+		w, err := worker.New(c, worker.Deps{NC: nc, JS: js, Log: svcLog(o.Log, "worker"), Registry: s.Registry})
 		if err != nil {
 			return nil, err
 		}

@@ -44,7 +44,7 @@ func run(path string, step time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("load config: %w", err)
 	}
-	log := observe.NewLogger("worker", nil, cfg.LogLevel, cfg.LogFormat)
+	log := observe.NewLogger("worker", nil, cfg.Log.LogLevel, cfg.Log.LogFormat)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -54,13 +54,13 @@ func run(path string, step time.Duration) error {
 	}
 	defer func() { _ = j.Close() }()
 
-	link, err := bus.Dial(ctx, cfg.BusEnv, cfg.DataDir, "sluice-probeworker-"+cfg.WorkerID, log)
+	link, err := bus.Dial(ctx, cfg.Bus, cfg.DataDir, "sluice-probeworker-"+cfg.WorkerID, log)
 	if err != nil {
 		return fmt.Errorf("dial nats: %w", err)
 	}
 	defer func() { _ = link.Close() }()
 
-	w, err := worker.New(cfg, link.Conn, link.JS, log)
+	w, err := worker.New(cfg, worker.Deps{NC: link.Conn, JS: link.JS, Log: log})
 	if err != nil {
 		return fmt.Errorf("new worker: %w", err)
 	}
