@@ -126,13 +126,20 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, h Handler) erro
 		select {
 		case <-ctx.Done():
 		case <-restart:
-			log.Warn().Msg("consumer lost; declaring it again")
+			log.Warn().Dur("retry_in", lostConsumerDelay).Msg("consumer lost; declaring it again")
 		}
 		cc.Stop()
 		<-cc.Closed()
+		// The server tells pulls their consumer is gone before it has
+		// finished deleting the stream; looking the stream up again at once
+		// can leave it half deleted (publishes to it then time out).
+		sleep(ctx, lostConsumerDelay)
 	}
 	return nil
 }
+
+// lostConsumerDelay is the pause before a lost consumer is declared again.
+const lostConsumerDelay = time.Second
 
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
