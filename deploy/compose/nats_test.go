@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
@@ -28,13 +29,7 @@ import (
 // and store directory) and returns its client URL.
 func startNATS(t *testing.T) string {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), ConfigFile: natsConf, Listen: "127.0.0.1:0"})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	return ns.ClientURL()
+	return bustest.StartWith(t, bus.EmbeddedOptions{ConfigFile: natsConf, Listen: "127.0.0.1:0"}).URL()
 }
 
 // password is the password compose.yaml gives user (its default).

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -25,18 +26,9 @@ func TestMain(m *testing.M) {
 // startNATS runs an in-process JetStream server for one test and connects to it.
 func startNATS(t *testing.T) (*server.Server, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	return ns, nc, js
+	srv := bustest.Start(t)
+	nc, js := srv.Connect("bus")
+	return srv.NS, nc, js
 }
 
 func TestStreamConfig(t *testing.T) {

@@ -8,6 +8,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/rs/zerolog v1.35.1
 	github.com/sluicehq/sluice/pkg/contracts v0.0.0
+	github.com/sluicehq/sluice/pkg/observe v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -28,4 +29,7 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 )
 
-replace github.com/sluicehq/sluice/pkg/contracts => ../contracts
+replace (
+	github.com/sluicehq/sluice/pkg/contracts => ../contracts
+	github.com/sluicehq/sluice/pkg/observe => ../observe
+)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
@@ -24,15 +24,8 @@ type bundle struct {
 
 func setup(t *testing.T) bundle {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	_, err = events.EnsureStream(t.Context(), js)
+	nc, js := bustest.Start(t).Connect("events")
+	_, err := events.EnsureStream(t.Context(), js)
 	require.NoError(t, err)
 	return bundle{nc: nc, js: js, pub: events.NewPublisher(nc)}
 }

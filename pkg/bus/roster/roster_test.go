@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/bus/roster"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
@@ -23,25 +25,6 @@ func TestMain(m *testing.M) {
 }
 
 // clock is a settable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func ids(ws []contracts.WorkerInfo) []string {
 	out := make([]string, 0, len(ws))
 	for _, w := range ws {
@@ -72,7 +55,7 @@ func TestNewNilClockUsesTimeNow(t *testing.T) {
 
 func TestObserveAndWorkers(t *testing.T) {
 	t.Parallel()
-	c := newClock()
+	c := clocktest.New()
 	r := roster.New(c.Now)
 	assert.Empty(t, r.Workers())
 
@@ -100,7 +83,7 @@ func TestObserveAndWorkers(t *testing.T) {
 
 func TestWorkersSortedByID(t *testing.T) {
 	t.Parallel()
-	r := roster.New(newClock().Now)
+	r := roster.New(clocktest.New().Now)
 	for _, id := range []string{"m", "b", "z", "a", "B", "a1", "0"} {
 		r.Observe(contracts.Announce{WorkerID: id})
 	}
@@ -121,7 +104,7 @@ func TestExpiryAfterThreeIntervals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := newClock()
+			c := clocktest.New()
 			r := roster.New(c.Now)
 			r.Observe(contracts.Announce{WorkerID: "w1", IntervalMS: tt.intervalMS})
 			r.Observe(contracts.Announce{WorkerID: "w2", IntervalMS: 1_000_000})
@@ -141,7 +124,7 @@ func TestExpiryAfterThreeIntervals(t *testing.T) {
 
 func TestAnnouncementRenewsLiveness(t *testing.T) {
 	t.Parallel()
-	c := newClock()
+	c := clocktest.New()
 	r := roster.New(c.Now)
 	r.Observe(contracts.Announce{WorkerID: "w1", IntervalMS: 1000})
 	c.Advance(2 * time.Second)
@@ -160,7 +143,7 @@ func TestAnnouncementRenewsLiveness(t *testing.T) {
 
 func TestLoadUpdatesWithoutRenewing(t *testing.T) {
 	t.Parallel()
-	c := newClock()
+	c := clocktest.New()
 	r := roster.New(c.Now)
 	r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 4, InFlight: 1, IntervalMS: 1000})
 	seen := c.Now()
@@ -184,7 +167,7 @@ func TestLoadUpdatesWithoutRenewing(t *testing.T) {
 
 func TestLeavingAnnouncementRemoves(t *testing.T) {
 	t.Parallel()
-	r := roster.New(newClock().Now)
+	r := roster.New(clocktest.New().Now)
 	r.Observe(contracts.Announce{WorkerID: "w1"})
 	r.Observe(contracts.Announce{WorkerID: "w2"})
 	r.Observe(contracts.Announce{WorkerID: "w1", Leaving: true, Capacity: 4})
@@ -198,7 +181,7 @@ func TestLeavingAnnouncementRemoves(t *testing.T) {
 
 func TestRemove(t *testing.T) {
 	t.Parallel()
-	r := roster.New(newClock().Now)
+	r := roster.New(clocktest.New().Now)
 	r.Observe(contracts.Announce{WorkerID: "w1"})
 	r.Observe(contracts.Announce{WorkerID: "w2"})
 	r.Remove("w1")
@@ -216,7 +199,7 @@ func TestRemove(t *testing.T) {
 
 func TestChanged(t *testing.T) {
 	t.Parallel()
-	c := newClock()
+	c := clocktest.New()
 	r := roster.New(c.Now)
 	steps := []struct {
 		name    string
@@ -250,7 +233,7 @@ func TestChanged(t *testing.T) {
 
 func TestChangedWakesEveryWaiter(t *testing.T) {
 	t.Parallel()
-	r := roster.New(newClock().Now)
+	r := roster.New(clocktest.New().Now)
 	ch := r.Changed()
 	var wg sync.WaitGroup
 	for range 4 {
@@ -262,7 +245,7 @@ func TestChangedWakesEveryWaiter(t *testing.T) {
 
 func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
-	r := roster.New(newClock().Now)
+	r := roster.New(clocktest.New().Now)
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
@@ -285,13 +268,7 @@ func TestConcurrentUse(t *testing.T) {
 // startNATS runs an in-process NATS server for one test.
 func startNATS(t *testing.T) *server.Server {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	return ns
+	return bustest.Start(t).NS
 }
 
 func connect(t *testing.T, ns *server.Server) *nats.Conn {

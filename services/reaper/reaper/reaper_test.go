@@ -6,13 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/sqlite"
@@ -32,16 +31,7 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	_, err = bus.EnsureStream(context.Background(), js)
-	require.NoError(t, err)
+	nc, js := bustest.Start(t).JobStream("reaper")
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })

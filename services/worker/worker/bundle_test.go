@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -19,31 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/worker/worker"
 )
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)} }
-
-// Now returns the clock's time.
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // waitFor bounds every wait for something the worker should do soon.
 const waitFor = 10 * time.Second
@@ -65,20 +43,7 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: filepath.Join(t.TempDir(), "nats"), NoListen: true})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	connect := func(name string) (*nats.Conn, jetstream.JetStream) {
-		nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name(name))
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		require.NoError(t, err)
-		return nc, js
-	}
+	connect := bustest.Start(t).Connect
 	b := &bundle{t: t, reg: prometheus.NewRegistry(), consumers: map[string]jetstream.Consumer{}}
 	b.nc, b.js = connect("fake-scheduler")
 	b.wnc, b.wjs = connect("worker")

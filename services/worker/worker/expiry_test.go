@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -30,7 +32,7 @@ const pastTheLease = 2*time.Minute + time.Second
 func TestExpiredLeaseResultNotReported(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	clock := newFakeClock()
+	clock := clocktest.New()
 	h := newBlocking()
 	r := b.start(pausedConfig("w-expired"), map[string]worker.Handler{"block": h.handle}, clock.Now)
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-expired", spec("exp1", "block", 1, "")).Status)
@@ -50,7 +52,7 @@ func TestExpiredLeaseResultNotReported(t *testing.T) {
 func TestExpiredLeaseHandlerNotStarted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	clock := newFakeClock()
+	clock := clocktest.New()
 	b.sched.setAnswer(func(contracts.Heartbeat) (contracts.HeartbeatAck, bool) {
 		clock.Advance(pastTheLease) // paused between sending and reading the ack
 		return contracts.HeartbeatAck{}, true

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -65,7 +67,7 @@ func TestMissingAcksSelfFenceHandler(t *testing.T) {
 	b.sched.setAnswer(func(contracts.Heartbeat) (contracts.HeartbeatAck, bool) {
 		return contracts.HeartbeatAck{}, !silent.Load()
 	})
-	clock := newFakeClock()
+	clock := clocktest.New()
 	cfg := testConfig("w-self-fence")
 	cfg.HeartbeatInterval = 50 * time.Millisecond
 	cfg.StaleThreshold = 300 * time.Millisecond // fence after 200ms without an ack
@@ -115,7 +117,7 @@ func TestErrorAcksDoNotRenew(t *testing.T) {
 		}
 		return contracts.HeartbeatAck{}, true
 	})
-	clock := newFakeClock()
+	clock := clocktest.New()
 	cfg := testConfig("w-error-ack")
 	cfg.HeartbeatInterval = 50 * time.Millisecond
 	cfg.StaleThreshold = 300 * time.Millisecond

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -51,28 +53,10 @@ func (f *fakeStats) set(fn func(f *fakeStats)) {
 	fn(f)
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func activeSetup(t *testing.T, f *fakeStats, timeout time.Duration) (*prometheus.Registry, *fakeClock) {
+func activeSetup(t *testing.T, f *fakeStats, timeout time.Duration) (*prometheus.Registry, *clocktest.Clock) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clock := clocktest.At(time.Unix(1_700_000_000, 0))
 	require.NoError(t, RegisterActiveJobs(reg, f.stats, timeout, 5*time.Second, clock.Now))
 	return reg, clock
 }

@@ -6,35 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
 )
 
 // clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
 func TestBurstThenDelay(t *testing.T) {
 	t.Parallel()
-	c := newClock()
-	l := ratelimit.New(2, 5, ratelimit.Options{Now: c.now})
+	c := clocktest.New()
+	l := ratelimit.New(2, 5, ratelimit.Options{Now: c.Now})
 	for i := range 5 {
 		ok, d := l.Allow("a")
 		require.True(t, ok, i)
@@ -50,7 +33,7 @@ func TestBurstThenDelay(t *testing.T) {
 	// Another key has its own bucket.
 	ok, _ = l.Allow("b")
 	require.True(t, ok)
-	c.add(500 * time.Millisecond)
+	c.Advance(500 * time.Millisecond)
 	ok, _ = l.Allow("a")
 	require.True(t, ok)
 	ok, _ = l.Allow("a")
@@ -76,9 +59,9 @@ func TestDisabled(t *testing.T) {
 
 func TestBoundedUnderManyKeys(t *testing.T) {
 	t.Parallel()
-	c := newClock()
+	c := clocktest.New()
 	const maxKeys = 64
-	l := ratelimit.New(1, 1, ratelimit.Options{MaxKeys: maxKeys, Idle: time.Minute, Now: c.now})
+	l := ratelimit.New(1, 1, ratelimit.Options{MaxKeys: maxKeys, Idle: time.Minute, Now: c.Now})
 	for i := range 100_000 {
 		ok, _ := l.Allow(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
 		require.True(t, ok, "a new key starts with a full bucket")
@@ -100,16 +83,16 @@ func TestBoundedUnderManyKeys(t *testing.T) {
 
 func TestIdleKeysEvicted(t *testing.T) {
 	t.Parallel()
-	c := newClock()
-	l := ratelimit.New(1, 1, ratelimit.Options{MaxKeys: 1000, Idle: time.Minute, Now: c.now})
+	c := clocktest.New()
+	l := ratelimit.New(1, 1, ratelimit.Options{MaxKeys: 1000, Idle: time.Minute, Now: c.Now})
 	for i := range 500 {
 		l.Allow(fmt.Sprint("old-", i))
 	}
 	require.Equal(t, 500, l.Len())
-	c.add(30 * time.Second)
+	c.Advance(30 * time.Second)
 	l.Allow("recent")
 	require.Equal(t, 501, l.Len(), "nothing idle for a minute yet")
-	c.add(45 * time.Second)
+	c.Advance(45 * time.Second)
 	l.Allow("new")
 	require.Equal(t, 2, l.Len(), "the old keys are gone, recent and new stay")
 }

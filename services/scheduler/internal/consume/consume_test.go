@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -28,14 +28,7 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	_, js := bustest.Start(t).Connect("scheduler")
 	return &bundle{t: t, js: js}
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -40,25 +42,13 @@ func (r *recorder) all() []contracts.Progress {
 func pct(n float64) contracts.Progress { return contracts.Progress{Percent: n} }
 
 // clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestFirstReportGoesAtOnceThenLatestWins(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := clocktest.At(time.Unix(1000, 0))
 	// A long interval: the kept report is only sent by the timer, which
 	// this test never waits for; Stop drops it.
-	th := progress.NewThrottle(time.Hour, rec.send, clk.now)
+	th := progress.NewThrottle(time.Hour, rec.send, clk.Now)
 	for i := range 100 {
 		th.Report(pct(float64(i)))
 	}
@@ -91,13 +81,13 @@ func TestKeptReportIsSentWhenTheIntervalEnds(t *testing.T) {
 func TestReportAfterTheIntervalGoesAtOnce(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
-	clk := &clock{t: time.Unix(1000, 0)}
-	th := progress.NewThrottle(time.Second, rec.send, clk.now)
+	clk := clocktest.At(time.Unix(1000, 0))
+	th := progress.NewThrottle(time.Second, rec.send, clk.Now)
 	defer th.Stop()
 	th.Report(pct(10))
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	th.Report(pct(20))
-	clk.add(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	th.Report(pct(30))
 	require.Equal(t, []contracts.Progress{pct(10), pct(20), pct(30)}, rec.all())
 }
