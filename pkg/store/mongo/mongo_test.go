@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -57,21 +56,6 @@ func TestDriver(t *testing.T) {
 	runDriverTests(t, ferretServer(t))
 }
 
-// testJob is a pending job of tenant, as the gateway makes it.
-func testJob(tenant string, created time.Time) contracts.Job {
-	return contracts.Job{
-		ID:               uuid.NewString(),
-		Tenant:           tenant,
-		Kind:             "test.kind",
-		State:            contracts.StatePending,
-		MaxAttempts:      3,
-		CreatedAt:        created,
-		UpdatedAt:        created,
-		DispatchDeadline: created.Add(time.Hour),
-		NextDispatchAt:   &created,
-	}
-}
-
 // counter reads one admission counter.
 func counter(t *testing.T, s *Store, scope string) counterDoc {
 	t.Helper()
@@ -99,7 +83,7 @@ func runDriverTests(t *testing.T, srv server) {
 		s := open(t, fresh(), WithReconcileGrace(0))
 		ctx := t.Context()
 		for i, tenant := range []string{"a", "a", "b"} {
-			_, adm, err := s.Admit(ctx, testJob(tenant, base.Add(time.Duration(i)*time.Second)), store.Caps{})
+			_, adm, err := s.Admit(ctx, storetest.NewJob(tenant, base.Add(time.Duration(i)*time.Second)), store.Caps{})
 			require.NoError(t, err)
 			require.Equal(t, store.Admitted, adm)
 		}
@@ -120,10 +104,10 @@ func runDriverTests(t *testing.T, srv server) {
 		require.Zero(t, drift)
 
 		// Exact again: one more fits under a cap of 4, then no more.
-		_, adm, err := s.Admit(ctx, testJob("c", base), store.Caps{Global: 4})
+		_, adm, err := s.Admit(ctx, storetest.NewJob("c", base), store.Caps{Global: 4})
 		require.NoError(t, err)
 		require.Equal(t, store.Admitted, adm)
-		_, adm, err = s.Admit(ctx, testJob("c", base), store.Caps{Global: 4})
+		_, adm, err = s.Admit(ctx, storetest.NewJob("c", base), store.Caps{Global: 4})
 		require.NoError(t, err)
 		require.Equal(t, store.RejectedGlobal, adm)
 	})
@@ -133,7 +117,7 @@ func runDriverTests(t *testing.T, srv server) {
 		const grace = 300 * time.Millisecond
 		s := open(t, fresh(), WithReconcileGrace(grace))
 		ctx := t.Context()
-		j, _, err := s.Admit(ctx, testJob("a", base), store.Caps{})
+		j, _, err := s.Admit(ctx, storetest.NewJob("a", base), store.Caps{})
 		require.NoError(t, err)
 		setActive(t, s, globalScope, 3)
 		setActive(t, s, tenantScope("a"), 0)
@@ -199,7 +183,7 @@ func runDriverTests(t *testing.T, srv server) {
 			s := stores[w%2]
 			wg.Go(func() {
 				for i := range 15 {
-					j, adm, err := s.Admit(t.Context(), testJob(fmt.Sprintf("t%d", (w+i)%2), base), caps)
+					j, adm, err := s.Admit(t.Context(), storetest.NewJob(fmt.Sprintf("t%d", (w+i)%2), base), caps)
 					if err != nil {
 						errs <- err
 						return
@@ -265,7 +249,7 @@ func runDriverTests(t *testing.T, srv server) {
 		for w := range 4 {
 			workers.Go(func() {
 				for i := range 12 {
-					j, adm, err := s.Admit(t.Context(), testJob("a", base), store.Caps{Global: capacity})
+					j, adm, err := s.Admit(t.Context(), storetest.NewJob("a", base), store.Caps{Global: capacity})
 					if err != nil {
 						errs <- err
 						return
@@ -297,7 +281,7 @@ func runDriverTests(t *testing.T, srv server) {
 		t.Parallel()
 		uri := fresh()
 		s := open(t, uri)
-		j, _, err := s.Admit(t.Context(), testJob("a", base), store.Caps{})
+		j, _, err := s.Admit(t.Context(), storetest.NewJob("a", base), store.Caps{})
 		require.NoError(t, err)
 		// Opening again finds its indexes and its data.
 		again := open(t, uri)
@@ -339,7 +323,7 @@ func TestServerGoesDown(t *testing.T) {
 	s := open(t, srv.DatabaseURI("sluice"), WithTimeout(300*time.Millisecond))
 	setup, err := Open(ctx, srv.DatabaseURI("sluice"))
 	require.NoError(t, err)
-	j, _, err := setup.Admit(ctx, testJob("a", base), store.Caps{Global: 10})
+	j, _, err := setup.Admit(ctx, storetest.NewJob("a", base), store.Caps{Global: 10})
 	require.NoError(t, err)
 	require.NoError(t, setup.Close())
 	srv.Stop()
@@ -348,7 +332,7 @@ func TestServerGoesDown(t *testing.T) {
 	calls := map[string]func() error{
 		"ping": func() error { return s.Ping(ctx) },
 		"admit": func() error {
-			_, _, err := s.Admit(ctx, testJob("a", base), store.Caps{Global: 10})
+			_, _, err := s.Admit(ctx, storetest.NewJob("a", base), store.Caps{Global: 10})
 			return err
 		},
 		"get":  func() error { _, err := s.Get(ctx, j.ID); return err },

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/storetest"
 )
 
 // Environment of a helper process: the test binary run again to play one
@@ -43,7 +44,7 @@ func TestHelperProcess(t *testing.T) {
 	case "admit":
 		admitted := 0
 		for range 60 {
-			_, adm, err := s.Admit(ctx, testJob(fmt.Sprintf("t%d", os.Getpid()%3), time.Now()), store.Caps{Global: 50})
+			_, adm, err := s.Admit(ctx, storetest.NewJob(fmt.Sprintf("t%d", os.Getpid()%3), time.Now()), store.Caps{Global: 50})
 			require.NoError(t, err)
 			if adm == store.Admitted {
 				admitted++
@@ -52,7 +53,7 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Printf("admitted %d\n", admitted)
 	case "churn":
 		for i := 0; ; i++ {
-			j, _, err := s.Admit(ctx, testJob("churn", time.Now()), store.Caps{})
+			j, _, err := s.Admit(ctx, storetest.NewJob("churn", time.Now()), store.Caps{})
 			require.NoError(t, err)
 			if i%2 == 0 {
 				now := time.Now()

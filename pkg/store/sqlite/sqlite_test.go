@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -33,28 +32,13 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// testJob is a pending job of tenant, as the gateway makes it.
-func testJob(tenant string, created time.Time) contracts.Job {
-	return contracts.Job{
-		ID:               uuid.NewString(),
-		Tenant:           tenant,
-		Kind:             "test.kind",
-		State:            contracts.StatePending,
-		MaxAttempts:      3,
-		CreatedAt:        created,
-		UpdatedAt:        created,
-		DispatchDeadline: created.Add(time.Hour),
-		NextDispatchAt:   &created,
-	}
-}
-
 func TestOpenCreatesDirAndSchema(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "a", "b c", "sluice.db")
 	s, err := Open(ctx, path, WithBusyTimeout(time.Second), WithReadConns(2))
 	require.NoError(t, err)
 	require.Equal(t, path, s.Path())
-	j, adm, err := s.Admit(ctx, testJob("acme", time.Now()), store.Caps{})
+	j, adm, err := s.Admit(ctx, storetest.NewJob("acme", time.Now()), store.Caps{})
 	require.NoError(t, err)
 	require.Equal(t, store.Admitted, adm)
 
@@ -87,7 +71,8 @@ func TestReadPoolIsReadOnly(t *testing.T) {
 func TestTimesKeepNanoseconds(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
 	created := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.FixedZone("X", -7*3600))
-	j := testJob("acme", created)
+	j := storetest.NewJob("acme", created)
+	j.Payload = nil
 	_, _, err := s.Admit(t.Context(), j, store.Caps{})
 	require.NoError(t, err)
 	got, err := s.Get(t.Context(), j.ID)
@@ -104,7 +89,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
 	now := time.Now()
 	for i, tenant := range []string{"a", "a", "a", "b", "b"} {
-		_, adm, err := s.Admit(ctx, testJob(tenant, now.Add(time.Duration(i))), store.Caps{})
+		_, adm, err := s.Admit(ctx, storetest.NewJob(tenant, now.Add(time.Duration(i))), store.Caps{})
 		require.NoError(t, err)
 		require.Equal(t, store.Admitted, adm)
 	}
@@ -124,7 +109,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// The drift shows: the inflated global count refuses a job that fits.
-	_, adm, err := s.Admit(ctx, testJob("c", now), store.Caps{Global: 6})
+	_, adm, err := s.Admit(ctx, storetest.NewJob("c", now), store.Caps{Global: 6})
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedGlobal, adm)
 
@@ -141,10 +126,10 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	require.NoError(t, scanAll(rows, func(k string, n int) { counters[k] = n }))
 	require.Equal(t, map[string]int{"global": 5, "tenant:a": 3, "tenant:b": 2}, counters)
 
-	_, adm, err = s.Admit(ctx, testJob("c", now), store.Caps{Global: 6})
+	_, adm, err = s.Admit(ctx, storetest.NewJob("c", now), store.Caps{Global: 6})
 	require.NoError(t, err)
 	require.Equal(t, store.Admitted, adm)
-	_, adm, err = s.Admit(ctx, testJob("a", now), store.Caps{Tenant: 3})
+	_, adm, err = s.Admit(ctx, storetest.NewJob("a", now), store.Caps{Tenant: 3})
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedTenant, adm)
 }
@@ -170,7 +155,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 			wg.Go(func() {
 				for i := range each {
 					tenant := fmt.Sprintf("t%d", (si+g+i)%3)
-					_, adm, err := s.Admit(ctx, testJob(tenant, time.Now()), store.Caps{Global: 25, Tenant: 10})
+					_, adm, err := s.Admit(ctx, storetest.NewJob(tenant, time.Now()), store.Caps{Global: 25, Tenant: 10})
 					mu.Lock()
 					if err != nil {
 						errs = append(errs, err)
@@ -278,7 +263,7 @@ func BenchmarkAdmit(b *testing.B) {
 	caps := store.Caps{Global: 1 << 30, Tenant: 1 << 30}
 	b.ResetTimer()
 	for i := range b.N {
-		_, adm, err := s.Admit(ctx, testJob(fmt.Sprintf("t%d", i%10), now), caps)
+		_, adm, err := s.Admit(ctx, storetest.NewJob(fmt.Sprintf("t%d", i%10), now), caps)
 		if err != nil || adm != store.Admitted {
 			b.Fatal(adm, err)
 		}
@@ -289,7 +274,7 @@ func BenchmarkTransition(b *testing.B) {
 	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
 	ctx := context.Background()
 	now := time.Now()
-	j, _, err := s.Admit(ctx, testJob("acme", now), store.Caps{})
+	j, _, err := s.Admit(ctx, storetest.NewJob("acme", now), store.Caps{})
 	require.NoError(b, err)
 	worker := "w1"
 	b.ResetTimer()

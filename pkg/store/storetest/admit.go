@@ -61,7 +61,7 @@ func testAdmitGetRoundTrip(t *testing.T, s store.Store) {
 	requireUTC(t, "created_at", &fetched.CreatedAt)
 
 	// A job without payload or key round-trips as empty.
-	bare := newJob("acme", at(time.Second))
+	bare := NewJob("acme", at(time.Second))
 	bare.Payload = nil
 	got = admit(t, s, bare)
 	requireJob(t, bare, got)
@@ -73,13 +73,13 @@ func testAdmitGetRoundTrip(t *testing.T, s store.Store) {
 
 func testAdmitRefusesNonPending(t *testing.T, s store.Store) {
 	before := stats(t, s)
-	running := newJob("acme", base)
+	running := NewJob("acme", base)
 	running.State = contracts.StateRunning
 	_, _, err := s.Admit(t.Context(), running, store.Caps{})
 	require.Error(t, err)
 	requireMissing(t, s, running.ID)
 
-	attempted := newJob("acme", base)
+	attempted := NewJob("acme", base)
 	attempted.Attempt = 1
 	_, _, err = s.Admit(t.Context(), attempted, store.Caps{})
 	require.Error(t, err)
@@ -90,7 +90,7 @@ func testAdmitRefusesNonPending(t *testing.T, s store.Store) {
 func testAdmitDuplicateID(t *testing.T, s store.Store) {
 	first := admitNew(t, s, "acme", base)
 	before := stats(t, s)
-	dup := newJob("other", at(time.Second))
+	dup := NewJob("other", at(time.Second))
 	dup.ID = first.ID
 	_, _, err := s.Admit(t.Context(), dup, store.Caps{})
 	require.Error(t, err)
@@ -109,7 +109,7 @@ func testAdmitGlobalCap(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	caps := store.Caps{Global: 3, Tenant: 2}
 	for i, tenant := range []string{"a", "a", "b"} {
-		_, adm, err := s.Admit(ctx, newJob(tenant, at(time.Duration(i)*time.Second)), caps)
+		_, adm, err := s.Admit(ctx, NewJob(tenant, at(time.Duration(i)*time.Second)), caps)
 		require.NoError(t, err)
 		require.Equal(t, store.Admitted, adm)
 	}
@@ -117,7 +117,7 @@ func testAdmitGlobalCap(t *testing.T, s store.Store) {
 	require.Equal(t, 3, before.Active())
 
 	// Tenant c is under its own cap but the store is full.
-	job := newJob("c", at(time.Minute))
+	job := NewJob("c", at(time.Minute))
 	got, adm, err := s.Admit(ctx, job, caps)
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedGlobal, adm)
@@ -125,7 +125,7 @@ func testAdmitGlobalCap(t *testing.T, s store.Store) {
 	requireMissing(t, s, job.ID)
 
 	// Tenant a is at its cap too: the global cap is checked first.
-	job = newJob("a", at(time.Minute))
+	job = NewJob("a", at(time.Minute))
 	_, adm, err = s.Admit(ctx, job, caps)
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedGlobal, adm)
@@ -142,7 +142,7 @@ func testAdmitTenantCap(t *testing.T, s store.Store) {
 	caps := store.Caps{Tenant: 2}
 	admitted := 0
 	for i := range 5 {
-		_, adm, err := s.Admit(ctx, newJob("a", at(time.Duration(i)*time.Second)), caps)
+		_, adm, err := s.Admit(ctx, NewJob("a", at(time.Duration(i)*time.Second)), caps)
 		require.NoError(t, err)
 		if adm == store.Admitted {
 			admitted++
@@ -154,7 +154,7 @@ func testAdmitTenantCap(t *testing.T, s store.Store) {
 	before := stats(t, s)
 	require.Equal(t, map[string]int{"a": 2}, before.TenantActive)
 
-	job := newJob("a", at(time.Minute))
+	job := NewJob("a", at(time.Minute))
 	_, adm, err := s.Admit(ctx, job, caps)
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedTenant, adm)
@@ -162,7 +162,7 @@ func testAdmitTenantCap(t *testing.T, s store.Store) {
 	require.Equal(t, before, stats(t, s))
 
 	// Another tenant has its own cap.
-	_, adm, err = s.Admit(ctx, newJob("b", at(time.Minute)), caps)
+	_, adm, err = s.Admit(ctx, NewJob("b", at(time.Minute)), caps)
 	require.NoError(t, err)
 	require.Equal(t, store.Admitted, adm)
 	require.Equal(t, map[string]int{"a": 2, "b": 1}, stats(t, s).TenantActive)
@@ -170,7 +170,7 @@ func testAdmitTenantCap(t *testing.T, s store.Store) {
 
 func testAdmitZeroCaps(t *testing.T, s store.Store) {
 	for i := range 30 {
-		_, adm, err := s.Admit(t.Context(), newJob("a", at(time.Duration(i)*time.Millisecond)), store.Caps{})
+		_, adm, err := s.Admit(t.Context(), NewJob("a", at(time.Duration(i)*time.Millisecond)), store.Caps{})
 		require.NoError(t, err)
 		require.Equal(t, store.Admitted, adm)
 	}
@@ -179,14 +179,14 @@ func testAdmitZeroCaps(t *testing.T, s store.Store) {
 
 func testDedupJoins(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	first := newJob("acme", base)
+	first := NewJob("acme", base)
 	first.Key = "k"
 	first = admit(t, s, first)
 	before := stats(t, s)
 
 	// Same tenant and key: the first job comes back and nothing is written,
 	// even with the caps full.
-	second := newJob("acme", at(time.Second))
+	second := NewJob("acme", at(time.Second))
 	second.Key = "k"
 	second.Payload = json.RawMessage(`{"other":true}`)
 	got, adm, err := s.Admit(ctx, second, store.Caps{Global: 1, Tenant: 1})
@@ -198,7 +198,7 @@ func testDedupJoins(t *testing.T, s store.Store) {
 
 	// It still joins once the job is running.
 	running := start(t, s, first, "w1", at(2*time.Second))
-	third := newJob("acme", at(3*time.Second))
+	third := NewJob("acme", at(3*time.Second))
 	third.Key = "k"
 	got, adm, err = s.Admit(ctx, third, store.Caps{})
 	require.NoError(t, err)
@@ -215,7 +215,7 @@ func testDedupJoins(t *testing.T, s store.Store) {
 func testDedupKeyFreedByFinish(t *testing.T, s store.Store) {
 	for i, final := range []contracts.JobState{contracts.StateSucceeded, contracts.StateFailed, contracts.StateCancelled} {
 		key := fmt.Sprintf("key-%d", i)
-		first := newJob("acme", base)
+		first := NewJob("acme", base)
 		first.Key = key
 		first = admit(t, s, first)
 		if final == contracts.StateSucceeded {
@@ -223,7 +223,7 @@ func testDedupKeyFreedByFinish(t *testing.T, s store.Store) {
 		}
 		finish(t, s, first, final, at(2*time.Second))
 
-		again := newJob("acme", at(3*time.Second))
+		again := NewJob("acme", at(3*time.Second))
 		again.Key = key
 		got, adm, err := s.Admit(t.Context(), again, store.Caps{})
 		require.NoError(t, err, final)
@@ -231,7 +231,7 @@ func testDedupKeyFreedByFinish(t *testing.T, s store.Store) {
 		require.Equal(t, again.ID, got.ID)
 
 		// And the new job is the one that joins now.
-		third := newJob("acme", at(4*time.Second))
+		third := NewJob("acme", at(4*time.Second))
 		third.Key = key
 		got, adm, err = s.Admit(t.Context(), third, store.Caps{})
 		require.NoError(t, err)
@@ -241,9 +241,9 @@ func testDedupKeyFreedByFinish(t *testing.T, s store.Store) {
 }
 
 func testDedupPerTenant(t *testing.T, s store.Store) {
-	a := newJob("a", base)
+	a := NewJob("a", base)
 	a.Key = "shared"
-	b := newJob("b", base)
+	b := NewJob("b", base)
 	b.Key = "shared"
 	admit(t, s, a)
 	got := admit(t, s, b)
@@ -285,7 +285,7 @@ func admitConcurrently(t *testing.T, s store.Store, workers, each int, job func(
 
 func testConcurrentAdmitGlobalCap(t *testing.T, s store.Store) {
 	counts := admitConcurrently(t, s, 8, 50, func(w, i int) contracts.Job {
-		return newJob(fmt.Sprintf("t%d", w%3), at(time.Duration(w*50+i)*time.Millisecond))
+		return NewJob(fmt.Sprintf("t%d", w%3), at(time.Duration(w*50+i)*time.Millisecond))
 	}, store.Caps{Global: 20})
 	require.Equal(t, 20, counts[store.Admitted])
 	require.Equal(t, 8*50-20, counts[store.RejectedGlobal])
@@ -299,7 +299,7 @@ func testConcurrentAdmitGlobalCap(t *testing.T, s store.Store) {
 
 func testConcurrentAdmitTenantCap(t *testing.T, s store.Store) {
 	counts := admitConcurrently(t, s, 8, 40, func(w, i int) contracts.Job {
-		return newJob(fmt.Sprintf("t%d", (w+i)%4), at(time.Duration(w*40+i)*time.Millisecond))
+		return NewJob(fmt.Sprintf("t%d", (w+i)%4), at(time.Duration(w*40+i)*time.Millisecond))
 	}, store.Caps{Global: 100, Tenant: 5})
 	require.Equal(t, 4*5, counts[store.Admitted])
 	require.Equal(t, 8*40-20, counts[store.RejectedTenant])
@@ -320,7 +320,7 @@ func testConcurrentDedup(t *testing.T, s store.Store) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := range 5 {
-				j := newJob("acme", at(time.Duration(w*5+i)*time.Millisecond))
+				j := NewJob("acme", at(time.Duration(w*5+i)*time.Millisecond))
 				j.Key = "same"
 				got, adm, err := s.Admit(t.Context(), j, store.Caps{Global: 10})
 				if err != nil {

@@ -83,7 +83,7 @@ func pick(jobs []contracts.Job, keep func(contracts.Job) bool) []contracts.Job {
 func testListFiltersAndOrder(t *testing.T, s store.Store) {
 	var all []contracts.Job
 	for i := range 12 {
-		j := newJob([]string{"a", "b", "c"}[i%3], at(time.Duration(i%5)*time.Second))
+		j := NewJob([]string{"a", "b", "c"}[i%3], at(time.Duration(i%5)*time.Second))
 		j.Kind = []string{"mail", "resize"}[i%2]
 		j = admit(t, s, j)
 		switch i % 4 {

@@ -158,7 +158,7 @@ func testReconcileConsistent(t *testing.T, s store.Store) {
 	caps := store.Caps{Global: 6, Tenant: 3}
 	var admitted []contracts.Job
 	for i := range 10 {
-		j := newJob([]string{"a", "b", "c"}[i%3], at(time.Duration(i)*time.Second))
+		j := NewJob([]string{"a", "b", "c"}[i%3], at(time.Duration(i)*time.Second))
 		if i%4 == 0 {
 			j.Key = "k"
 		}
@@ -178,10 +178,10 @@ func testReconcileConsistent(t *testing.T, s store.Store) {
 
 	// Admission is still exact afterwards.
 	active := stats(t, s).Active()
-	_, adm, err := s.Admit(ctx, newJob("z", at(time.Hour)), store.Caps{Global: active + 1})
+	_, adm, err := s.Admit(ctx, NewJob("z", at(time.Hour)), store.Caps{Global: active + 1})
 	require.NoError(t, err)
 	require.Equal(t, store.Admitted, adm)
-	_, adm, err = s.Admit(ctx, newJob("z", at(time.Hour)), store.Caps{Global: active + 1})
+	_, adm, err = s.Admit(ctx, NewJob("z", at(time.Hour)), store.Caps{Global: active + 1})
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedGlobal, adm)
 }

@@ -61,9 +61,11 @@ func at(d time.Duration) time.Time { return base.Add(d) }
 // ptr returns a pointer to v.
 func ptr[T any](v T) *T { return &v }
 
-// newJob is a pending job of tenant created at created, as the gateway
-// would admit it.
-func newJob(tenant string, created time.Time) contracts.Job {
+// NewJob is a fresh pending job of tenant created at created, as the
+// gateway makes it (kind "test.kind", priority 5, max attempts 3, an hour's
+// dispatch deadline, due at once), for the conformance suite and for any
+// test that puts a job in a store directly.
+func NewJob(tenant string, created time.Time) contracts.Job {
 	return contracts.Job{
 		ID:               uuid.NewString(),
 		Tenant:           tenant,
@@ -91,7 +93,7 @@ func admit(t *testing.T, s store.Store, job contracts.Job) contracts.Job {
 // admitNew admits a fresh job of tenant created at created.
 func admitNew(t *testing.T, s store.Store, tenant string, created time.Time) contracts.Job {
 	t.Helper()
-	return admit(t, s, newJob(tenant, created))
+	return admit(t, s, NewJob(tenant, created))
 }
 
 // claim takes a dispatch claim on a pending job: next attempt, worker,

@@ -176,15 +176,15 @@ func testTransitionClaimFreeAt(t *testing.T, s store.Store) {
 func testTransitionFinalReleasesSlot(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	caps := store.Caps{Global: 1, Tenant: 1}
-	a, adm, err := s.Admit(ctx, newJob("acme", base), caps)
+	a, adm, err := s.Admit(ctx, NewJob("acme", base), caps)
 	require.NoError(t, err)
 	require.Equal(t, store.Admitted, adm)
-	_, adm, err = s.Admit(ctx, newJob("acme", base), caps)
+	_, adm, err = s.Admit(ctx, NewJob("acme", base), caps)
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedGlobal, adm)
 
 	a = start(t, s, a, "w1", at(time.Second))
-	_, adm, err = s.Admit(ctx, newJob("acme", base), caps)
+	_, adm, err = s.Admit(ctx, NewJob("acme", base), caps)
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedGlobal, adm, "running still holds its slot")
 
@@ -202,16 +202,16 @@ func testTransitionFinalReleasesSlot(t *testing.T, s store.Store) {
 		store.Change{Now: at(3 * time.Second), State: contracts.StateSucceeded})
 	require.ErrorIs(t, err, store.ErrConflict)
 
-	b, adm, err := s.Admit(ctx, newJob("acme", at(4*time.Second)), caps)
+	b, adm, err := s.Admit(ctx, NewJob("acme", at(4*time.Second)), caps)
 	require.NoError(t, err)
 	require.Equal(t, store.Admitted, adm)
-	_, adm, err = s.Admit(ctx, newJob("acme", at(4*time.Second)), caps)
+	_, adm, err = s.Admit(ctx, NewJob("acme", at(4*time.Second)), caps)
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedGlobal, adm, "exactly one slot was freed")
 
 	// pending → failed frees it too.
 	finish(t, s, b, contracts.StateFailed, at(5*time.Second))
-	_, adm, err = s.Admit(ctx, newJob("acme", at(6*time.Second)), caps)
+	_, adm, err = s.Admit(ctx, NewJob("acme", at(6*time.Second)), caps)
 	require.NoError(t, err)
 	require.Equal(t, store.Admitted, adm)
 
