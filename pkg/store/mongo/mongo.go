@@ -80,6 +80,7 @@ type Store struct {
 	counters *mongo.Collection
 	timeout  time.Duration
 	grace    time.Duration
+	now      func() time.Time
 	suspects *suspects
 }
 
@@ -127,6 +128,7 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 		counters: db.Collection(countersCollection),
 		timeout:  cfg.timeout,
 		grace:    cfg.grace,
+		now:      cfg.now,
 		suspects: newSuspects(),
 	}
 	if err := s.ensureIndexes(ctx); err != nil {

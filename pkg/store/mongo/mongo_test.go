@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/mongo/internal/ferrettest"
 	"github.com/sluicehq/sluice/pkg/store/storetest"
@@ -114,8 +115,9 @@ func runDriverTests(t *testing.T, srv server) {
 
 	t.Run("ReconcileLowersOnlyAfterGrace", func(t *testing.T) {
 		t.Parallel()
-		const grace = 300 * time.Millisecond
-		s := open(t, fresh(), WithReconcileGrace(grace))
+		const grace = time.Minute
+		clock := clocktest.New()
+		s := open(t, fresh(), WithReconcileGrace(grace), WithClock(clock.Now))
 		ctx := t.Context()
 		j, _, err := s.Admit(ctx, storetest.NewJob("a", base), store.Caps{})
 		require.NoError(t, err)
@@ -130,7 +132,7 @@ func runDriverTests(t *testing.T, srv server) {
 		require.Equal(t, int64(1), counter(t, s, tenantScope("a")).Active)
 
 		// A release within the grace moves the version: watching restarts.
-		time.Sleep(grace)
+		clock.Advance(grace)
 		_, err = s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: 0},
 			store.Change{Now: base.Add(time.Second), State: contracts.StateCancelled})
 		require.NoError(t, err)
@@ -139,7 +141,10 @@ func runDriverTests(t *testing.T, srv server) {
 		require.Zero(t, drift)
 		require.Equal(t, int64(2), counter(t, s, globalScope).Active)
 
-		time.Sleep(grace)
+		drift, err = s.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Zero(t, drift, "the grace has not passed since the release")
+		clock.Advance(grace)
 		drift, err = s.Reconcile(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 2, drift)

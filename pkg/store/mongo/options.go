@@ -20,10 +20,11 @@ type config struct {
 	timeout  time.Duration
 	database string
 	grace    time.Duration
+	now      func() time.Time
 }
 
 func defaultConfig() config {
-	return config{timeout: DefaultTimeout, grace: DefaultReconcileGrace}
+	return config{timeout: DefaultTimeout, grace: DefaultReconcileGrace, now: time.Now}
 }
 
 // WithTimeout bounds each store call (every method of Store, and Open's
@@ -57,6 +58,16 @@ func WithReconcileGrace(d time.Duration) Option {
 	return func(c *config) {
 		if d >= 0 {
 			c.grace = d
+		}
+	}
+}
+
+// WithClock makes Reconcile read the time from now, which measures its
+// grace period (default time.Now). A nil now is ignored.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now != nil {
+			c.now = now
 		}
 	}
 }

@@ -67,7 +67,7 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 		actual[globalScope] += n
 	}
 
-	now := time.Now()
+	now := s.now()
 	drift := 0
 	seen := make(map[string]bool, len(stored))
 	for _, c := range stored {
