@@ -42,7 +42,8 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	fmt.Fprintf(stdout, `Sluice is running.
-  HTTP API   http://%[1]s   (dashboard of counts: GET /v1/stats)
+  Dashboard  http://%[1]s/
+  HTTP API   http://%[1]s/v1/   (counts and workers: GET /v1/stats)
   NATS       %[2]s
   data dir   %[3]s
 

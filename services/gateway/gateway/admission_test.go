@@ -171,6 +171,7 @@ func TestRejectedWritesNothing(t *testing.T) {
 		got.requireError(t, tc.status, tc.code)
 		if tc.status == http.StatusUnauthorized {
 			require.Equal(t, `Bearer realm="sluice"`, got.header.Get("WWW-Authenticate"))
+			require.Contains(t, string(got.body), "Bearer <token>", "API JSON is not HTML-escaped")
 		}
 		require.Equal(t, before, b.snap(), tc.name)
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -9,9 +10,11 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/admission"
 )
 
-// writeJSON answers status with v as its JSON body.
+// writeJSON answers status with v as its JSON body. HTML is not escaped:
+// the API answers JSON, never HTML, so "<token>" stays readable instead of
+// "\u003ctoken\u003e".
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
+	data, err := encodeJSON(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		data = []byte(`{"error":{"code":"` + contracts.CodeInternal + `","message":"cannot encode the response"}}`)
@@ -22,6 +25,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Length", strconv.Itoa(len(data)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(data, '\n'))
+}
+
+// encodeJSON is json.Marshal without HTML escaping and without the
+// trailing newline the encoder adds.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // writeError answers status with an ErrorBody.
