@@ -124,3 +124,17 @@ func (f *Follower) pump() {
 		}
 	}
 }
+
+// LastSeq returns the sequence of the newest event the stream holds (0 for
+// an empty stream): no event id past it was ever issued by this stream.
+func LastSeq(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	s, err := EnsureStream(ctx, js)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("events: stream info: %w", err)
+	}
+	return info.State.LastSeq, nil
+}

@@ -227,6 +227,11 @@ func (c *Client) Stats(ctx context.Context) (contracts.Stats, []byte, error) {
 // something other than an event stream.
 var errNoEventStream = errors.New("the server did not answer with an event stream")
 
+// errStreamOver means the server answered 204 No Content: the stream has
+// nothing more to send (the job is final), and the client must not
+// reconnect.
+var errStreamOver = errors.New("the event stream is over")
+
 // openEvents opens an event stream at path, resuming after lastID when it
 // is not empty. The caller closes the body. A non-2xx answer is an
 // *APIError; a 2xx answer that is not text/event-stream is errNoEventStream.
@@ -248,6 +253,10 @@ func (c *Client) openEvents(ctx context.Context, path, lastID string) (io.ReadCl
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return nil, newAPIError(resp.StatusCode, resp.Header, data)
+	}
+	if resp.StatusCode == http.StatusNoContent {
+		resp.Body.Close()
+		return nil, errStreamOver
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream") {
 		resp.Body.Close()

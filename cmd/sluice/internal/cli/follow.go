@@ -76,9 +76,11 @@ func (f *follower) follow(ctx context.Context, id string) (contracts.Job, []byte
 		switch {
 		case ctx.Err() != nil:
 			return job, nil, ctx.Err()
-		case errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed):
-			// Either the job does not exist or the server has no event
-			// stream: reading the job tells which.
+		case errors.Is(err, errStreamOver),
+			errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed):
+			// 204: the job is final (poll returns at once). 404 or 405:
+			// either the job does not exist or the server has no event
+			// stream. Reading the job tells which.
 			cur, raw, gerr := f.client.Job(ctx, id)
 			if gerr != nil {
 				return job, nil, gerr

@@ -279,3 +279,25 @@ func TestBackoff(t *testing.T) {
 	require.Equal(t, 2*time.Second, backoffFor(250*time.Millisecond, 4))
 	require.Equal(t, maxBackoff, backoffFor(250*time.Millisecond, 40))
 }
+
+// TestFollowStopsOn204 checks that a job already final, whose event stream
+// answers 204 No Content, is read once and reported, with no reconnect.
+func TestFollowStopsOn204(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	var opens atomic.Int32
+	f.handle("GET /v1/jobs/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		opens.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	f.handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		writeTestJSON(w, 200, testJob(contracts.StateSucceeded))
+	})
+	fl, u := fastFollower(f.client())
+	job, raw, err := fl.follow(context.Background(), testID)
+	require.NoError(t, err)
+	require.Equal(t, contracts.StateSucceeded, job.State)
+	require.NotEmpty(t, raw)
+	require.Equal(t, []string{"snapshot/succeeded"}, u.kinds())
+	require.Equal(t, int32(1), opens.Load(), "no reconnect after 204")
+}

@@ -142,20 +142,52 @@ func TestJobEventsFromSnapshotToFinalState(t *testing.T) {
 	require.Equal(t, "sleeping", final.Progress.Stage)
 }
 
-func TestJobEventsAfterTheJobFinishedCloseAtOnce(t *testing.T) {
+// TestJobEventsOfAFinishedJobAre204 checks that a standard EventSource
+// client stops: after the final event its reconnect (with Last-Event-ID)
+// is answered 204 No Content, as is any request for a job already final.
+func TestJobEventsOfAFinishedJobAre204(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: 1}, nil)
+	job := b.mustSubmit("sleep", map[string]int{"ms": 300})
+
+	ch, resp := b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", nil)
+	require.NotNil(t, ch, "status %d", resp.StatusCode)
+	got := readAll(t, ch, 20*time.Second)
+	last := got[len(got)-1]
+	require.Equal(t, contracts.StateSucceeded, decodeEvent(t, last).State)
+
+	for _, h := range []http.Header{
+		{"Last-Event-Id": {strconv.FormatUint(last.ID, 10)}}, // the reconnect after the final event
+		nil, // a first request for a finished job
+	} {
+		ch, resp = b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", h)
+		require.Nil(t, ch)
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	}
+}
+
+func TestSinceMustNameAnIssuedEventID(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: 1}, nil)
 	job := b.mustSubmit("sleep", map[string]int{"ms": 0})
 	b.waitFinal(job.ID, 20*time.Second)
 
-	ch, resp := b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", nil)
+	for _, path := range []string{"/v1/events?since=999999", "/v1/jobs/" + job.ID + "/events?since=999999"} {
+		ch, resp := b.openSSE(t.Context(), path, nil)
+		require.Nil(t, ch, path)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, path)
+	}
+	// An id the stream issued resumes after it.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, resp := b.openSSE(ctx, "/v1/events?since=1", nil)
 	require.NotNil(t, ch, "status %d", resp.StatusCode)
-	got := readAll(t, ch, 10*time.Second)
-	require.Len(t, got, 1, "only the snapshot: %+v", got)
-	require.Equal(t, contracts.EventSnapshot, got[0].Type)
-	var snap contracts.Job
-	require.NoError(t, json.Unmarshal([]byte(got[0].Data), &snap))
-	require.Equal(t, contracts.StateSucceeded, snap.State)
+	select {
+	case ev := <-ch:
+		require.Equal(t, uint64(2), ev.ID)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event after since=1")
+	}
 }
 
 func TestJobEventsOfUnknownJobIs404(t *testing.T) {

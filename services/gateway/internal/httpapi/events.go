@@ -96,20 +96,44 @@ func (s *sseStream) flush() error {
 }
 
 // lastEventID reads where a client resumes: the Last-Event-ID header, or
-// the since query parameter; 0 means from now on.
-func lastEventID(r *http.Request) (uint64, error) {
+// the since query parameter; 0 means from now on. since reports whether
+// the id came from the query (which must name an id the stream issued).
+func lastEventID(r *http.Request) (id uint64, since bool, err error) {
 	v := r.Header.Get("Last-Event-ID")
 	if v == "" {
 		v = r.URL.Query().Get("since")
+		since = v != ""
 	}
 	if v == "" {
-		return 0, nil
+		return 0, false, nil
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, errors.New("Last-Event-ID (or since) must be a non-negative event id")
+		return 0, false, errors.New("Last-Event-ID (or since) must be a non-negative event id")
 	}
-	return n, nil
+	return n, since, nil
+}
+
+// checkSince answers 400 (and reports false) when ?since= names an event id
+// past the newest the event stream issued. A Last-Event-ID past it is
+// accepted (the stream was recreated and its numbers restarted; the client
+// resumes from now), because a browser's EventSource cannot recover from a
+// 4xx answer to its reconnect.
+func (a *api) checkSince(w http.ResponseWriter, r *http.Request, after uint64, since bool) bool {
+	if !since || after == 0 || a.JS == nil {
+		return true
+	}
+	last, err := events.LastSeq(r.Context(), a.JS)
+	if err != nil {
+		noteCause(r, err) // cannot tell: follow from now on
+		return true
+	}
+	if after > last {
+		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest,
+			fmt.Sprintf("since=%d: no such event id (the newest is %d)", after, last))
+		return false
+	}
+	return true
 }
 
 // takeStream reserves one of the gateway's event streams, or answers 503.
@@ -131,17 +155,24 @@ func (a *api) releaseStream() { <-a.streams }
 //
 // The follower is started before the snapshot is read, so no change falls
 // between them; events the snapshot already shows are skipped. A job that
-// is already final gets its snapshot and the close. When the event stream
-// cannot be read the job is still followed by re-reading it from the store.
+// is already final is answered 204 No Content, with no stream: that is how
+// Server-Sent Events tell a client (a browser's EventSource, the npm
+// eventsource package) to stop reconnecting, so a client that reconnects
+// after the final event, or asks for a job that already ended, stops there
+// (GET /v1/jobs/{id} has the final job). When the event stream cannot be
+// read the job is still followed by re-reading it from the store.
 func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("id")
 	if !contracts.ValidJobID(id) {
 		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, msgBadID)
 		return
 	}
-	after, err := lastEventID(r)
+	after, since, err := lastEventID(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, err.Error())
+		return
+	}
+	if !a.checkSince(w, r, after, since) {
 		return
 	}
 	ctx := r.Context()
@@ -155,6 +186,10 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 		writeError(w, http.StatusServiceUnavailable, contracts.CodeUnavailable, msgUnavailable)
 		return
 	}
+	if job.State.Final() {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if !a.takeStream(w) {
 		return
 	}
@@ -162,7 +197,7 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 
 	var follow <-chan events.Received
 	seq := after
-	if !job.State.Final() && a.JS != nil {
+	if a.JS != nil {
 		f, ferr := events.Follow(ctx, a.JS, contracts.EventSubject(job.Tenant, job.ID), after)
 		if ferr == nil {
 			defer f.Close()
@@ -246,9 +281,12 @@ func newer(ev, cur contracts.Event) bool {
 // the client goes away or the event stream fails (the client then
 // reconnects with the last id it saw).
 func (a *api) tenantEvents(w http.ResponseWriter, r *http.Request, tenant string) {
-	after, err := lastEventID(r)
+	after, since, err := lastEventID(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, err.Error())
+		return
+	}
+	if !a.checkSince(w, r, after, since) {
 		return
 	}
 	if a.JS == nil {
