@@ -150,6 +150,8 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		Limits:     contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts},
 		RetryAfter: cfg.RetryInterval,
 		Rejections: rejected,
+		// Every hop of a job travels on NATS: refuse what it cannot carry.
+		MaxMessageBytes: deps.NC.MaxPayload(),
 	}, deps.Now, deps.Log, m)
 
 	probe := observe.NewProbe(deps.Log, nil)

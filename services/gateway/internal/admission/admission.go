@@ -45,6 +45,10 @@ type Settings struct {
 	// Rejections remembers the cap rejections for /v1/stats (nil = not
 	// remembered).
 	Rejections *rejections.Log
+	// MaxMessageBytes is the NATS connection's max payload: a job that
+	// could not be carried by every hop (offer, submit reply, events) is
+	// refused with 413 (0 = not checked).
+	MaxMessageBytes int64
 }
 
 // Admitter admits submit requests. It is safe for concurrent use.
@@ -142,6 +146,9 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 		UpdatedAt:        now,
 		NextDispatchAt:   &now,
 		DispatchDeadline: sub.DispatchDeadline.UTC(),
+	}
+	if err := contracts.CheckMessageSize(job, a.set.MaxMessageBytes); err != nil {
+		return Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge, err.Error())
 	}
 	got, adm, err := a.store.Admit(ctx, job, a.set.Caps)
 	if err != nil {

@@ -28,6 +28,8 @@ type Jobs interface {
 // Requester sends an offer and waits for the answer; *nats.Conn is one.
 type Requester interface {
 	RequestWithContext(ctx context.Context, subj string, data []byte) (*nats.Msg, error)
+	// MaxPayload is the largest message the connection can send.
+	MaxPayload() int64
 }
 
 // Config tunes dispatching.
@@ -116,15 +118,22 @@ func (d *Dispatcher) step(ctx context.Context, job contracts.Job, progress func(
 	case Wait:
 		return consume.RetryIn(plan.Delay), false
 	case FailCapacity:
-		return d.failCapacity(ctx, job, now)
+		msg := contracts.JobError(contracts.ClassCapacity, fmt.Sprintf(
+			"no worker accepted the job before its dispatch deadline %s (%d dispatch attempts)",
+			job.DispatchDeadline.UTC().Format(time.RFC3339), job.Attempt))
+		return d.fail(ctx, job, now, msg, "capacity_failed")
+	}
+	// A job too large for the bus (admitted before the gateway checked, or
+	// under a larger max payload) could never be offered: fail it instead
+	// of burning attempts and blaming the workers.
+	if err := contracts.CheckMessageSize(job, d.nc.MaxPayload()); err != nil {
+		return d.fail(ctx, job, now, contracts.JobError(contracts.ClassInput, err.Error()), "too_large")
 	}
 	return d.offer(ctx, job, now, progress)
 }
 
-func (d *Dispatcher) failCapacity(ctx context.Context, job contracts.Job, now time.Time) (consume.Settle, bool) {
-	msg := contracts.JobError(contracts.ClassCapacity, fmt.Sprintf(
-		"no worker accepted the job before its dispatch deadline %s (%d dispatch attempts)",
-		job.DispatchDeadline.UTC().Format(time.RFC3339), job.Attempt))
+// fail ends a pending job failed with msg; outcome labels the dispatch.
+func (d *Dispatcher) fail(ctx context.Context, job contracts.Job, now time.Time, msg, outcome string) (consume.Settle, bool) {
 	failed, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
 		store.Change{Now: now, State: contracts.StateFailed, Error: &msg})
 	if errors.Is(err, store.ErrConflict) {
@@ -134,9 +143,11 @@ func (d *Dispatcher) failCapacity(ctx context.Context, job contracts.Job, now ti
 		return consume.RetryIn(storeRetry), false
 	}
 	d.ev.State(failed)
-	d.m.Dispatches.WithLabelValues("capacity_failed").Inc()
-	d.m.CapacityFailures.Inc()
-	d.log.Info().Str(observe.FieldJobID, job.ID).Msg("job failed: dispatch deadline passed")
+	d.m.Dispatches.WithLabelValues(outcome).Inc()
+	if contracts.ClassOf(msg) == contracts.ClassCapacity {
+		d.m.CapacityFailures.Inc()
+	}
+	d.log.Info().Str(observe.FieldJobID, job.ID).Str("error", msg).Msg("job failed before dispatch")
 	return consume.Ack(), false
 }
 
@@ -258,10 +269,7 @@ func (d *Dispatcher) claim(ctx context.Context, job contracts.Job, now time.Time
 	case err != nil:
 		return claimed, nil, consume.RetryIn(storeRetry), false
 	}
-	body, err := json.Marshal(contracts.Offer{Job: contracts.JobSpec{
-		ID: claimed.ID, Tenant: claimed.Tenant, Kind: claimed.Kind, Attempt: claimed.Attempt,
-		Payload: claimed.Payload, Key: claimed.Key, Priority: claimed.Priority,
-	}})
+	body, err := json.Marshal(contracts.Offer{Job: claimed.Spec()})
 	if err != nil {
 		return claimed, nil, consume.Poison(), false
 	}
@@ -294,6 +302,8 @@ func (d *Dispatcher) offerTo(ctx context.Context, workerID string, body []byte) 
 	defer cancel()
 	msg, err := d.nc.RequestWithContext(octx, contracts.WorkerOfferSubject(workerID), body)
 	switch {
+	case notSent(err):
+		return picker.NotSent, nil
 	case errors.Is(err, nats.ErrNoResponders):
 		return picker.NoResponders, nil
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
@@ -312,4 +322,12 @@ func (d *Dispatcher) offerTo(ctx context.Context, workerID string, body []byte) 
 		return picker.Busy, &reply
 	}
 	return picker.Refused, &reply
+}
+
+// notSent reports whether a request failed before it left this process:
+// the message could never reach any worker, so no worker is to blame.
+func notSent(err error) bool {
+	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrConnectionDraining) || errors.Is(err, nats.ErrBadSubject) ||
+		errors.Is(err, nats.ErrInvalidConnection)
 }

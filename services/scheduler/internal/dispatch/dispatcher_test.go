@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -300,4 +301,40 @@ func TestConcurrentDispatchesReserveDistinctSlots(t *testing.T) {
 		n[id]++
 	}
 	require.Equal(t, map[string]int{"w1": 2, "w2": 2}, n)
+}
+
+// TestJobTooLargeForTheBusFailsWithoutBlamingWorkers puts a job whose
+// offer could not be sent straight into the store (as if admitted under a
+// larger max payload): it fails "input:" at once, no offer is attempted,
+// no worker is counted a failure or evicted, and the next job is
+// dispatched as usual.
+func TestJobTooLargeForTheBusFailsWithoutBlamingWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker("w1", 4, contracts.OfferAccepted)
+	b.worker("w2", 4, contracts.OfferAccepted)
+	payload, err := json.Marshal(strings.Repeat("a", int(b.nc.MaxPayload())))
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	big, outcome, err := b.store.Admit(context.Background(), contracts.Job{ID: "job-big", Tenant: "t", Kind: "sleep",
+		State: contracts.StatePending, Payload: payload, MaxAttempts: 3, CreatedAt: now, UpdatedAt: now,
+		NextDispatchAt: &now, DispatchDeadline: now.Add(time.Minute)}, store.Caps{})
+	require.NoError(t, err)
+	require.Equal(t, store.Admitted, outcome)
+
+	for range 5 { // redelivered as often as eviction would need
+		require.Equal(t, consume.Ack(), b.handle(big))
+	}
+	got := b.get(big.ID)
+	require.Equal(t, contracts.StateFailed, got.State)
+	require.Equal(t, contracts.ClassInput, contracts.ClassOf(got.Error))
+	require.Zero(t, got.Attempt, "no dispatch attempt spent")
+	require.Empty(t, b.offered(), "no offer was attempted")
+	require.Zero(t, b.picker.Failures("w1"))
+	require.Zero(t, b.picker.Failures("w2"))
+
+	small := b.admit(time.Minute)
+	require.Equal(t, consume.Ack(), b.handle(small))
+	require.Equal(t, int64(1), b.get(small.ID).Attempt, "claimed and accepted")
+	require.Equal(t, []string{"w1"}, b.offered())
 }

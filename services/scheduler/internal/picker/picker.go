@@ -25,6 +25,10 @@ const (
 	NoResponders
 	Timeout
 	Failed // transport or decoding error
+	// NotSent means the offer never left this scheduler (too large for
+	// the bus, connection closed): not the worker's doing, so it counts
+	// nothing against it.
+	NotSent
 )
 
 // String names the outcome for metrics and logs.
@@ -42,6 +46,8 @@ func (o Outcome) String() string {
 		return "timeout"
 	case Failed:
 		return "error"
+	case NotSent:
+		return "not_sent"
 	}
 	return "unknown"
 }

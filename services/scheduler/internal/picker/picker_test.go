@@ -109,6 +109,7 @@ func TestEvictionAfterRepeatedFailures(t *testing.T) {
 		{"two timeouts keep it", []Outcome{Timeout, Timeout}, false},
 		{"three timeouts evict", []Outcome{Timeout, Timeout, Timeout}, true},
 		{"mixed errors evict", []Outcome{Failed, NoResponders, Timeout}, true},
+		{"offers never sent count nothing", []Outcome{NotSent, NotSent, NotSent, NotSent, NotSent}, false},
 		{"a success resets the count", []Outcome{Timeout, Timeout, Busy, Timeout, Timeout}, false},
 		{"refusal resets too", []Outcome{Timeout, Timeout, Refused, Timeout}, false},
 	}

@@ -1,0 +1,49 @@
+package contracts
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestCheckMessageSize(t *testing.T) {
+	t.Parallel()
+	job := func(payloadBytes int) Job {
+		p, _ := json.Marshal(strings.Repeat("a", payloadBytes))
+		return Job{ID: "01a2", Tenant: "acme", Kind: "k", State: StatePending, Payload: p}
+	}
+	const max = 64 << 10
+	tests := []struct {
+		name    string
+		job     Job
+		max     int64
+		wantErr bool
+	}{
+		{"small job", job(10), max, false},
+		{"fits with the envelope", job(max - MessageEnvelope - 2048), max, false},
+		{"payload alone fits, with the envelope not", job(max - MessageEnvelope/2), max, true},
+		{"larger than the bus", job(max), max, true},
+		{"no limit known", job(max * 4), 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := CheckMessageSize(tc.job, tc.max)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("CheckMessageSize: %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), "payload: ") {
+				t.Fatalf("error %q does not name the payload", err)
+			}
+		})
+	}
+}
+
+func TestSpecCarriesWhatAWorkerNeeds(t *testing.T) {
+	t.Parallel()
+	j := Job{ID: "id", Tenant: "t", Kind: "k", Attempt: 3, Payload: json.RawMessage(`{"a":1}`), Key: "key", Priority: 7, State: StateRunning}
+	s := j.Spec()
+	if s.ID != "id" || s.Tenant != "t" || s.Kind != "k" || s.Attempt != 3 || string(s.Payload) != `{"a":1}` || s.Key != "key" || s.Priority != 7 {
+		t.Fatalf("Spec() = %+v", s)
+	}
+}
