@@ -77,6 +77,7 @@ const (
 	CodeTooLarge         = "payload_too_large"
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeValidation       = "validation_failed"
+	CodeUnknownKind      = "unknown_kind"
 	CodeUnauthorized     = "unauthorized"
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"

@@ -28,6 +28,9 @@ type Roster struct {
 	mu      sync.Mutex
 	workers map[string]*entry
 	changed chan struct{} // closed and replaced on every change
+	// kindSeen is when a worker last announced each kind (or left while
+	// running it).
+	kindSeen map[string]time.Time
 }
 
 type entry struct {
@@ -40,7 +43,7 @@ func New(now func() time.Time) *Roster {
 	if now == nil {
 		now = time.Now
 	}
-	return &Roster{now: now, workers: map[string]*entry{}, changed: make(chan struct{})}
+	return &Roster{now: now, workers: map[string]*entry{}, changed: make(chan struct{}), kindSeen: map[string]time.Time{}}
 }
 
 // Observe records an announcement (or an offer reply's load figures).
@@ -49,6 +52,9 @@ func (r *Roster) Observe(a contracts.Announce) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, k := range a.Kinds {
+		r.kindSeen[k] = now
+	}
 	if a.Leaving {
 		r.remove(a.WorkerID)
 		return
@@ -88,9 +94,27 @@ func (r *Roster) Remove(id string) {
 	r.remove(id)
 }
 
+// KindLastSeen is when a live worker last ran kind: now while one does,
+// else when the last one announced it or left; zero if none ever did.
+func (r *Roster) KindLastSeen(kind string) time.Time {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.workers {
+		if !now.After(e.expires) && slices.Contains(e.info.Kinds, kind) {
+			return now
+		}
+	}
+	return r.kindSeen[kind]
+}
+
 // remove forgets a worker, waking waiters only if it was known; r.mu is held.
 func (r *Roster) remove(id string) {
-	if _, ok := r.workers[id]; ok {
+	if e, ok := r.workers[id]; ok {
+		now := r.now()
+		for _, k := range e.info.Kinds {
+			r.kindSeen[k] = now
+		}
 		delete(r.workers, id)
 		r.notify()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/bus"
@@ -46,6 +47,10 @@ type Config struct {
 	RetryInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s"`
 	// MaxBodyBytes bounds a submit request body, over HTTP and NATS.
 	MaxBodyBytes int64 `env:"SLUICE_MAX_BODY_BYTES" envDefault:"1048576"`
+	// Kinds lists the job kinds the gateway admits; empty admits any. A
+	// job of another kind is refused with 422 instead of waiting for a
+	// worker that will never come.
+	Kinds []string `env:"SLUICE_KINDS" envSeparator:","`
 	// ShutdownTimeout bounds the graceful shutdown of the HTTP server.
 	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
@@ -126,6 +131,11 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1 || c.MaxBodyBytes > maxBodyLimit {
 		bad("SLUICE_MAX_BODY_BYTES", "must be between 1 and %d, got %d", maxBodyLimit, c.MaxBodyBytes)
+	}
+	for _, k := range c.Kinds {
+		if !contracts.ValidKind(strings.TrimSpace(k)) {
+			bad("SLUICE_KINDS", "%q is not a valid kind", k)
+		}
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("SLUICE_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -150,6 +151,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		Limits:     contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts},
 		RetryAfter: cfg.RetryInterval,
 		Rejections: rejected,
+		Kinds:      cleanKinds(cfg.Kinds),
 		// Every hop of a job travels on NATS: refuse what it cannot carry.
 		MaxMessageBytes: deps.NC.MaxPayload(),
 	}, deps.Now, deps.Log, m)
@@ -286,4 +288,15 @@ func (g *Gateway) serveHTTP(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	}
 	return nil
+}
+
+// cleanKinds trims the kinds of SLUICE_KINDS and drops empty ones.
+func cleanKinds(in []string) []string {
+	var out []string
+	for _, k := range in {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -35,6 +35,11 @@ type Config struct {
 	AckWait time.Duration `env:"SLUICE_ACK_WAIT" envDefault:"30s"`
 	// Concurrency is how many due messages one scheduler handles at once.
 	Concurrency int `env:"SLUICE_SCHEDULER_CONCURRENCY" envDefault:"64"`
+	// NoWorkerGrace fails a pending job early, with "capacity: no worker
+	// runs kind …", when no live worker has announced its kind for this
+	// long (counted from the scheduler's start at the earliest); 0 = wait
+	// for the dispatch deadline.
+	NoWorkerGrace time.Duration `env:"SLUICE_NO_WORKER_GRACE" envDefault:"1m"`
 	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
 	HTTPAddr string `env:"SLUICE_SCHEDULER_HTTP_ADDR"`
 	// ShutdownTimeout bounds the drain on shutdown: offers, results and
@@ -80,6 +85,9 @@ func (c Config) Validate() error {
 	pos("SLUICE_CLAIM_TTL", c.ClaimTTL)
 	pos("SLUICE_ACK_WAIT", c.AckWait)
 	pos("SLUICE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	if c.NoWorkerGrace < 0 {
+		errs = append(errs, fmt.Errorf("SLUICE_NO_WORKER_GRACE: must not be negative (0 = off), got %s", c.NoWorkerGrace))
+	}
 	if c.MaxRuntime < 0 {
 		errs = append(errs, fmt.Errorf("SLUICE_MAX_RUNTIME: must not be negative, got %s", c.MaxRuntime))
 	}

@@ -75,7 +75,7 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	pub := events.NewPublisher(d.NC)
 	s.dispatch = dispatch.New(dispatch.Config{
 		RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
-		HoldForRoom: cfg.RetryInterval, MaxHolding: max(cfg.Concurrency/2, 1),
+		HoldForRoom: cfg.RetryInterval, MaxHolding: max(cfg.Concurrency/2, 1), NoWorkerGrace: cfg.NoWorkerGrace,
 	},
 		d.Store, d.NC, picker.New(r, 0), pub, d.Now, rand.Float64, d.Log, m)
 	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime},

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -45,6 +47,8 @@ type Settings struct {
 	// Rejections remembers the cap rejections for /v1/stats (nil = not
 	// remembered).
 	Rejections *rejections.Log
+	// Kinds, when not empty, are the only kinds admitted; others get 422.
+	Kinds []string
 	// MaxMessageBytes is the NATS connection's max payload: a job that
 	// could not be carried by every hop (offer, submit reply, events) is
 	// refused with 413 (0 = not checked).
@@ -146,6 +150,10 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 		UpdatedAt:        now,
 		NextDispatchAt:   &now,
 		DispatchDeadline: sub.DispatchDeadline.UTC(),
+	}
+	if len(a.set.Kinds) > 0 && !slices.Contains(a.set.Kinds, job.Kind) {
+		return Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
+			"kind %q is not run here; the kinds are %s (SLUICE_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", ")))
 	}
 	if err := contracts.CheckMessageSize(job, a.set.MaxMessageBytes); err != nil {
 		return Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge, err.Error())

@@ -47,6 +47,10 @@ type Config struct {
 	// MaxHolding bounds how many messages hold at once, so jobs of other
 	// kinds still get through (default: 1).
 	MaxHolding int
+	// NoWorkerGrace fails a job early, "capacity: no worker runs kind",
+	// when no live worker has announced its kind for this long (counted
+	// from the dispatcher's start at the earliest); 0 = never early.
+	NoWorkerGrace time.Duration
 }
 
 // Dispatcher handles due messages.
@@ -65,6 +69,7 @@ type Dispatcher struct {
 	ev *events.Publisher
 
 	holders chan struct{} // one token per message holding for room
+	started time.Time     // the grace for absent kinds counts from here at the earliest
 }
 
 // New returns a dispatcher. jitter returns a number in [0,1).
@@ -73,7 +78,7 @@ func New(cfg Config, jobs Jobs, nc Requester, p *picker.Picker, ev *events.Publi
 		cfg.MaxHolding = 1
 	}
 	return &Dispatcher{cfg: cfg, jobs: jobs, nc: nc, picker: p, now: now, jitter: jitter, log: log, m: m, ev: ev,
-		holders: make(chan struct{}, cfg.MaxHolding)}
+		holders: make(chan struct{}, cfg.MaxHolding), started: now()}
 }
 
 // storeRetry is how soon a message comes back when the store did not answer.
@@ -122,6 +127,17 @@ func (d *Dispatcher) step(ctx context.Context, job contracts.Job, progress func(
 			"no worker accepted the job before its dispatch deadline %s (%d dispatch attempts)",
 			job.DispatchDeadline.UTC().Format(time.RFC3339), job.Attempt))
 		return d.fail(ctx, job, now, msg, "capacity_failed")
+	}
+	if d.cfg.NoWorkerGrace > 0 {
+		since := d.picker.KindLastSeen(job.Kind)
+		if since.Before(d.started) {
+			since = d.started
+		}
+		if now.Sub(since) >= d.cfg.NoWorkerGrace {
+			msg := contracts.JobError(contracts.ClassCapacity, fmt.Sprintf(
+				"no worker runs kind %q (none has announced it for %s)", job.Kind, d.cfg.NoWorkerGrace))
+			return d.fail(ctx, job, now, msg, "no_worker")
+		}
 	}
 	// A job too large for the bus (admitted before the gateway checked, or
 	// under a larger max payload) could never be offered: fail it instead

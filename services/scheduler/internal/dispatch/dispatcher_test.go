@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,9 +15,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/bus/roster"
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/sqlite"
 	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
@@ -31,6 +33,8 @@ type bundle struct {
 	roster *roster.Roster
 	picker *picker.Picker
 	d      *Dispatcher
+	now    func() time.Time
+	seq    int // jobs admitted
 
 	mu     sync.Mutex
 	offers []string // worker ids in the order they were offered a job
@@ -45,19 +49,23 @@ func setup(t *testing.T) *bundle {
 
 func setupWith(t *testing.T, cfg Config) *bundle {
 	t.Helper()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: t.TempDir(), NoListen: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	return setupClock(t, cfg, time.Now)
+}
+
+// setupClock is setupWith on the clock now, which the dispatcher, the
+// roster and the jobs the bundle admits read. Timers (the hold for room,
+// offer timeouts) still run on the real clock, so a test with a fake clock
+// must not hold.
+func setupClock(t *testing.T, cfg Config, now func() time.Time) *bundle {
+	t.Helper()
+	nc, _ := bustest.Start(t).Connect("scheduler")
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	r := roster.New(time.Now)
+	r := roster.New(now)
 	p := picker.New(r, 3)
-	b := &bundle{t: t, nc: nc, store: st, roster: r, picker: p}
-	b.d = New(cfg, st, nc, p, nil, time.Now, func() float64 { return 0.5 }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
+	b := &bundle{t: t, nc: nc, store: st, roster: r, picker: p, now: now}
+	b.d = New(cfg, st, nc, p, nil, now, func() float64 { return 0.5 }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
 	return b
 }
 
@@ -105,8 +113,9 @@ func (b *bundle) offered() []string {
 
 func (b *bundle) admit(deadline time.Duration) contracts.Job {
 	b.t.Helper()
-	now := time.Now().UTC()
-	j := contracts.Job{ID: "job-" + now.Format("150405.000000000")[7:], Tenant: "t", Kind: "sleep", State: contracts.StatePending,
+	b.seq++
+	now := b.now().UTC()
+	j := contracts.Job{ID: fmt.Sprintf("job-%d", b.seq), Tenant: "t", Kind: "sleep", State: contracts.StatePending,
 		MaxAttempts: 3, CreatedAt: now, UpdatedAt: now, NextDispatchAt: &now, DispatchDeadline: now.Add(deadline)}
 	got, outcome, err := b.store.Admit(context.Background(), j, store.Caps{})
 	require.NoError(b.t, err)
@@ -198,12 +207,13 @@ func TestAllBusyReleasesTheClaim(t *testing.T) {
 
 func TestDeadlineFailsWithCapacity(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	clock := clocktest.New()
+	b := setupClock(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond}, clock.Now)
 	j := b.admit(50 * time.Millisecond)
 	s := b.handle(j)
 	require.True(t, s.Retry)
-	require.LessOrEqual(t, s.Delay, 60*time.Millisecond, "the retry is capped at the deadline")
-	time.Sleep(s.Delay)
+	require.Equal(t, 50*time.Millisecond, s.Delay, "the retry is capped at the deadline")
+	clock.Advance(s.Delay)
 	require.Equal(t, consume.Ack(), b.handle(j))
 	got := b.get(j.ID)
 	require.Equal(t, contracts.StateFailed, got.State)
@@ -337,4 +347,46 @@ func TestJobTooLargeForTheBusFailsWithoutBlamingWorkers(t *testing.T) {
 	require.Equal(t, consume.Ack(), b.handle(small))
 	require.Equal(t, int64(1), b.get(small.ID).Attempt, "claimed and accepted")
 	require.Equal(t, []string{"w1"}, b.offered())
+}
+
+// TestJobOfAKindNoWorkerRunsFailsAfterTheGrace checks SLUICE_NO_WORKER_GRACE:
+// a job of a kind no live worker announces fails "capacity: no worker runs
+// kind" once the grace has passed since the scheduler started, not before;
+// a kind whose worker is live keeps waiting; a worker that goes away starts
+// the grace for its kind.
+func TestJobOfAKindNoWorkerRunsFailsAfterTheGrace(t *testing.T) {
+	t.Parallel()
+	const grace = time.Minute
+	clock := clocktest.New()
+	b := setupClock(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond, NoWorkerGrace: grace}, clock.Now)
+
+	nobody := b.admit(time.Hour) // kind "sleep": nobody announces it yet
+	s := b.handle(nobody)
+	require.True(t, s.Retry, "within the grace the job overflows as usual")
+	require.Equal(t, contracts.StatePending, b.get(nobody.ID).State)
+
+	clock.Advance(grace - time.Second)
+	require.True(t, b.handle(nobody).Retry, "a restarted scheduler does not fail jobs at once")
+
+	clock.Advance(time.Second)
+	require.Equal(t, consume.Ack(), b.handle(nobody))
+	got := b.get(nobody.ID)
+	require.Equal(t, contracts.StateFailed, got.State)
+	require.Equal(t, `capacity: no worker runs kind "sleep" (none has announced it for 1m0s)`, got.Error)
+
+	// A live but full worker keeps its kind's jobs waiting past the grace.
+	b.workerLoaded("w1", 1, 1, contracts.OfferBusy)
+	waiting := b.admit(time.Hour)
+	clock.Advance(2 * grace)
+	b.workerLoaded("w1", 1, 1, contracts.OfferBusy) // announces again: still live
+	require.True(t, b.handle(waiting).Retry)
+	require.Equal(t, contracts.StatePending, b.get(waiting.ID).State)
+
+	// It leaves: the grace starts then.
+	b.roster.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"sleep"}, Leaving: true})
+	clock.Advance(grace / 2)
+	require.True(t, b.handle(waiting).Retry, "half the grace after the worker left")
+	clock.Advance(grace / 2)
+	require.Equal(t, consume.Ack(), b.handle(waiting))
+	require.Equal(t, contracts.StateFailed, b.get(waiting.ID).State)
 }

@@ -10,6 +10,7 @@ package picker
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
@@ -60,6 +61,8 @@ type View interface {
 	Load(id string, inFlight, capacity int)
 	Remove(id string)
 	Changed() <-chan struct{}
+	// KindLastSeen is when a live worker last ran kind (zero: never).
+	KindLastSeen(kind string) time.Time
 }
 
 // DefaultEvictAfter is how many failed offers in a row evict a worker.
@@ -183,3 +186,7 @@ func (p *Picker) Failures(id string) int {
 	defer p.mu.Unlock()
 	return p.failures[id]
 }
+
+// KindLastSeen is when a live worker last ran kind: now while one does,
+// zero if none ever did since this scheduler started.
+func (p *Picker) KindLastSeen(kind string) time.Time { return p.view.KindLastSeen(kind) }
