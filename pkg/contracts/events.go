@@ -133,7 +133,14 @@ func DecodeProgressReport(data []byte) (ProgressReport, error) {
 	if err := m.Progress.Check(); err != nil {
 		return m, fmt.Errorf("progress report: %w", err)
 	}
+	m.Progress.Percent = RoundPercent(m.Progress.Percent)
 	return m, nil
+}
+
+// RoundPercent rounds a progress percent to one decimal (30.0003138 →
+// 30): what a job records and shows.
+func RoundPercent(p float64) float64 {
+	return math.Round(p*10) / 10
 }
 
 // DecodeEvent decodes and checks an Event read from the event stream.

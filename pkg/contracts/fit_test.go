@@ -47,3 +47,19 @@ func TestSpecCarriesWhatAWorkerNeeds(t *testing.T) {
 		t.Fatalf("Spec() = %+v", s)
 	}
 }
+
+func TestProgressPercentIsRoundedToATenth(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[float64]float64{30.0003138: 30, 12.345: 12.3, 99.96: 100, 0: 0, 66.66666: 66.7} {
+		if got := RoundPercent(in); got != want {
+			t.Fatalf("RoundPercent(%v) = %v, want %v", in, got, want)
+		}
+	}
+	m, err := DecodeProgressReport([]byte(`{"job_id":"j1","attempt":1,"worker_id":"w1","progress":{"percent":30.0003138}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Progress.Percent != 30 {
+		t.Fatalf("decoded percent %v, want 30", m.Progress.Percent)
+	}
+}

@@ -6,16 +6,24 @@ import "time"
 // this many of its latest 429 answers.
 const MaxRecentRejections = 50
 
-// Limits a Rejection names.
+// The limits a 429 names: one vocabulary for the error body's "limit", the
+// NATS submit reply, GET /v1/stats' recent rejections, the gateway's
+// metrics (the "limit" label), the dashboard and the CLI.
 const (
-	// RejectGlobal is the global admission cap (SLUICE_MAX_ACTIVE).
-	RejectGlobal = "global"
-	// RejectTenant is the per-tenant admission cap (SLUICE_TENANT_MAX_ACTIVE).
-	RejectTenant = "tenant"
-	// RejectRate is a rate limit on submits and cancels; Rejection.RateLimit
-	// says which one.
-	RejectRate = "rate"
+	// LimitGlobal is the global admission cap (SLUICE_MAX_ACTIVE).
+	LimitGlobal = "global"
+	// LimitTenant is the per-tenant admission cap (SLUICE_TENANT_MAX_ACTIVE).
+	LimitTenant = "tenant"
+	// LimitTenantRate is the per-tenant rate limit on submits and cancels
+	// (SLUICE_RATE_LIMIT_TENANT).
+	LimitTenantRate = "tenant_rate"
+	// LimitIPRate is the per-client-IP rate limit on HTTP submits and
+	// cancels (SLUICE_RATE_LIMIT_IP).
+	LimitIPRate = "ip_rate"
 )
+
+// Limits429 is every limit a 429 may name, in the order above.
+var Limits429 = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate}
 
 // Rejection is one request the gateway turned away with 429, as GET
 // /v1/stats lists it.
@@ -25,9 +33,7 @@ type Rejection struct {
 	// Tenant made the request; empty when the per-IP rate limit turned it
 	// away before its token was read (token mode).
 	Tenant string `json:"tenant,omitempty"`
-	// Limit is the limit hit: RejectGlobal, RejectTenant or RejectRate.
+	// Limit is the limit hit: LimitGlobal, LimitTenant, LimitTenantRate or
+	// LimitIPRate.
 	Limit string `json:"limit"`
-	// RateLimit names the rate limit ("tenant" or "ip") when Limit is
-	// RejectRate.
-	RateLimit string `json:"rate_limit,omitempty"`
 }

@@ -64,10 +64,10 @@ func TestRateLimitTenantBurst(t *testing.T) {
 		id = r.job(t).ID
 	}
 	before := b.snap()
-	requireRateLimited(t, b.submit(tokenA, `{"kind":"x"}`), "tenant", 2)
+	requireRateLimited(t, b.submit(tokenA, `{"kind":"x"}`), "tenant_rate", 2)
 	// Cancel shares the tenant's bucket; a refused request takes no token
 	// and writes nothing.
-	requireRateLimited(t, b.do(req{method: http.MethodPost, path: "/v1/jobs/" + id + "/cancel", token: tokenA}), "tenant", 2)
+	requireRateLimited(t, b.do(req{method: http.MethodPost, path: "/v1/jobs/" + id + "/cancel", token: tokenA}), "tenant_rate", 2)
 	require.Equal(t, before, b.snap())
 
 	// Reads are never rate limited.
@@ -80,8 +80,8 @@ func TestRateLimitTenantBurst(t *testing.T) {
 
 	// The refused submit is a rejected admission; the refused cancel is not.
 	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
-	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="http"} 2`)
-	require.Contains(t, text, `sluice_gateway_admissions_total{limit="rate_tenant",outcome="rejected"} 1`)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="http"} 2`)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="tenant_rate",outcome="rejected"} 1`)
 	require.Contains(t, text, `sluice_gateway_admissions_total{limit="none",outcome="admitted"} 3`)
 }
 
@@ -91,14 +91,14 @@ func TestRateLimitTenantsIndependent(t *testing.T) {
 	for range 2 {
 		require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"a"}`).status)
 	}
-	requireRateLimited(t, b.submit(tokenA, `{"kind":"a"}`), "tenant", 1000)
+	requireRateLimited(t, b.submit(tokenA, `{"kind":"a"}`), "tenant_rate", 1000)
 
 	// Tenant B still has its whole burst.
 	for range 2 {
 		require.Equal(t, http.StatusAccepted, b.submit(tokenB, `{"kind":"b"}`).status)
 	}
-	requireRateLimited(t, b.submit(tokenB, `{"kind":"b"}`), "tenant", 1000)
-	requireRateLimited(t, b.submit(tokenA, `{"kind":"a"}`), "tenant", 1000)
+	requireRateLimited(t, b.submit(tokenB, `{"kind":"b"}`), "tenant_rate", 1000)
+	requireRateLimited(t, b.submit(tokenA, `{"kind":"a"}`), "tenant_rate", 1000)
 }
 
 func TestRateLimitPerIP(t *testing.T) {
@@ -116,9 +116,9 @@ func TestRateLimitPerIP(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, submitFrom(ip1, "").Code)
 	require.Equal(t, http.StatusAccepted, submitFrom("192.0.2.10:50000", tokenB).Code, "the port is not part of the key")
 	for _, tok := range []string{tokenA, tokenB, "", "wrong"} {
-		requireRateLimited(t, recResponse(submitFrom(ip1, tok)), "ip", 4)
+		requireRateLimited(t, recResponse(submitFrom(ip1, tok)), "ip_rate", 4)
 	}
-	requireRateLimited(t, recResponse(serveFrom(h, ip1, http.MethodPost, "/v1/jobs/x/cancel", tokenA, "")), "ip", 4)
+	requireRateLimited(t, recResponse(serveFrom(h, ip1, http.MethodPost, "/v1/jobs/x/cancel", tokenA, "")), "ip_rate", 4)
 	// Reads from that address still work.
 	require.Equal(t, http.StatusOK, serveFrom(h, ip1, http.MethodGet, "/v1/stats", tokenA, "").Code)
 	// Another address is not limited, for the same tenants.
@@ -139,14 +139,14 @@ func TestRateLimitPerIP(t *testing.T) {
 	for i := range 4 {
 		require.Equal(t, http.StatusAccepted, submitFrom(fmt.Sprintf("[2001:db8:1:2::%x]:443", i+1), tokenA).Code)
 	}
-	requireRateLimited(t, recResponse(submitFrom("[2001:db8:1:2:ffff::1]:1", tokenA)), "ip", 4)
+	requireRateLimited(t, recResponse(submitFrom("[2001:db8:1:2:ffff::1]:1", tokenA)), "ip_rate", 4)
 	require.Equal(t, http.StatusAccepted, submitFrom("[2001:db8:1:3::1]:1", tokenA).Code)
 
 	// Over a real connection the address is the socket's.
 	for range 4 {
 		require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"ip"}`).status)
 	}
-	requireRateLimited(t, b.submit(tokenB, `{"kind":"ip"}`), "ip", 4)
+	requireRateLimited(t, b.submit(tokenB, `{"kind":"ip"}`), "ip_rate", 4)
 }
 
 func TestRateLimitNeverOnHealthReadyMetricsOrReads(t *testing.T) {
@@ -155,7 +155,7 @@ func TestRateLimitNeverOnHealthReadyMetricsOrReads(t *testing.T) {
 	// Both servers run the same handler, so 127.0.0.1 has one bucket.
 	id := b.submit(tokenA, `{"kind":"x"}`).job(t).ID
 	for _, base := range []string{b.gws[0].srv.URL, b.gws[0].serveURL} {
-		requireRateLimited(t, b.doOn(base, req{method: http.MethodPost, path: "/v1/jobs", token: tokenB, body: `{"kind":"x"}`}), "ip", 1000)
+		requireRateLimited(t, b.doOn(base, req{method: http.MethodPost, path: "/v1/jobs", token: tokenB, body: `{"kind":"x"}`}), "ip_rate", 1000)
 		for range 20 {
 			for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 				r := b.doOn(base, req{method: http.MethodGet, path: p})
@@ -169,18 +169,18 @@ func TestRateLimitNeverOnHealthReadyMetricsOrReads(t *testing.T) {
 	}
 	// Nor does the tenant limiter.
 	h := b.gws[0].gw.Handler()
-	requireRateLimited(t, recResponse(serveFrom(h, "192.0.2.99:1", http.MethodPost, "/v1/jobs", tokenA, `{"kind":"x"}`)), "tenant", 1000)
+	requireRateLimited(t, recResponse(serveFrom(h, "192.0.2.99:1", http.MethodPost, "/v1/jobs", tokenA, `{"kind":"x"}`)), "tenant_rate", 1000)
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 		require.Equal(t, http.StatusOK, serveFrom(h, "192.0.2.99:1", http.MethodGet, p, "", "").Code, p)
 	}
 	require.Equal(t, http.StatusOK, serveFrom(h, "192.0.2.99:1", http.MethodGet, "/v1/jobs/"+id, tokenA, "").Code)
 
 	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
-	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="ip",transport="http"} 2`)
-	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="http"} 1`)
-	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="nats"} 0`)
-	require.Contains(t, text, `sluice_gateway_admissions_total{limit="rate_ip",outcome="rejected"} 2`)
-	require.Contains(t, text, `sluice_gateway_admissions_total{limit="rate_tenant",outcome="rejected"} 1`)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="ip_rate",transport="http"} 2`)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="http"} 1`)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="nats"} 0`)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="ip_rate",outcome="rejected"} 2`)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="tenant_rate",outcome="rejected"} 1`)
 }
 
 func TestRateLimitZeroDisables(t *testing.T) {
@@ -231,23 +231,23 @@ func TestRateLimitNATSSubmit(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, got.Status)
 	require.NotNil(t, got.Error)
 	require.Equal(t, contracts.CodeRateLimited, got.Error.Code)
-	require.Equal(t, "tenant", got.Error.Limit)
+	require.Equal(t, "tenant_rate", got.Error.Limit)
 	require.NotEmpty(t, got.Error.Message)
 	require.Nil(t, got.Job)
 	require.InDelta(t, 1_000_000, got.RetryAfterMS, 10_000, "one token at 0.001/s")
 	require.Equal(t, before, b.snap(), "a rate-limited submit writes nothing")
 
 	// HTTP shares the tenant's bucket; the other tenant is untouched.
-	requireRateLimited(t, b.submit(tokenA, `{"kind":"n"}`), "tenant", 1000)
+	requireRateLimited(t, b.submit(tokenA, `{"kind":"n"}`), "tenant_rate", 1000)
 	require.Equal(t, http.StatusAccepted, b.natsSubmit(map[string]string{contracts.HeaderToken: tokenB}, `{"kind":"n"}`).Status)
 
 	// Authentication still comes first.
 	require.Equal(t, http.StatusUnauthorized, b.natsSubmit(map[string]string{contracts.HeaderToken: "nope"}, `{"kind":"n"}`).Status)
 
 	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
-	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="nats"} 1`)
-	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant",transport="http"} 1`)
-	require.Contains(t, text, `sluice_gateway_admissions_total{limit="rate_tenant",outcome="rejected"} 2`)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="nats"} 1`)
+	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="http"} 1`)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="tenant_rate",outcome="rejected"} 2`)
 }
 
 func TestRateLimitConfig(t *testing.T) {

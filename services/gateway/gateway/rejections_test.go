@@ -26,9 +26,6 @@ func limits(rs []contracts.Rejection) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.Limit
-		if r.RateLimit != "" {
-			out[i] += "/" + r.RateLimit
-		}
 	}
 	return out
 }
@@ -55,7 +52,7 @@ func TestRecentRejectionsTokenMode(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, b.natsSubmit(map[string]string{contracts.HeaderToken: tokenA}, `{"kind":"x"}`).Status)
 
 	a := b.stats(tokenA).RecentRejections
-	require.Equal(t, []string{"rate/tenant", "rate/tenant", "global", "tenant"}, limits(a))
+	require.Equal(t, []string{"tenant_rate", "tenant_rate", "global", "tenant"}, limits(a))
 	for _, r := range a {
 		require.Equal(t, tenantA, r.Tenant)
 		require.False(t, r.At.Before(before.Add(-time.Second)), "at %s", r.At)
@@ -88,7 +85,7 @@ func TestRecentRejectionsOpenMode(t *testing.T) {
 	b.submit("", `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeGlobalCap)
 	b.submit("", `{"kind":"x"}`).requireError(t, http.StatusTooManyRequests, contracts.CodeRateLimited)
 	got := b.stats("").RecentRejections
-	require.Equal(t, []string{"rate/ip", "global", "global"}, limits(got))
+	require.Equal(t, []string{"ip_rate", "global", "global"}, limits(got))
 	for _, r := range got {
 		require.Equal(t, "default", r.Tenant)
 	}

@@ -19,7 +19,7 @@ const probeKind = "probe"
 type submitOutcome struct {
 	ID     string
 	Status int
-	Limit  string // on a 429: contracts.RejectGlobal, RejectTenant or RejectRate
+	Limit  string // on a 429: contracts.LimitGlobal, LimitTenant, LimitTenantRate or LimitIPRate
 }
 
 // submit posts one probe job of ms milliseconds as tenant.

@@ -130,7 +130,8 @@ func fmtClock(t time.Time) string { return t.Local().Format("15:04:05") }
 // fmtTime is an absolute local time with milliseconds.
 func fmtTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000 MST") }
 
-// describe is one line about a change: the state with its attempt, worker
+// describe is one line about a change: the state with its claim (the
+// dispatch claim counter, which fences stale results; not a run count), worker
 // and error (and how long the job ran, once final), or the progress.
 func describe(ev contracts.Event, job contracts.Job) string {
 	switch ev.Type {
@@ -140,7 +141,7 @@ func describe(ev contracts.Event, job contracts.Job) string {
 	default:
 		return sanitize(ev.Type)
 	}
-	parts := []string{fmt.Sprintf("%-9s", ev.State), fmt.Sprintf("attempt %d", ev.Attempt)}
+	parts := []string{fmt.Sprintf("%-9s", ev.State), fmt.Sprintf("claim %d", ev.Attempt)}
 	if ev.Worker != "" {
 		parts = append(parts, "on "+sanitize(ev.Worker))
 	}

@@ -91,12 +91,12 @@ func TestDescribe(t *testing.T) {
 		job  contracts.Job
 		want string
 	}{
-		{"pending", contracts.StateEvent(testJob(contracts.StatePending)), contracts.Job{}, "pending    attempt 0"},
-		{"running", contracts.StateEvent(testJob(contracts.StateRunning)), contracts.Job{}, "running    attempt 1  on worker-01"},
-		{"failed with run time and error", contracts.StateEvent(done), done, "failed     attempt 1  on worker-01  ran 2.0s  handler: exit status 3"},
+		{"pending", contracts.StateEvent(testJob(contracts.StatePending)), contracts.Job{}, "pending    claim 0"},
+		{"running", contracts.StateEvent(testJob(contracts.StateRunning)), contracts.Job{}, "running    claim 1  on worker-01"},
+		{"failed with run time and error", contracts.StateEvent(done), done, "failed     claim 1  on worker-01  ran 2.0s  handler: exit status 3"},
 		{"progress", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 42.4, Stage: "copy", Message: "3 of 7"}}, contracts.Job{}, "progress   42% copy: 3 of 7"},
 		{"progress without stage", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 5, Message: "m"}}, contracts.Job{}, "progress   5% m"},
-		{"hostile worker name", contracts.Event{Type: contracts.EventState, State: contracts.StateRunning, Attempt: 1, Worker: "w\x1b[2J"}, contracts.Job{}, "running    attempt 1  on w?[2J"},
+		{"hostile worker name", contracts.Event{Type: contracts.EventState, State: contracts.StateRunning, Attempt: 1, Worker: "w\x1b[2J"}, contracts.Job{}, "running    claim 1  on w?[2J"},
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.want, describe(tc.ev, tc.job), tc.name)
@@ -158,7 +158,8 @@ func TestWriteJobView(t *testing.T) {
 	for _, want := range []string{
 		"id:         " + testID + "\n",
 		"state:      succeeded\n",
-		"attempt:    1 (runs 1, max attempts 3)\n",
+		"runs:       1 of at most 3\n",
+		"claim:      1 (dispatch claims so far; it fences stale results, it is not a run count)\n",
 		"worker:     worker-01\n",
 		"key:        report-42\n",
 		"(1m00s ago)",

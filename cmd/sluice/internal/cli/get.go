@@ -60,7 +60,8 @@ func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
 		state += " (cancel requested)"
 	}
 	row("state", state)
-	row("attempt", fmt.Sprintf("%d (runs %d, max attempts %d)", j.Attempt, j.Runs, j.MaxAttempts))
+	row("runs", fmt.Sprintf("%d of at most %d", j.Runs, j.MaxAttempts))
+	row("claim", fmt.Sprintf("%d (dispatch claims so far; it fences stale results, it is not a run count)", j.Attempt))
 	if j.Worker != "" {
 		row("worker", sanitize(j.Worker))
 	}

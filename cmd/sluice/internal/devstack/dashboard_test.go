@@ -94,7 +94,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// A short job submitted through the API runs to succeeded in the table.
 	short := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":300}}`)
 	waitFor(t, ctx, jobRow(short, "succeeded"), "the short job never showed succeeded")
-	require.Equal(t, "1", evalJS[string](t, ctx, `document.querySelector('[data-job-id="`+short+`"] .attempt').textContent`))
+	require.Equal(t, "1 / 3", evalJS[string](t, ctx, `document.querySelector('[data-job-id="`+short+`"] .attempt').textContent`), "runs of max attempts, not the claim counter")
 
 	// The stream drops: the page reconnects, resuming after the last event
 	// it read.
@@ -122,6 +122,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	status, body := b.tokenDo(t, http.MethodPost, "/v1/jobs", `{"kind":"sleep","payload":{"ms":1}}`)
 	require.Equal(t, http.StatusTooManyRequests, status, body)
 	waitFor(t, ctx, `#rejection-rows tr.rejection [data-limit="global"]`, "the 429 never showed")
+	// A flood of 429s folds into one row with a count, and the jobs table
+	// stays on the first screen.
+	for range 30 {
+		status, _ := b.tokenDo(t, http.MethodPost, "/v1/jobs", `{"kind":"sleep","payload":{"ms":1}}`)
+		require.Equal(t, http.StatusTooManyRequests, status)
+	}
+	waitTrue(t, ctx, `document.querySelector('#rejection-rows tr.rejection .count').textContent === '×31'`, "the 429s were not folded into one row with a count")
+	require.Equal(t, 1, evalJS[int](t, ctx, `document.querySelectorAll('#rejection-rows tr.rejection').length`))
+	require.True(t, evalJS[bool](t, ctx, `document.getElementById('job-table').getBoundingClientRect().top < window.innerHeight - 100`),
+		"the jobs table is below the first screen (top at %v of %v)",
+		evalJS[float64](t, ctx, `document.getElementById('job-table').getBoundingClientRect().top`), evalJS[float64](t, ctx, `window.innerHeight`))
 	waitTrue(t, ctx, `document.getElementById('gauge-global-value').textContent === '4 / 4'`, "the gauge never showed 4 of 4")
 	waitFor(t, ctx, `#gauge-global[data-level="full"]`, "the gauge never showed the cap reached")
 	waitFor(t, ctx, `#gauge-tenants .gauge[data-tenant="`+dashTenant+`"][data-level="full"]`, "the tenant gauge never showed")
@@ -271,7 +282,7 @@ func newBrowser(t *testing.T, path string) context.Context {
 		chromedp.Flag("disable-extensions", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1400, 700),
+		chromedp.WindowSize(1400, 1000),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)

@@ -266,13 +266,13 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 
 	// The rate limits: the tenant's bucket empties first, then the address's.
 	limits := map[string]bool{}
-	for i := 0; i < 100 && !limits["ip"]; i++ {
+	for i := 0; i < 100 && !limits["ip_rate"]; i++ {
 		code, e := b.submitError(contracts.SubmitRequest{Kind: "nobody", Deadline: "200ms"})
 		if code == http.StatusTooManyRequests && e.Code == contracts.CodeRateLimited {
 			limits[e.Limit] = true
 		}
 	}
-	require.Equal(t, map[string]bool{"tenant": true, "ip": true}, limits)
+	require.Equal(t, map[string]bool{"tenant_rate": true, "ip_rate": true}, limits)
 
 	// Every counter the work above moved, on each service's /metrics.
 	counter, gauge, histogram := dto.MetricType_COUNTER, dto.MetricType_GAUGE, dto.MetricType_HISTOGRAM
@@ -282,9 +282,9 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 		{name: "sluice_gateway_admissions_total", labels: map[string]string{"outcome": "joined"}, typ: counter, grow: true},
 		{name: "sluice_gateway_admissions_total", labels: rejected("global"), typ: counter, grow: true},
 		{name: "sluice_gateway_admissions_total", labels: rejected("tenant"), typ: counter, grow: true},
-		{name: "sluice_gateway_admissions_total", labels: rejected("rate_tenant"), typ: counter, grow: true},
-		{name: "sluice_gateway_admissions_total", labels: rejected("rate_ip"), typ: counter, grow: true},
-		{name: "sluice_gateway_rate_limited_total", labels: map[string]string{"transport": "http", "limit": "ip"}, typ: counter, grow: true},
+		{name: "sluice_gateway_admissions_total", labels: rejected("tenant_rate"), typ: counter, grow: true},
+		{name: "sluice_gateway_admissions_total", labels: rejected("ip_rate"), typ: counter, grow: true},
+		{name: "sluice_gateway_rate_limited_total", labels: map[string]string{"transport": "http", "limit": "ip_rate"}, typ: counter, grow: true},
 		{name: "sluice_gateway_active_jobs", labels: map[string]string{"state": "pending"}, typ: gauge},
 		{name: "sluice_gateway_active_jobs", labels: map[string]string{"state": "running"}, typ: gauge},
 		{name: "sluice_gateway_active_jobs_errors_total", typ: counter},

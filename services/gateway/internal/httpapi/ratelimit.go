@@ -27,8 +27,8 @@ func (a *api) ipLimited(next http.Handler) http.Handler {
 			if a.Auth.Open() {
 				tenant = auth.DefaultTenant
 			}
-			a.countRateLimitedSubmit(r, metrics.LimitIP)
-			a.rateLimited(w, tenant, metrics.LimitIP, wait)
+			a.countRateLimitedSubmit(r, metrics.LimitIPRate)
+			a.rateLimited(w, tenant, metrics.LimitIPRate, wait)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -43,8 +43,8 @@ func (a *api) tenantLimited(next tenantHandler) tenantHandler {
 	}
 	return func(w http.ResponseWriter, r *http.Request, tenant string) {
 		if ok, wait := a.TenantLimit.Allow(tenant); !ok {
-			a.countRateLimitedSubmit(r, metrics.LimitTenant)
-			a.rateLimited(w, tenant, metrics.LimitTenant, wait)
+			a.countRateLimitedSubmit(r, metrics.LimitTenantRate)
+			a.rateLimited(w, tenant, metrics.LimitTenantRate, wait)
 			return
 		}
 		next(w, r, tenant)
@@ -58,12 +58,12 @@ func (a *api) rateLimited(w http.ResponseWriter, tenant, limit string, wait time
 	if a.Metrics != nil {
 		a.Metrics.RateLimited(metrics.TransportHTTP, limit)
 	}
-	a.Rejections.Record(contracts.Rejection{Tenant: tenant, Limit: contracts.RejectRate, RateLimit: limit})
+	a.Rejections.Record(contracts.Rejection{Tenant: tenant, Limit: limit})
 	secs := admission.RetryAfterSeconds(wait)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	writeJSON(w, http.StatusTooManyRequests, contracts.ErrorBody{Error: contracts.ErrorDetail{
 		Code:    contracts.CodeRateLimited,
-		Message: fmt.Sprintf("too many requests (%s rate limit), retry after %d s", limit, secs),
+		Message: fmt.Sprintf("too many requests (%s), retry after %d s", rateName(limit), secs),
 		Limit:   limit,
 	}})
 }
@@ -96,4 +96,12 @@ func ClientKey(remoteAddr string) string {
 		return netip.PrefixFrom(ip, 64).Masked().String()
 	}
 	return ip.String()
+}
+
+// rateName says which rate limit a limit word names, for messages.
+func rateName(limit string) string {
+	if limit == contracts.LimitIPRate {
+		return "per-client-IP rate limit"
+	}
+	return "per-tenant rate limit"
 }

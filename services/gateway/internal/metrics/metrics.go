@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/contracts"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -21,19 +23,16 @@ const (
 	OutcomeRejected = "rejected"
 )
 
-// Limit label values of sluice_gateway_admissions_total (none, global,
-// tenant, rate_ip, rate_tenant) and of sluice_gateway_rate_limited_total
-// (ip, tenant).
+// Limit label values: "none" for an admission nothing limited, otherwise
+// the limit a 429 names (contracts.LimitGlobal, LimitTenant,
+// LimitTenantRate, LimitIPRate), the same word as in the error body and in
+// /v1/stats.
 const (
-	LimitNone   = "none"
-	LimitGlobal = "global"
-	LimitTenant = "tenant"
-	// LimitIP is the per-client-IP rate limit (sluice_gateway_rate_limited_total only).
-	LimitIP = "ip"
-	// LimitRateIP is a submit refused by the per-client-IP rate limit.
-	LimitRateIP = "rate_ip"
-	// LimitRateTenant is a submit refused by the per-tenant rate limit.
-	LimitRateTenant = "rate_tenant"
+	LimitNone       = "none"
+	LimitGlobal     = contracts.LimitGlobal
+	LimitTenant     = contracts.LimitTenant
+	LimitTenantRate = contracts.LimitTenantRate
+	LimitIPRate     = contracts.LimitIPRate
 )
 
 // Transport label values of sluice_gateway_rate_limited_total.
@@ -63,7 +62,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_admissions_total",
-			Help: "Submit requests, by outcome (admitted, joined, rejected) and by the limit that rejected them (global, tenant: the active caps; rate_ip, rate_tenant: the rate limits; none).",
+			Help: "Submit requests, by outcome (admitted, joined, rejected) and by the limit that rejected them (global, tenant: the active caps; tenant_rate, ip_rate: the rate limits; none).",
 		}, []string{"outcome", "limit"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_http_requests_total",
@@ -80,7 +79,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_rate_limited_total",
-			Help: "Requests refused with 429 rate_limited, by transport and by the rate limit hit (tenant or ip).",
+			Help: "Requests refused with 429 rate_limited, by transport and by the rate limit hit (tenant_rate or ip_rate).",
 		}, []string{"transport", "limit"}),
 	}
 	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures, m.rateLimited} {
@@ -93,12 +92,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	for _, l := range [][2]string{
 		{OutcomeAdmitted, LimitNone}, {OutcomeJoined, LimitNone},
 		{OutcomeRejected, LimitGlobal}, {OutcomeRejected, LimitTenant},
-		{OutcomeRejected, LimitRateIP}, {OutcomeRejected, LimitRateTenant},
+		{OutcomeRejected, LimitTenantRate}, {OutcomeRejected, LimitIPRate},
 	} {
 		m.admissions.WithLabelValues(l[0], l[1])
 	}
 	for _, l := range [][2]string{
-		{TransportHTTP, LimitTenant}, {TransportHTTP, LimitIP}, {TransportNATS, LimitTenant},
+		{TransportHTTP, LimitTenantRate}, {TransportHTTP, LimitIPRate}, {TransportNATS, LimitTenantRate},
 	} {
 		m.rateLimited.WithLabelValues(l[0], l[1])
 	}
@@ -110,15 +109,11 @@ func (m *Metrics) Admission(outcome, limit string) {
 	m.admissions.WithLabelValues(outcome, limit).Inc()
 }
 
-// AdmissionRateLimited counts one submit refused by a rate limit (LimitIP
-// or LimitTenant) as a rejected admission; refused cancels are no
-// admissions and count in RateLimited alone.
+// AdmissionRateLimited counts one submit refused by a rate limit
+// (LimitTenantRate or LimitIPRate) as a rejected admission; refused
+// cancels are no admissions and count in RateLimited alone.
 func (m *Metrics) AdmissionRateLimited(limit string) {
-	l := LimitRateTenant
-	if limit == LimitIP {
-		l = LimitRateIP
-	}
-	m.admissions.WithLabelValues(OutcomeRejected, l).Inc()
+	m.admissions.WithLabelValues(OutcomeRejected, limit).Inc()
 }
 
 // RateLimited counts one request refused by a rate limit.

@@ -136,13 +136,13 @@ func (a *API) submit(ctx context.Context, req micro.Request) (admission.Outcome,
 	}
 	if ok, wait := a.tenantLimit.Allow(tenant); !ok {
 		if a.metrics != nil {
-			a.metrics.RateLimited(metrics.TransportNATS, metrics.LimitTenant)
-			a.metrics.AdmissionRateLimited(metrics.LimitTenant)
+			a.metrics.RateLimited(metrics.TransportNATS, metrics.LimitTenantRate)
+			a.metrics.AdmissionRateLimited(metrics.LimitTenantRate)
 		}
-		a.rejections.Record(contracts.Rejection{Tenant: tenant, Limit: contracts.RejectRate, RateLimit: metrics.LimitTenant})
+		a.rejections.Record(contracts.Rejection{Tenant: tenant, Limit: contracts.LimitTenantRate})
 		o := admission.Fail(http.StatusTooManyRequests, contracts.CodeRateLimited,
-			fmt.Sprintf("too many requests (tenant rate limit), retry after %d ms", max(wait.Milliseconds(), 1)))
-		o.Error.Limit = metrics.LimitTenant
+			fmt.Sprintf("too many requests (per-tenant rate limit), retry after %d ms", max(wait.Milliseconds(), 1)))
+		o.Error.Limit = metrics.LimitTenantRate
 		o.RetryAfter = wait
 		return o, tenant
 	}

@@ -18,7 +18,7 @@ func TestRecentIsNewestFirstAndBounded(t *testing.T) {
 	require.Empty(t, l.Recent("a", true))
 	require.NotNil(t, l.Recent("a", true))
 	for i := range 5 {
-		l.Record(contracts.Rejection{At: base.Add(time.Duration(i) * time.Second), Tenant: fmt.Sprint("t", i), Limit: contracts.RejectGlobal})
+		l.Record(contracts.Rejection{At: base.Add(time.Duration(i) * time.Second), Tenant: fmt.Sprint("t", i), Limit: contracts.LimitGlobal})
 	}
 	got := l.Recent("", true)
 	require.Len(t, got, 3)
@@ -29,15 +29,15 @@ func TestRecentIsNewestFirstAndBounded(t *testing.T) {
 func TestRecentFiltersByTenant(t *testing.T) {
 	t.Parallel()
 	l := New(10, nil)
-	l.Record(contracts.Rejection{Tenant: "a", Limit: contracts.RejectTenant})
-	l.Record(contracts.Rejection{Tenant: "b", Limit: contracts.RejectRate, RateLimit: "tenant"})
-	l.Record(contracts.Rejection{Limit: contracts.RejectRate, RateLimit: "ip"}) // before authentication
-	l.Record(contracts.Rejection{Tenant: "a", Limit: contracts.RejectGlobal})
+	l.Record(contracts.Rejection{Tenant: "a", Limit: contracts.LimitTenant})
+	l.Record(contracts.Rejection{Tenant: "b", Limit: contracts.LimitTenantRate})
+	l.Record(contracts.Rejection{Limit: contracts.LimitIPRate}) // before authentication
+	l.Record(contracts.Rejection{Tenant: "a", Limit: contracts.LimitGlobal})
 
 	a := l.Recent("a", false)
 	require.Len(t, a, 2)
-	require.Equal(t, contracts.RejectGlobal, a[0].Limit)
-	require.Equal(t, contracts.RejectTenant, a[1].Limit)
+	require.Equal(t, contracts.LimitGlobal, a[0].Limit)
+	require.Equal(t, contracts.LimitTenant, a[1].Limit)
 	require.Len(t, l.Recent("b", false), 1)
 	require.Empty(t, l.Recent("c", false))
 	require.Len(t, l.Recent("", true), 4)
@@ -47,8 +47,8 @@ func TestRecordStampsTheTime(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 	l := New(0, func() time.Time { return at })
-	l.Record(contracts.Rejection{Tenant: "a", Limit: contracts.RejectGlobal})
-	l.Record(contracts.Rejection{Tenant: "b", Limit: contracts.RejectGlobal})
+	l.Record(contracts.Rejection{Tenant: "a", Limit: contracts.LimitGlobal})
+	l.Record(contracts.Rejection{Tenant: "b", Limit: contracts.LimitGlobal})
 	got := l.Recent("", true)
 	require.Len(t, got, 1, "a size below one keeps one")
 	require.Equal(t, "b", got[0].Tenant)
@@ -72,7 +72,7 @@ func TestConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 200 {
-				l.Record(contracts.Rejection{Tenant: fmt.Sprint("t", g), Limit: contracts.RejectGlobal})
+				l.Record(contracts.Rejection{Tenant: fmt.Sprint("t", g), Limit: contracts.LimitGlobal})
 				_ = l.Recent("t0", false)
 			}
 		}()

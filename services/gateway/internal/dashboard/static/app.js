@@ -137,7 +137,9 @@
 
   function setGauge(box, fill, value, active, cap) {
     box.dataset.level = level(active, cap);
-    fill.style.width = (cap ? Math.min(100, (100 * active) / cap) : (active > 0 ? 100 : 0)) + '%';
+    // With no cap there is nothing to fill: the bar stays empty (and is
+    // marked "no cap"), never a full bar that reads as 100 %.
+    fill.style.width = (cap ? Math.min(100, (100 * active) / cap) : 0) + '%';
     value.textContent = cap ? active + ' / ' + cap : active + ' active · no cap';
   }
 
@@ -201,21 +203,52 @@
     switch (r.limit) {
       case 'global': return 'global cap';
       case 'tenant': return 'tenant cap';
-      case 'rate': return 'rate limit (' + (r.rate_limit || '?') + ')';
+      case 'tenant_rate': return 'tenant rate limit';
+      case 'ip_rate': return 'IP rate limit';
       default: return r.limit || '?';
     }
+  }
+
+  // At most this many rows in the 429 panel, so it never pushes the jobs
+  // table off the first screen.
+  const maxRejectionRows = 6;
+
+  // collapseRejections folds the 429s (newest first) into one row per
+  // tenant and limit: the newest time, the oldest, and how many.
+  function collapseRejections(rs) {
+    const rows = [];
+    const byKey = new Map();
+    for (const r of rs) {
+      const key = (r.tenant || '') + '\u0000' + r.limit;
+      let row = byKey.get(key);
+      if (!row) {
+        row = { at: r.at, first: r.at, tenant: r.tenant, limit: r.limit, count: 0 };
+        byKey.set(key, row);
+        rows.push(row);
+      }
+      row.first = r.at;
+      row.count++;
+    }
+    return rows;
   }
 
   function renderRejections(s) {
     const rs = s.recent_rejections || [];
     if (rs.length === 0) {
-      $('rejection-rows').replaceChildren(el('tr', null, el('td', { className: 'empty', colSpan: 3, textContent: 'none recently' })));
+      $('rejection-rows').replaceChildren(el('tr', null, el('td', { className: 'empty', colSpan: 4, textContent: 'none recently' })));
       return;
     }
-    $('rejection-rows').replaceChildren(...rs.map((r) => el('tr', { className: 'rejection' },
-      el('td', { className: 'mono', textContent: fmtClock(r.at), title: r.at }),
+    const rows = collapseRejections(rs);
+    const shown = rows.slice(0, maxRejectionRows).map((r) => el('tr', { className: 'rejection' },
+      el('td', { className: 'mono', textContent: fmtClock(r.at), title: r.count > 1 ? r.first + ' … ' + r.at : r.at }),
       el('td', { textContent: r.tenant || '(unknown)' }),
-      el('td', null, el('span', { className: 'limit', dataset: { limit: r.limit }, textContent: limitText(r) })))));
+      el('td', null, el('span', { className: 'limit', dataset: { limit: r.limit }, textContent: limitText(r) })),
+      el('td', { className: 'count', textContent: r.count > 1 ? '×' + r.count : '' })));
+    if (rows.length > maxRejectionRows) {
+      const rest = rows.slice(maxRejectionRows).reduce((n, r) => n + r.count, 0);
+      shown.push(el('tr', { className: 'rejection more' }, el('td', { colSpan: 4, className: 'empty', textContent: '+' + rest + ' more' })));
+    }
+    $('rejection-rows').replaceChildren(...shown);
   }
 
   let statsBusy = false;
@@ -245,7 +278,7 @@
 
   function newRow(id) {
     const r = {
-      id, kind: '', state: '', attempt: 0, worker: '', error: '',
+      id, kind: '', state: '', attempt: 0, runs: 0, maxAttempts: 0, worker: '', error: '',
       created: null, started: null, finished: null, progress: null, cancelRequested: false,
       tr: null, cells: null, fetched: false,
     };
@@ -264,6 +297,8 @@
     if (!r.state || order(j.attempt, j.state) >= order(r.attempt, r.state)) {
       r.state = j.state;
       r.attempt = j.attempt || 0;
+      r.runs = j.runs || 0;
+      r.maxAttempts = j.max_attempts || 0;
       r.worker = j.worker || '';
       r.error = j.error || '';
       r.started = j.state === 'pending' ? null : (parseTime(j.started_at) || r.started);
@@ -294,6 +329,7 @@
     r.error = ev.error || '';
     if (ev.state === 'running' && (!r.started || r.startedAttempt !== r.attempt)) {
       r.started = parseTime(ev.at);
+      if (r.startedAttempt !== r.attempt) r.runs++; // a new run; the next job read corrects it
       r.startedAttempt = r.attempt;
     }
     if (ev.state === 'pending') r.started = null;
@@ -430,7 +466,10 @@
     setText(c.kind, r.kind);
     c.badge.dataset.state = r.state;
     setText(c.badge, r.state === 'running' && r.cancelRequested ? 'running · cancelling' : r.state || '…');
-    setText(c.attempt, String(r.attempt));
+    // Runs (what max_attempts counts), not the claim counter, which also
+    // counts dispatch claims that never ran; the claim is in the tooltip.
+    setText(c.attempt, r.maxAttempts ? r.runs + ' / ' + r.maxAttempts : String(r.runs));
+    c.attempt.title = 'runs ' + r.runs + (r.maxAttempts ? ' of at most ' + r.maxAttempts : '') + '; dispatch claim ' + r.attempt;
     setText(c.worker, r.worker);
     setText(c.error, r.error);
     c.error.title = r.error;
