@@ -278,7 +278,7 @@
 
   function newRow(id) {
     const r = {
-      id, kind: '', state: '', attempt: 0, runs: 0, maxAttempts: 0, worker: '', error: '',
+      id, kind: '', state: '', attempt: 0, runs: 0, maxAttempts: 0, runAttempt: -1, worker: '', error: '',
       created: null, started: null, finished: null, progress: null, cancelRequested: false,
       tr: null, cells: null, fetched: false,
     };
@@ -294,11 +294,13 @@
     const r = rows.get(j.id) || newRow(j.id);
     r.kind = j.kind || r.kind;
     r.created = parseTime(j.created_at) || r.created;
+    r.maxAttempts = j.max_attempts || r.maxAttempts; // never changes: taken from any view
     if (!r.state || order(j.attempt, j.state) >= order(r.attempt, r.state)) {
       r.state = j.state;
       r.attempt = j.attempt || 0;
       r.runs = j.runs || 0;
-      r.maxAttempts = j.max_attempts || 0;
+      // The attempt whose run r.runs already counts (none while pending).
+      r.runAttempt = j.state === 'pending' ? -1 : r.attempt;
       r.worker = j.worker || '';
       r.error = j.error || '';
       r.started = j.state === 'pending' ? null : (parseTime(j.started_at) || r.started);
@@ -329,14 +331,18 @@
     r.error = ev.error || '';
     if (ev.state === 'running' && (!r.started || r.startedAttempt !== r.attempt)) {
       r.started = parseTime(ev.at);
-      if (r.startedAttempt !== r.attempt) r.runs++; // a new run; the next job read corrects it
       r.startedAttempt = r.attempt;
+    }
+    if (ev.state === 'running' && r.runAttempt !== r.attempt) {
+      r.runs++; // a new run; the next read of the job corrects it if need be
+      r.runAttempt = r.attempt;
     }
     if (ev.state === 'pending') r.started = null;
     if (FINAL.has(ev.state)) r.finished = parseTime(ev.at);
     render(r);
-    // A job first seen mid-life lacks its creation time: read it once.
-    if (!known && !r.created) fillFromAPI(r);
+    // Events carry neither the creation time of a job first seen mid-life
+    // nor its max attempts: read a new job once.
+    if (!known && (!r.created || !r.maxAttempts)) fillFromAPI(r);
   }
 
   function applyProgress(ev) {
