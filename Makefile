@@ -6,7 +6,7 @@ PKGS     := $(addsuffix /...,$(MODULES))
 BIN      := bin
 SERVICES := gateway scheduler worker reaper
 
-.PHONY: run test test-containers build bench vet fmt tidy clean
+.PHONY: run test test-short test-containers build bench vet fmt tidy clean lint-api
 
 ## run: start the whole system on the embedded default (NATS + store in ./.sluice)
 run:
@@ -15,6 +15,14 @@ run:
 ## test: every module of the workspace, with the race detector
 test:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-short: the inner loop: every module with -short (no process, chaos, Chromium or FerretDB tests)
+test-short:
+	$(GO) test -short -count=1 -timeout 5m $(PKGS)
+
+## lint-api: lint the served OpenAPI document with the Redocly CLI (0 errors, 0 warnings; needs node and npm)
+lint-api:
+	./scripts/lint-api
 
 ## test-containers: the store suite and the whole pipeline against real mongo:7 and nats:2.12 (needs Docker; skips without)
 test-containers:

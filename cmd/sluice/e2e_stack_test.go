@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -27,6 +28,10 @@ import (
 var sluiceBinary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // the binary's tests skip: nothing to build
+	}
 	dir, err := os.MkdirTemp("", "sluice-cli-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -55,6 +60,9 @@ type stack struct {
 // test ends.
 func startStack(t *testing.T, workers int, extra map[string]string) *stack {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("the sluice binary: not run with -short (make test runs it)")
+	}
 	env := map[string]string{
 		"SLUICE_DATA_DIR":                    t.TempDir(),
 		"SLUICE_HTTP_ADDR":                   "127.0.0.1:0",

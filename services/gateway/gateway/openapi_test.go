@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/gateway/gateway"
 )
 
@@ -61,6 +62,12 @@ func TestOpenAPIDescribesEveryRouteAndEveryDescribedRouteAnswers(t *testing.T) {
 	sort.Strings(described)
 	sort.Strings(served)
 	require.Equal(t, served, described, "the router and /openapi.json disagree")
+
+	// A wrong method is the documented 405, with the JSON error body.
+	r := b.do(req{method: http.MethodPost, path: "/healthz"})
+	r.requireError(t, http.StatusMethodNotAllowed, contracts.CodeMethodNotAllowed)
+	_, listed := doc.Paths["/healthz"]["get"].Responses["405"]
+	require.True(t, listed, "GET /healthz documents its 405")
 
 	// Every described operation answers, with a status the document lists
 	// for it, never the router's own 404 or 405.

@@ -62,6 +62,9 @@ func chromiumPath() (string, bool) {
 // (dashboard.png) into SLUICE_ARTIFACTS_DIR, or into a temporary directory.
 func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("headless Chromium: not run with -short (make test runs it)")
+	}
 	chromium, ok := chromiumPath()
 	if !ok {
 		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): skipping the dashboard browser test")

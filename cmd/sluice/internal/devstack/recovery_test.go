@@ -3,6 +3,7 @@ package devstack
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,6 +27,10 @@ import (
 var workerBinary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // no process tests: nothing to build
+	}
 	dir, err := os.MkdirTemp("", "sluice-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -47,6 +52,9 @@ func TestMain(m *testing.M) {
 // pid) when the test ends.
 func startWorkerProcess(t *testing.T, b *bundle, id string, extraEnv ...string) *exec.Cmd {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a real worker process: not run with -short (make test runs it)")
+	}
 	cmd := exec.Command(workerBinary)
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),

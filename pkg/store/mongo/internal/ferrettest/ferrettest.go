@@ -47,6 +47,9 @@ type Server struct {
 // when either cannot start.
 func Start(tb testing.TB, dir string) *Server {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("FerretDB: not run with -short (make test runs it)")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	// ferretdb.New writes a package variable of FerretDB's: one at a time.
 	newMu.Lock()
