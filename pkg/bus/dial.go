@@ -31,14 +31,41 @@ type Link struct {
 	Embedded *server.Server
 }
 
+// DialOption changes how Dial starts an embedded server.
+type DialOption func(*dialOptions)
+
+type dialOptions struct {
+	tenant func(token string) (string, bool)
+}
+
+// WithTokenAuth closes an embedded server to anonymous clients (token
+// mode): outside clients authenticate with an API token that tenant
+// resolves (see EmbeddedAuth). It changes nothing for an outside server.
+func WithTokenAuth(tenant func(token string) (string, bool)) DialOption {
+	return func(o *dialOptions) { o.tenant = tenant }
+}
+
 // Dial connects as described by env. With an empty URL it starts an
 // embedded server storing JetStream under dataDir/nats and connects to it in
 // process. Close the Link when done.
-func Dial(ctx context.Context, env Env, dataDir, name string, log zerolog.Logger) (*Link, error) {
+func Dial(ctx context.Context, env Env, dataDir, name string, log zerolog.Logger, options ...DialOption) (*Link, error) {
+	var do dialOptions
+	for _, o := range options {
+		o(&do)
+	}
 	l := &Link{}
 	opts := ConnectOptions{URL: env.URL, Name: name, User: env.User, Password: env.Password}
 	if env.URL == "" {
-		ns, err := StartEmbedded(EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: env.Listen, ServerName: name})
+		eo := EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: env.Listen, ServerName: name}
+		if do.tenant != nil {
+			pw, err := NewInternalPassword()
+			if err != nil {
+				return nil, err
+			}
+			eo.Auth = &EmbeddedAuth{InternalPassword: pw, Tenant: do.tenant}
+			opts.User, opts.Password = InternalUser, pw
+		}
+		ns, err := StartEmbedded(eo)
 		if err != nil {
 			return nil, err
 		}

@@ -28,6 +28,8 @@ type EmbeddedOptions struct {
 	ConfigFile string
 	// StartTimeout bounds the wait for the server to accept connections.
 	StartTimeout time.Duration
+	// Auth, when set, closes the server to anonymous clients (token mode).
+	Auth *EmbeddedAuth
 }
 
 // StartEmbedded starts a NATS server with JetStream (file storage) in this
@@ -71,6 +73,9 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 			p = server.RANDOM_PORT
 		}
 		opts.Host, opts.Port = host, p
+	}
+	if o.Auth != nil {
+		opts.CustomClientAuthentication = o.Auth
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

@@ -57,16 +57,18 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream
 // createRaceTries and createRaceWait bound the look-ups after a failed
 // create (see EnsureStreamConfig).
 const (
-	createRaceTries = 10
-	createRaceWait  = 20 * time.Millisecond
+	createRaceTries = 20
+	createRaceWait  = 50 * time.Millisecond
 )
 
 // EnsureStreamConfig returns the stream cfg names, creating it with cfg
 // when it is missing and leaving an existing one as it is. Several services
 // may create the same stream at the same moment: nats-server then answers
 // all but one with "already in use" or, in a narrower window, with an
-// error creating the stream's store; either way the stream is looked up
-// again for a short while before the error is returned.
+// error creating the stream's store. The same store error comes back for a
+// moment after an overlapping stream was deleted, while the server still
+// finishes the deletion. Either way the stream is looked up, and created
+// again, for up to a second before the error is returned.
 func EnsureStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
@@ -82,6 +84,9 @@ func EnsureStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstre
 	for range createRaceTries {
 		if s, lerr := js.Stream(ctx, cfg.Name); lerr == nil {
 			return s, nil // another service was first
+		}
+		if s, cerr := js.CreateStream(ctx, cfg); cerr == nil {
+			return s, nil // the server has finished deleting what was in the way
 		}
 		select {
 		case <-ctx.Done():

@@ -39,6 +39,9 @@ type Common struct {
 	OpenStore func(ctx context.Context, retry func(err error, next time.Duration)) (store.Store, error)
 	// DataDir holds the embedded NATS server's files when Bus.URL is empty.
 	DataDir string
+	// TokenAuth, when not nil, closes an embedded NATS server to clients
+	// without an API token it resolves (the gateway in token mode).
+	TokenAuth func(token string) (tenant string, ok bool)
 }
 
 // Deps are what Main opened for the service: its dependencies.
@@ -105,7 +108,11 @@ func Run[C any](ctx context.Context, b Binary[C], environ map[string]string, log
 		defer func() { _ = st.Close() }()
 		deps.Store = st
 	}
-	link, err := bus.Dial(ctx, common.Bus, common.DataDir, "sluice-"+b.Name, log)
+	var dial []bus.DialOption
+	if common.TokenAuth != nil {
+		dial = append(dial, bus.WithTokenAuth(common.TokenAuth))
+	}
+	link, err := bus.Dial(ctx, common.Bus, common.DataDir, "sluice-"+b.Name, log, dial...)
 	if err != nil {
 		return err
 	}

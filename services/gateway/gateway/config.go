@@ -74,6 +74,17 @@ const maxBodyLimit = 64 << 20
 // maxRateBurst is the largest rate-limit burst accepted.
 const maxRateBurst = 1 << 30
 
+// TokenAuth resolves API tokens to tenants, for an embedded NATS server
+// that must let in only the tenants of SLUICE_API_TOKENS (token mode); nil
+// in open mode.
+func (c Config) TokenAuth() func(token string) (string, bool) {
+	a, err := auth.Parse(c.APITokens)
+	if err != nil || a.Open() {
+		return nil
+	}
+	return a.Lookup
+}
+
 // LoadConfig reads the configuration from environ (the process environment
 // when nil), fills the defaults and validates it. Errors name the variable.
 func LoadConfig(environ map[string]string) (Config, error) {
@@ -95,7 +106,7 @@ func DefaultConfig() Config {
 // Common is what the gateway's binary needs before it builds the gateway:
 // NATS, the logger and the store.
 func (c Config) Common() service.Common {
-	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.Store.DataDir,
+	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.Store.DataDir, TokenAuth: c.TokenAuth(),
 		OpenStore: func(ctx context.Context, retry func(error, time.Duration)) (store.Store, error) {
 			return dial.OpenRetry(ctx, c.Store, retry)
 		}}

@@ -113,10 +113,22 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 	}()
 	dataDir := gcfg.Store.DataDir
+	natsUser, natsPassword := gcfg.Bus.User, gcfg.Bus.Password
 	if gcfg.Bus.URL != "" {
 		s.NATSURL = gcfg.Bus.URL // an outside server (SLUICE_NATS_URL)
 	} else {
-		s.NATS, err = bus.StartEmbedded(bus.EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: o.NATSListen, ServerName: "sluice-dev"})
+		eo := bus.EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: o.NATSListen, ServerName: "sluice-dev"}
+		if tenant := gcfg.TokenAuth(); tenant != nil {
+			// Token mode: outside clients need a tenant's token; the
+			// services here connect as the internal user.
+			pw, err := bus.NewInternalPassword()
+			if err != nil {
+				return nil, err
+			}
+			eo.Auth = &bus.EmbeddedAuth{InternalPassword: pw, Tenant: tenant}
+			natsUser, natsPassword = bus.InternalUser, pw
+		}
+		s.NATS, err = bus.StartEmbedded(eo)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +139,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	connect := func(name string) (*nats.Conn, jetstream.JetStream, error) {
-		co := bus.ConnectOptions{URL: s.NATSURL, Name: name, User: gcfg.Bus.User, Password: gcfg.Bus.Password}
+		co := bus.ConnectOptions{URL: s.NATSURL, Name: name, User: natsUser, Password: natsPassword}
 		if s.NATS != nil {
 			co.InProcess = s.NATS
 		}
