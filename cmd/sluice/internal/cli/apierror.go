@@ -22,7 +22,7 @@ type APIError struct {
 	// Message is the error body's message, or a short form of whatever
 	// else the server sent.
 	Message string
-	// Limit names the limit a 429 hit ("global", "tenant", "ip").
+	// Limit names the limit a 429 hit (contracts.LimitGlobal, …).
 	Limit string
 	// RetryAfter is the server's Retry-After, zero when it gave none.
 	RetryAfter time.Duration
@@ -42,6 +42,9 @@ func (e *APIError) Error() string {
 		b.WriteString(", retry after " + e.RetryAfter.String())
 	}
 	b.WriteString(")")
+	if e.Status == http.StatusUnauthorized {
+		b.WriteString("; give the API token with SLUICE_TOKEN or --token")
+	}
 	return b.String()
 }
 

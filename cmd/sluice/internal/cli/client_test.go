@@ -46,6 +46,9 @@ func TestAPIError(t *testing.T) {
 	require.Equal(t, 3*time.Second, e.RetryAfter)
 	require.JSONEq(t, string(e.Body), string(e.JSONBody()))
 
+	e = newAPIError(401, http.Header{}, []byte(`{"error":{"code":"unauthorized","message":"a valid API token is required: Authorization: Bearer <token>"}}`))
+	require.Equal(t, "a valid API token is required: Authorization: Bearer <token> (HTTP 401 unauthorized); give the API token with SLUICE_TOKEN or --token", e.Error())
+
 	e = newAPIError(503, http.Header{}, nil)
 	require.Equal(t, "Service Unavailable (HTTP 503)", e.Error())
 	require.JSONEq(t, `{"error":{"code":"http_503","message":"Service Unavailable"}}`, string(e.JSONBody()))

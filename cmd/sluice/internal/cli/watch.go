@@ -89,6 +89,34 @@ type tenantWatcher struct {
 	idleTimeout time.Duration
 	// serverRetry is the reconnection delay the server asked for.
 	serverRetry time.Duration
+	// shown is the last state shown per job. A job shows one final line:
+	// a final state that reaches the stream again (a redelivered or
+	// republished event, which need not read the same to the letter) is
+	// not shown twice.
+	shown map[string]shownState
+}
+
+// shownState is what the watcher last showed of a job.
+type shownState struct {
+	state   contracts.JobState
+	attempt int64
+}
+
+// maxShown bounds tenantWatcher.shown; past it the memory starts over.
+const maxShown = 100_000
+
+// fresh reports whether a state event is a change not shown yet, and
+// remembers it.
+func (tw *tenantWatcher) fresh(e contracts.Event) bool {
+	if tw.shown == nil || len(tw.shown) >= maxShown {
+		tw.shown = map[string]shownState{}
+	}
+	s := shownState{state: e.State, attempt: e.Attempt}
+	if prev, ok := tw.shown[e.JobID]; ok && (prev == s || prev.state.Final()) {
+		return false
+	}
+	tw.shown[e.JobID] = s
+	return true
 }
 
 // run follows the stream, starting after event since when it is not
@@ -162,6 +190,9 @@ func (tw *tenantWatcher) read(ctx context.Context, body io.ReadCloser, lastID *s
 		e, err := decodeEvent(ev.Type, ev.Data)
 		if err != nil {
 			tw.show.note(err.Error())
+			continue
+		}
+		if e.Type == contracts.EventState && !tw.fresh(e) {
 			continue
 		}
 		tw.show.update(Update{Event: e})

@@ -77,3 +77,44 @@ func (c *cancelOnFinal) update(u Update) {
 		c.cancel()
 	}
 }
+
+// TestTenantWatcherShowsAChangeOnce: a final state that reaches the stream
+// twice (the gateway and the scheduler both publish a cancel) is one line.
+func TestTenantWatcherShowsAChangeOnce(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.handle("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		writeStream(t, w,
+			stateEvent("11", contracts.StateRunning, 1, ""),
+			stateEvent("12", contracts.StateCancelled, 1, "cancelled: cancelled by request"),
+			func() sseEvent { // the same end, told again in other words
+				ev := stateEvent("13", contracts.StateCancelled, 1, "cancelled: cancelled by request (worker stopped)")
+				e := ev.data.(contracts.Event)
+				e.Worker = ""
+				ev.data = e
+				return ev
+			}(),
+			progressEvent("14", 0, "the end of this test's stream"))
+		<-r.Context().Done()
+	})
+	var out strings.Builder
+	d := &cancelOnProgress{display: newLineDisplay(&out, &out, true), cancel: cancel}
+	tw := &tenantWatcher{client: f.client(), show: d, reconnects: 3, backoff: time.Millisecond, idleTimeout: 5 * time.Second}
+	require.ErrorIs(t, tw.run(ctx, ""), context.Canceled)
+	require.Equal(t, 1, strings.Count(out.String(), "cancelled  claim"), out.String())
+}
+
+// cancelOnProgress is a display that cancels once it has shown progress.
+type cancelOnProgress struct {
+	display
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnProgress) update(u Update) {
+	c.display.update(u)
+	if u.Event.Type == contracts.EventProgress {
+		c.cancel()
+	}
+}
