@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckMessageSize(t *testing.T) {
@@ -61,5 +62,36 @@ func TestProgressPercentIsRoundedToATenth(t *testing.T) {
 	}
 	if m.Progress.Percent != 30 {
 		t.Fatalf("decoded percent %v, want 30", m.Progress.Percent)
+	}
+}
+
+func TestStaleRule(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC)
+	ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	const threshold = 30 * time.Second
+	tests := []struct {
+		name  string
+		job   Job
+		stale bool
+	}{
+		{"fresh heartbeat", Job{StartedAt: ago(time.Minute), HeartbeatAt: ago(time.Second)}, false},
+		{"heartbeat exactly the threshold old", Job{StartedAt: ago(time.Minute), HeartbeatAt: ago(threshold)}, true},
+		{"no heartbeat yet: the start counts", Job{StartedAt: ago(10 * time.Second)}, false},
+		{"no heartbeat, old start", Job{StartedAt: ago(time.Minute)}, true},
+		{"no sign of life at all", Job{}, true},
+	}
+	for _, tc := range tests {
+		if got := tc.job.Stale(now, threshold); got != tc.stale {
+			t.Errorf("%s: Stale = %v, want %v", tc.name, got, tc.stale)
+		}
+	}
+	for _, r := range RequeueReasons {
+		if !r.Valid() {
+			t.Errorf("%s is not valid", r)
+		}
+	}
+	if RequeueReason("bored").Valid() {
+		t.Error("an unknown reason is valid")
 	}
 }

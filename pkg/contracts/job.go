@@ -79,3 +79,21 @@ type WorkerInfo struct {
 	Draining bool      `json:"draining,omitempty"`
 	SeenAt   time.Time `json:"seen_at"`
 }
+
+// LastSignOfLife is when a running job last showed its worker had it: its
+// latest acknowledged heartbeat, or its start when none came yet; nil when
+// it has neither.
+func (j Job) LastSignOfLife() *time.Time {
+	if j.HeartbeatAt != nil {
+		return j.HeartbeatAt
+	}
+	return j.StartedAt
+}
+
+// Stale is the stale rule, written once for the reaper that finds stale
+// jobs and the scheduler that re-checks them before requeueing: a job whose
+// last sign of life is threshold old or older (or that has none) is stale.
+func (j Job) Stale(now time.Time, threshold time.Duration) bool {
+	last := j.LastSignOfLife()
+	return last == nil || now.Sub(*last) >= threshold
+}

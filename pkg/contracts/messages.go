@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"slices"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,13 +14,24 @@ type Due struct {
 	JobID string `json:"job_id"`
 }
 
+// RequeueReason says why a job is handed back for dispatch: the vocabulary
+// of requeue events, the reaper's findings and the "reason" label of the
+// requeue metrics.
+type RequeueReason string
+
 // Requeue reasons, set by the reaper or a worker giving a job back.
 const (
-	ReasonStale    = "stale"    // running, heartbeat older than the stale threshold
-	ReasonLost     = "lost"     // pending, its due message never arrived
-	ReasonTimeout  = "timeout"  // running longer than the hard max runtime
-	ReasonShutdown = "shutdown" // the worker stopped before the handler finished
+	ReasonStale    RequeueReason = "stale"    // running, no sign of life for the stale threshold (Job.Stale)
+	ReasonLost     RequeueReason = "lost"     // pending, its due message never arrived
+	ReasonTimeout  RequeueReason = "timeout"  // running longer than the hard max runtime
+	ReasonShutdown RequeueReason = "shutdown" // the worker stopped before the handler finished
 )
+
+// RequeueReasons lists every reason.
+var RequeueReasons = []RequeueReason{ReasonStale, ReasonLost, ReasonTimeout, ReasonShutdown}
+
+// Valid reports whether r is one of RequeueReasons.
+func (r RequeueReason) Valid() bool { return slices.Contains(RequeueReasons, r) }
 
 // Requeue asks the scheduler to take an attempt back and dispatch the job
 // again. It applies only while the job is still at State and Attempt.
@@ -27,7 +39,7 @@ type Requeue struct {
 	JobID   string   `json:"job_id"`
 	Attempt int64    `json:"attempt"`
 	State   JobState `json:"state"`
-	Reason  string   `json:"reason"`
+	Reason  RequeueReason `json:"reason"`
 }
 
 // Result is a worker's outcome for one attempt of a job.
@@ -184,9 +196,7 @@ func DecodeRequeue(data []byte) (Requeue, error) {
 	if !m.State.Active() {
 		return m, fmt.Errorf("requeue: state %q is not pending or running", m.State)
 	}
-	switch m.Reason {
-	case ReasonStale, ReasonLost, ReasonTimeout, ReasonShutdown:
-	default:
+	if !m.Reason.Valid() {
 		return m, fmt.Errorf("requeue: unknown reason %q", m.Reason)
 	}
 	return m, nil

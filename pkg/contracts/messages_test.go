@@ -92,7 +92,7 @@ func TestDecodeRequeue(t *testing.T) {
 	t.Parallel()
 	var cases []decodeCase[Requeue]
 	for _, st := range ActiveStates {
-		for _, reason := range []string{ReasonStale, ReasonLost, ReasonTimeout, ReasonShutdown} {
+		for _, reason := range RequeueReasons {
 			cases = append(cases, good(fmt.Sprintf("%s %s", st, reason),
 				fmt.Sprintf(`{"job_id":"j1","attempt":2,"state":%q,"reason":%q}`, st, reason),
 				Requeue{JobID: "j1", Attempt: 2, State: st, Reason: reason}))

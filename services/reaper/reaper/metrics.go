@@ -55,9 +55,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every reason the reaper sends exists from the start, so dashboards
 	// and alerts see zeros rather than gaps.
-	for _, r := range []string{contracts.ReasonStale, contracts.ReasonLost, contracts.ReasonTimeout} {
-		m.found.WithLabelValues(r)
-		m.published.WithLabelValues(r)
+	for _, r := range []contracts.RequeueReason{contracts.ReasonStale, contracts.ReasonLost, contracts.ReasonTimeout} {
+		m.found.WithLabelValues(string(r))
+		m.published.WithLabelValues(string(r))
 	}
 	return m, nil
 }
@@ -66,10 +66,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) observe(rep sweep.Report, took time.Duration) {
 	m.duration.Observe(took.Seconds())
 	for reason, n := range rep.Found {
-		m.found.WithLabelValues(reason).Add(float64(n))
+		m.found.WithLabelValues(string(reason)).Add(float64(n))
 	}
 	for reason, n := range rep.Requeued {
-		m.published.WithLabelValues(reason).Add(float64(n))
+		m.published.WithLabelValues(string(reason)).Add(float64(n))
 	}
 	m.purged.Add(float64(rep.Purged))
 	m.drift.Add(float64(max(rep.Drift, 0)))

@@ -19,7 +19,7 @@ func TestSweepMetrics(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	// Every reason starts at zero.
-	for _, r := range []string{contracts.ReasonStale, contracts.ReasonLost, contracts.ReasonTimeout} {
+	for _, r := range []string{string(contracts.ReasonStale), string(contracts.ReasonLost), string(contracts.ReasonTimeout)} {
 		require.Zero(t, testutil.ToFloat64(b.r.m.found.WithLabelValues(r)))
 		require.Zero(t, testutil.ToFloat64(b.r.m.published.WithLabelValues(r)))
 	}
@@ -33,8 +33,8 @@ func TestSweepMetrics(t *testing.T) {
 
 	_, err = b.r.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.found.WithLabelValues(contracts.ReasonLost)))
-	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.published.WithLabelValues(contracts.ReasonLost)))
+	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.found.WithLabelValues(string(contracts.ReasonLost))))
+	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.published.WithLabelValues(string(contracts.ReasonLost))))
 	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.purged))
 	require.Zero(t, testutil.ToFloat64(b.r.m.drift))
 	require.Equal(t, uint64(1), sweeps(t, b))
@@ -43,8 +43,8 @@ func TestSweepMetrics(t *testing.T) {
 	// sweep finds and publishes it again.
 	_, err = b.r.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 2.0, testutil.ToFloat64(b.r.m.found.WithLabelValues(contracts.ReasonLost)))
-	require.Equal(t, 2.0, testutil.ToFloat64(b.r.m.published.WithLabelValues(contracts.ReasonLost)))
+	require.Equal(t, 2.0, testutil.ToFloat64(b.r.m.found.WithLabelValues(string(contracts.ReasonLost))))
+	require.Equal(t, 2.0, testutil.ToFloat64(b.r.m.published.WithLabelValues(string(contracts.ReasonLost))))
 	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.purged))
 	require.Equal(t, uint64(2), sweeps(t, b))
 
@@ -76,13 +76,13 @@ func TestMetricsObserveAReport(t *testing.T) {
 	require.NoError(t, err)
 	// The bus went down after the first publish: two found, one published.
 	m.observe(sweep.Report{
-		Found:    map[string]int{contracts.ReasonStale: 2},
-		Requeued: map[string]int{contracts.ReasonStale: 1},
+		Found:    map[contracts.RequeueReason]int{contracts.ReasonStale: 2},
+		Requeued: map[contracts.RequeueReason]int{contracts.ReasonStale: 1},
 		Purged:   4,
 		Drift:    3,
 	}, time.Millisecond)
-	require.Equal(t, 2.0, testutil.ToFloat64(m.found.WithLabelValues(contracts.ReasonStale)))
-	require.Equal(t, 1.0, testutil.ToFloat64(m.published.WithLabelValues(contracts.ReasonStale)))
+	require.Equal(t, 2.0, testutil.ToFloat64(m.found.WithLabelValues(string(contracts.ReasonStale))))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.published.WithLabelValues(string(contracts.ReasonStale))))
 	require.Equal(t, 4.0, testutil.ToFloat64(m.purged))
 	require.Equal(t, 3.0, testutil.ToFloat64(m.drift))
 

@@ -98,7 +98,7 @@ func TestSweepRequeuesStaleAndLostJobsAndPurges(t *testing.T) {
 
 	rep, err := b.r.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int{contracts.ReasonStale: 1, contracts.ReasonLost: 1}, rep.Requeued)
+	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonStale: 1, contracts.ReasonLost: 1}, rep.Requeued)
 	require.Equal(t, 1, rep.Purged)
 	require.Zero(t, rep.Drift)
 	require.ElementsMatch(t, []contracts.Requeue{

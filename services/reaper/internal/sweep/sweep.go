@@ -46,8 +46,8 @@ type Config struct {
 
 // Report says what one sweep did.
 type Report struct {
-	Found    map[string]int // jobs found to requeue, by reason
-	Requeued map[string]int // requeue events published, by reason
+	Found    map[contracts.RequeueReason]int // jobs found to requeue, by reason
+	Requeued map[contracts.RequeueReason]int // requeue events published, by reason
 	Purged   int
 	Drift    int
 }
@@ -72,17 +72,13 @@ func New(cfg Config, jobs Jobs, pub Publisher, now func() time.Time) *Sweeper {
 }
 
 // Reason says why the reaper requeues a job it found, or "" if it should not.
-func Reason(j contracts.Job, now time.Time, cfg Config) string {
+func Reason(j contracts.Job, now time.Time, cfg Config) contracts.RequeueReason {
 	switch j.State {
 	case contracts.StateRunning:
 		if cfg.MaxRuntime > 0 && j.StartedAt != nil && now.Sub(*j.StartedAt) >= cfg.MaxRuntime {
 			return contracts.ReasonTimeout
 		}
-		last := j.HeartbeatAt
-		if last == nil {
-			last = j.StartedAt
-		}
-		if last == nil || now.Sub(*last) >= cfg.StaleThreshold {
+		if j.Stale(now, cfg.StaleThreshold) {
 			return contracts.ReasonStale
 		}
 	case contracts.StatePending:
@@ -99,7 +95,7 @@ func Reason(j contracts.Job, now time.Time, cfg Config) string {
 // Run does one sweep. It goes on past a failing step and returns every
 // error it met.
 func (s *Sweeper) Run(ctx context.Context) (Report, error) {
-	rep := Report{Found: map[string]int{}, Requeued: map[string]int{}}
+	rep := Report{Found: map[contracts.RequeueReason]int{}, Requeued: map[contracts.RequeueReason]int{}}
 	now := s.now()
 	q := store.StaleQuery{
 		Now:             now,

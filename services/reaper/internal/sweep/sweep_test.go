@@ -23,7 +23,7 @@ func TestReason(t *testing.T) {
 	tests := []struct {
 		name string
 		job  contracts.Job
-		want string
+		want contracts.RequeueReason
 	}{
 		{"fresh heartbeat", contracts.Job{State: contracts.StateRunning, StartedAt: at(-time.Minute), HeartbeatAt: at(-time.Second)}, ""},
 		{"old heartbeat is stale", contracts.Job{State: contracts.StateRunning, StartedAt: at(-time.Minute), HeartbeatAt: at(-31 * time.Second)}, contracts.ReasonStale},
@@ -99,7 +99,7 @@ func TestSweepPublishesRequeues(t *testing.T) {
 		{JobID: "a", Attempt: 2, State: contracts.StateRunning, Reason: contracts.ReasonStale},
 		{JobID: "b", Attempt: 0, State: contracts.StatePending, Reason: contracts.ReasonLost},
 	}, pub.sent)
-	require.Equal(t, map[string]int{contracts.ReasonStale: 1, contracts.ReasonLost: 1}, rep.Requeued)
+	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonStale: 1, contracts.ReasonLost: 1}, rep.Requeued)
 	require.Equal(t, 5, rep.Purged)
 	require.Equal(t, 3, jobs.purges, "purges in batches of 2 until a short batch")
 	require.Equal(t, 3, rep.Drift)
@@ -129,6 +129,6 @@ func TestSweepCountsFoundJobsWhenTheBusIsDown(t *testing.T) {
 	rep, err := s.Run(context.Background())
 	require.ErrorContains(t, err, "publish requeue for job a")
 	require.NotContains(t, err.Error(), "job c", "one publish failure stops publishing")
-	require.Equal(t, map[string]int{contracts.ReasonLost: 2, contracts.ReasonStale: 1}, rep.Found)
+	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonLost: 2, contracts.ReasonStale: 1}, rep.Found)
 	require.Empty(t, rep.Requeued)
 }

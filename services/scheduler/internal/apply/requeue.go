@@ -24,7 +24,7 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectRequeue).Msg("malformed requeue dropped")
 		return consume.Poison()
 	}
-	log := a.log.With().Str(observe.FieldJobID, rq.JobID).Int64(observe.FieldAttempt, rq.Attempt).Str("reason", rq.Reason).Logger()
+	log := a.log.With().Str(observe.FieldJobID, rq.JobID).Int64(observe.FieldAttempt, rq.Attempt).Str("reason", string(rq.Reason)).Logger()
 	job, err := a.jobs.Get(ctx, rq.JobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return consume.Ack()
@@ -59,13 +59,10 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 	return a.requeueRunning(ctx, job, now, rq.Reason, log)
 }
 
-// stale reports whether a running job's last sign of life is older than the threshold.
+// stale applies the stale rule (contracts.Job.Stale) with the scheduler's
+// threshold.
 func (a *Applier) stale(job contracts.Job, now time.Time) bool {
-	last := job.HeartbeatAt
-	if last == nil {
-		last = job.StartedAt
-	}
-	return last == nil || now.Sub(*last) >= a.cfg.StaleThreshold
+	return job.Stale(now, a.cfg.StaleThreshold)
 }
 
 // redeliver republishes a due message for a pending job whose message was lost.
@@ -83,7 +80,7 @@ func (a *Applier) redeliver(ctx context.Context, job contracts.Job, now time.Tim
 }
 
 // requeueRunning takes the attempt back (attempt + 1) and dispatches again.
-func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now time.Time, reason string, log zerolog.Logger) consume.Settle {
+func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now time.Time, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
 	none := ""
 	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Attempt: job.Attempt},
 		store.Change{Now: now, State: contracts.StatePending, Attempt: job.Attempt + 1, Worker: &none, NextDispatchAt: &now, ClearClaim: true})
@@ -105,7 +102,7 @@ func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now tim
 }
 
 // fail fails the job with msg for a requeue event of reason.
-func (a *Applier) fail(ctx context.Context, job contracts.Job, now time.Time, msg, reason string, log zerolog.Logger) consume.Settle {
+func (a *Applier) fail(ctx context.Context, job contracts.Job, now time.Time, msg string, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
 	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
 		store.Change{Now: now, State: contracts.StateFailed, Error: &msg})
 	switch {

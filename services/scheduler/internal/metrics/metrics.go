@@ -111,9 +111,9 @@ func New(reg prometheus.Registerer) *Scheduler {
 		m.Heartbeats.WithLabelValues(o)
 	}
 	for _, rq := range [][2]string{
-		{contracts.ReasonStale, RequeueRequeued}, {contracts.ReasonStale, RequeueFailed},
-		{contracts.ReasonShutdown, RequeueRequeued}, {contracts.ReasonLost, RequeueRedelivered},
-		{contracts.ReasonTimeout, RequeueFailed},
+		{string(contracts.ReasonStale), RequeueRequeued}, {string(contracts.ReasonStale), RequeueFailed},
+		{string(contracts.ReasonShutdown), RequeueRequeued}, {string(contracts.ReasonLost), RequeueRedelivered},
+		{string(contracts.ReasonTimeout), RequeueFailed},
 	} {
 		m.requeues.WithLabelValues(rq[0], rq[1])
 	}
@@ -167,6 +167,6 @@ func (m *Scheduler) Finished(state contracts.JobState, startedAt *time.Time, now
 
 // Requeue counts one requeue event that changed a job: reason is the
 // event's (a contracts.Reason* value), outcome one of the Requeue* values.
-func (m *Scheduler) Requeue(reason, outcome string) {
-	m.requeues.WithLabelValues(reason, outcome).Inc()
+func (m *Scheduler) Requeue(reason contracts.RequeueReason, outcome string) {
+	m.requeues.WithLabelValues(string(reason), outcome).Inc()
 }

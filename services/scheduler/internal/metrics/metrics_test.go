@@ -60,8 +60,8 @@ func TestRequeueSeriesExistFromTheStart(t *testing.T) {
 	m := New(prometheus.NewRegistry())
 	require.Equal(t, 5, testutil.CollectAndCount(m.requeues))
 	m.Requeue(contracts.ReasonStale, RequeueRequeued)
-	require.Equal(t, 1.0, testutil.ToFloat64(m.requeues.WithLabelValues(contracts.ReasonStale, RequeueRequeued)))
-	require.Zero(t, testutil.ToFloat64(m.requeues.WithLabelValues(contracts.ReasonStale, RequeueFailed)))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.requeues.WithLabelValues(string(contracts.ReasonStale), RequeueRequeued)))
+	require.Zero(t, testutil.ToFloat64(m.requeues.WithLabelValues(string(contracts.ReasonStale), RequeueFailed)))
 }
 
 func TestNamesFollowTheConventions(t *testing.T) {
