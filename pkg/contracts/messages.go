@@ -1,12 +1,12 @@
 package contracts
 
 import (
-	"slices"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 )
 
 // Due says a job should be offered to workers now.
@@ -36,9 +36,9 @@ func (r RequeueReason) Valid() bool { return slices.Contains(RequeueReasons, r) 
 // Requeue asks the scheduler to take an attempt back and dispatch the job
 // again. It applies only while the job is still at State and Attempt.
 type Requeue struct {
-	JobID   string   `json:"job_id"`
-	Attempt int64    `json:"attempt"`
-	State   JobState `json:"state"`
+	JobID   string        `json:"job_id"`
+	Attempt int64         `json:"attempt"`
+	State   JobState      `json:"state"`
 	Reason  RequeueReason `json:"reason"`
 }
 
