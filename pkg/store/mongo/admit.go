@@ -84,7 +84,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 		}
 
 		// A duplicate id or a duplicate active key: nothing was inserted.
-		if gerr := s.giveBack(ctx, globalScope, tenantScope(job.Tenant)); gerr != nil {
+		if gerr := s.giveBack(ctx, store.GlobalScope, store.TenantScope(job.Tenant)); gerr != nil {
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, errors.Join(err, gerr))
 		}
 		if job.Key != "" {
@@ -128,7 +128,7 @@ func (s *Store) afterFailedInsert(ctx context.Context, job contracts.Job, insert
 	if err != nil || exists {
 		return insertErr
 	}
-	if err := s.giveBack(ctx, globalScope, tenantScope(job.Tenant)); err != nil {
+	if err := s.giveBack(ctx, store.GlobalScope, store.TenantScope(job.Tenant)); err != nil {
 		return errors.Join(insertErr, err)
 	}
 	return insertErr

@@ -28,12 +28,6 @@ const (
 	fVersion = "version"
 )
 
-// globalScope is the counter of the whole store.
-const globalScope = "global"
-
-// tenantScope is the counter of one tenant.
-func tenantScope(tenant string) string { return "tenant:" + tenant }
-
 // counterDoc is one admission counter.
 type counterDoc struct {
 	Scope   string `bson:"_id"`
@@ -53,18 +47,18 @@ var errContended = errors.New("admission counter kept changing")
 // tenant has no room the global slot is given back. It returns
 // store.Admitted when both slots are taken, or the rejection.
 func (s *Store) reserve(ctx context.Context, tenant string, caps store.Caps) (store.Admission, error) {
-	ok, err := s.takeSlot(ctx, globalScope, caps.Global)
+	ok, err := s.takeSlot(ctx, store.GlobalScope, caps.Global)
 	if err != nil {
 		return 0, fmt.Errorf("take global slot: %w", err)
 	}
 	if !ok {
 		return store.RejectedGlobal, nil
 	}
-	ok, err = s.takeSlot(ctx, tenantScope(tenant), caps.Tenant)
+	ok, err = s.takeSlot(ctx, store.TenantScope(tenant), caps.Tenant)
 	if err == nil && ok {
 		return store.Admitted, nil
 	}
-	if gerr := s.giveBack(ctx, globalScope); gerr != nil {
+	if gerr := s.giveBack(ctx, store.GlobalScope); gerr != nil {
 		err = errors.Join(err, gerr)
 	}
 	if err != nil {

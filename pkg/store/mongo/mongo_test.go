@@ -88,17 +88,17 @@ func runDriverTests(t *testing.T, srv server) {
 			require.NoError(t, err)
 			require.Equal(t, store.Admitted, adm)
 		}
-		setActive(t, s, globalScope, 8)      // 5 too high
-		setActive(t, s, tenantScope("a"), 1) // 1 too low
-		_, err := s.counters.DeleteOne(ctx, bson.D{{Key: fID, Value: tenantScope("b")}})
+		setActive(t, s, store.GlobalScope, 8)      // 5 too high
+		setActive(t, s, store.TenantScope("a"), 1) // 1 too low
+		_, err := s.counters.DeleteOne(ctx, bson.D{{Key: fID, Value: store.TenantScope("b")}})
 		require.NoError(t, err) // 1 missing
 
 		drift, err := s.Reconcile(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 7, drift)
-		require.Equal(t, int64(3), counter(t, s, globalScope).Active)
-		require.Equal(t, int64(2), counter(t, s, tenantScope("a")).Active)
-		require.Equal(t, int64(1), counter(t, s, tenantScope("b")).Active)
+		require.Equal(t, int64(3), counter(t, s, store.GlobalScope).Active)
+		require.Equal(t, int64(2), counter(t, s, store.TenantScope("a")).Active)
+		require.Equal(t, int64(1), counter(t, s, store.TenantScope("b")).Active)
 
 		drift, err = s.Reconcile(ctx)
 		require.NoError(t, err)
@@ -121,15 +121,15 @@ func runDriverTests(t *testing.T, srv server) {
 		ctx := t.Context()
 		j, _, err := s.Admit(ctx, storetest.NewJob("a", base), store.Caps{})
 		require.NoError(t, err)
-		setActive(t, s, globalScope, 3)
-		setActive(t, s, tenantScope("a"), 0)
+		setActive(t, s, store.GlobalScope, 3)
+		setActive(t, s, store.TenantScope("a"), 0)
 
 		// Too low is raised at once; too high is only noted.
 		drift, err := s.Reconcile(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, drift)
-		require.Equal(t, int64(3), counter(t, s, globalScope).Active)
-		require.Equal(t, int64(1), counter(t, s, tenantScope("a")).Active)
+		require.Equal(t, int64(3), counter(t, s, store.GlobalScope).Active)
+		require.Equal(t, int64(1), counter(t, s, store.TenantScope("a")).Active)
 
 		// A release within the grace moves the version: watching restarts.
 		clock.Advance(grace)
@@ -139,7 +139,7 @@ func runDriverTests(t *testing.T, srv server) {
 		drift, err = s.Reconcile(ctx)
 		require.NoError(t, err)
 		require.Zero(t, drift)
-		require.Equal(t, int64(2), counter(t, s, globalScope).Active)
+		require.Equal(t, int64(2), counter(t, s, store.GlobalScope).Active)
 
 		drift, err = s.Reconcile(ctx)
 		require.NoError(t, err)
@@ -148,8 +148,8 @@ func runDriverTests(t *testing.T, srv server) {
 		drift, err = s.Reconcile(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 2, drift)
-		require.Zero(t, counter(t, s, globalScope).Active)
-		require.Zero(t, counter(t, s, tenantScope("a")).Active)
+		require.Zero(t, counter(t, s, store.GlobalScope).Active)
+		require.Zero(t, counter(t, s, store.TenantScope("a")).Active)
 	})
 
 	t.Run("TwoStoresNeverExceedCap", func(t *testing.T) {
@@ -279,7 +279,7 @@ func runDriverTests(t *testing.T, srv server) {
 		c, err := s.Stats(t.Context())
 		require.NoError(t, err)
 		require.LessOrEqual(t, c.Active(), capacity)
-		require.Equal(t, int64(c.Active()), counter(t, s, globalScope).Active)
+		require.Equal(t, int64(c.Active()), counter(t, s, store.GlobalScope).Active)
 	})
 
 	t.Run("IndexesAndReopen", func(t *testing.T) {

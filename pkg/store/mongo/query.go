@@ -2,12 +2,8 @@ package mongo
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -15,14 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
-)
-
-// List page sizes.
-const (
-	// DefaultListLimit is the page size of a Query without a Limit.
-	DefaultListLimit = 50
-	// MaxListLimit is the largest page List returns.
-	MaxListLimit = 1000
 )
 
 // activeStates is the $in list of the states counted against the caps.
@@ -45,19 +33,14 @@ func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
 
 // List returns one page of the jobs q selects, newest first (created_at,
 // then id, descending), and the cursor of the next page, "" on the last one.
-// A Limit of 0 means DefaultListLimit; larger than MaxListLimit is cut to it.
+// A Limit of 0 means store.DefaultListLimit; larger than store.MaxListLimit
+// is cut to it.
 // A cursor List did not make is store.ErrBadCursor.
 //
 // The cursor is the position after the page's last job, so jobs admitted
 // while a caller pages do not shift the pages still to come.
 func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, string, error) {
-	limit := q.Limit
-	switch {
-	case limit <= 0:
-		limit = DefaultListLimit
-	case limit > MaxListLimit:
-		limit = MaxListLimit
-	}
+	limit := store.ListLimit(q.Limit)
 	filter := bson.D{}
 	if q.Tenant != "" {
 		filter = append(filter, bson.E{Key: fTenant, Value: q.Tenant})
@@ -69,7 +52,7 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, strin
 		filter = append(filter, bson.E{Key: fKind, Value: q.Kind})
 	}
 	if q.Cursor != "" {
-		created, id, err := decodeCursor(q.Cursor)
+		created, id, err := store.DecodeCursor(q.Cursor)
 		if err != nil {
 			return nil, "", fmt.Errorf("mongo: list jobs: %w", err)
 		}
@@ -91,30 +74,7 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, strin
 	}
 	jobs = jobs[:limit]
 	last := jobs[limit-1]
-	return jobs, encodeCursor(last.CreatedAt, last.ID), nil
-}
-
-// encodeCursor makes the opaque cursor after the job (created, id):
-// base64 of "<unix milliseconds>:<id>".
-func encodeCursor(created time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(created.UnixMilli(), 10) + ":" + id))
-}
-
-// decodeCursor reads a cursor encodeCursor made.
-func decodeCursor(c string) (time.Time, string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return time.Time{}, "", fmt.Errorf("cursor %q: %w", c, store.ErrBadCursor)
-	}
-	ms, id, ok := strings.Cut(string(raw), ":")
-	if !ok || id == "" {
-		return time.Time{}, "", fmt.Errorf("cursor %q: %w", c, store.ErrBadCursor)
-	}
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil {
-		return time.Time{}, "", fmt.Errorf("cursor %q: %w", c, store.ErrBadCursor)
-	}
-	return time.UnixMilli(n).UTC(), id, nil
+	return jobs, store.EncodeCursor(last.CreatedAt, last.ID), nil
 }
 
 // Stats counts jobs by state (every state present, zeros included) and

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/store"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
@@ -61,10 +62,10 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("mongo: reconcile counters: %w", err)
 	}
-	actual := map[string]int64{globalScope: 0}
+	actual := map[string]int64{store.GlobalScope: 0}
 	for tenant, n := range perTenant {
-		actual[tenantScope(tenant)] = n
-		actual[globalScope] += n
+		actual[store.TenantScope(tenant)] = n
+		actual[store.GlobalScope] += n
 	}
 
 	now := s.now()

@@ -54,7 +54,7 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 	}
 	if ch.State.Final() && exp.State.Active() {
 		// Best effort by design: see the doc comment.
-		_ = s.release(ctx, globalScope, tenantScope(d.Tenant))
+		_ = s.release(ctx, store.GlobalScope, store.TenantScope(d.Tenant))
 	}
 	return d.job(), nil
 }

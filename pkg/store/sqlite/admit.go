@@ -128,7 +128,7 @@ func (s *Store) activeByKey(ctx context.Context, tx *sql.Tx, tenant, key string)
 
 // readCounters returns the global and the tenant's active counts.
 func (s *Store) readCounters(ctx context.Context, tx *sql.Tx, tenant string) (global, tenantActive int, err error) {
-	err = tx.StmtContext(ctx, s.ws.readCounters).QueryRowContext(ctx, globalScope, tenantScope(tenant)).
+	err = tx.StmtContext(ctx, s.ws.readCounters).QueryRowContext(ctx, store.GlobalScope, store.TenantScope(tenant)).
 		Scan(&global, &tenantActive)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read counters: %w", err)
@@ -143,7 +143,7 @@ func (s *Store) jobIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job
 
 // addActive moves the global and the tenant's active counts by delta.
 func (s *Store) addActive(ctx context.Context, tx *sql.Tx, tenant string, delta int) error {
-	_, err := tx.StmtContext(ctx, s.ws.addActive).ExecContext(ctx, globalScope, delta, tenantScope(tenant), delta)
+	_, err := tx.StmtContext(ctx, s.ws.addActive).ExecContext(ctx, store.GlobalScope, delta, store.TenantScope(tenant), delta)
 	if err != nil {
 		return fmt.Errorf("update counters: %w", err)
 	}

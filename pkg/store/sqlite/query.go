@@ -3,22 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
-)
-
-// List page sizes.
-const (
-	// DefaultListLimit is the page size of a Query without a Limit.
-	DefaultListLimit = 50
-	// MaxListLimit is the largest page List returns.
-	MaxListLimit = 1000
 )
 
 // getQuery reads one job.
@@ -43,16 +33,11 @@ func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
 
 // List returns one page of the jobs q selects, newest first (created_at,
 // then id, descending), and the cursor of the next page, "" on the last one.
-// A Limit of 0 means DefaultListLimit; larger than MaxListLimit is cut to it.
+// A Limit of 0 means store.DefaultListLimit; larger than store.MaxListLimit
+// is cut to it.
 // A cursor List did not make is store.ErrBadCursor.
 func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, string, error) {
-	limit := q.Limit
-	switch {
-	case limit <= 0:
-		limit = DefaultListLimit
-	case limit > MaxListLimit:
-		limit = MaxListLimit
-	}
+	limit := store.ListLimit(q.Limit)
 	query, args, err := listQuery(q, limit)
 	if err != nil {
 		return nil, "", fmt.Errorf("sqlite: list jobs: %w", err)
@@ -70,7 +55,7 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, strin
 	}
 	jobs = jobs[:limit]
 	last := jobs[limit-1]
-	return jobs, encodeCursor(last.CreatedAt.UnixNano(), last.ID), nil
+	return jobs, store.EncodeCursor(last.CreatedAt, last.ID), nil
 }
 
 // listQuery selects one page of q and one more row. Each filter set picks
@@ -94,13 +79,13 @@ func listQuery(q store.Query, limit int) (string, []any, error) {
 		args = append(args, q.Kind)
 	}
 	if q.Cursor != "" {
-		created, id, err := decodeCursor(q.Cursor)
+		created, id, err := store.DecodeCursor(q.Cursor)
 		if err != nil {
 			return "", nil, err
 		}
 		// A row value, so that the index seeks straight to the cursor.
 		where = append(where, "(created_at, id) < (?, ?)")
-		args = append(args, created, id)
+		args = append(args, created.UnixNano(), id)
 	}
 	query := `SELECT ` + jobColumns + ` FROM jobs`
 	if len(where) > 0 {
@@ -108,28 +93,6 @@ func listQuery(q store.Query, limit int) (string, []any, error) {
 	}
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	return query, append(args, limit+1), nil
-}
-
-// encodeCursor makes the opaque cursor after the row (created, id).
-func encodeCursor(created int64, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(created, 10) + ":" + id))
-}
-
-// decodeCursor reads a cursor encodeCursor made.
-func decodeCursor(c string) (int64, string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, "", fmt.Errorf("cursor %q: %w", c, store.ErrBadCursor)
-	}
-	nanosText, id, ok := strings.Cut(string(raw), ":")
-	if !ok || id == "" {
-		return 0, "", fmt.Errorf("cursor %q: %w", c, store.ErrBadCursor)
-	}
-	created, err := strconv.ParseInt(nanosText, 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("cursor %q: %w", c, store.ErrBadCursor)
-	}
-	return created, id, nil
 }
 
 // Stats counts jobs by state (every state present, zeros included) and

@@ -147,9 +147,3 @@ func boolArg(b bool) int64 {
 	}
 	return 0
 }
-
-// tenantScope is the counters row of a tenant.
-func tenantScope(tenant string) string { return "tenant:" + tenant }
-
-// globalScope is the counters row of the whole store.
-const globalScope = "global"

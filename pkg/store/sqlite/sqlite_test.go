@@ -217,7 +217,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 // queries are index range scans in index order: no table scan, no sort.
 func TestQueriesUseIndexes(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
-	cursor := encodeCursor(1, "x")
+	cursor := store.EncodeCursor(time.Unix(0, 1), "x")
 	list := func(q store.Query) string {
 		query, _, err := listQuery(q, 10)
 		require.NoError(t, err)

@@ -166,14 +166,14 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 		if err := scanAll(rows, func(k string, n int) { stored[k] = n }); err != nil {
 			return fmt.Errorf("read counters: %w", err)
 		}
-		actual := map[string]int{globalScope: 0}
+		actual := map[string]int{store.GlobalScope: 0}
 		rows, err = tx.QueryContext(ctx, activeByTenantQuery)
 		if err != nil {
 			return fmt.Errorf("count active jobs: %w", err)
 		}
 		err = scanAll(rows, func(tenant string, n int) {
-			actual[tenantScope(tenant)] = n
-			actual[globalScope] += n
+			actual[store.TenantScope(tenant)] = n
+			actual[store.GlobalScope] += n
 		})
 		if err != nil {
 			return fmt.Errorf("count active jobs: %w", err)
@@ -189,14 +189,14 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 		}
 		if drift == 0 {
 			// Only drop the rows of tenants with nothing active.
-			_, err := tx.ExecContext(ctx, `DELETE FROM counters WHERE active = 0 AND scope != ?`, globalScope)
+			_, err := tx.ExecContext(ctx, `DELETE FROM counters WHERE active = 0 AND scope != ?`, store.GlobalScope)
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM counters`); err != nil {
 			return fmt.Errorf("reset counters: %w", err)
 		}
 		for scope, n := range actual {
-			if n == 0 && scope != globalScope {
+			if n == 0 && scope != store.GlobalScope {
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO counters (scope, active) VALUES (?, ?)`, scope, n); err != nil {
