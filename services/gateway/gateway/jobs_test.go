@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
+	"github.com/sluicehq/sluice/services/gateway/gateway"
 )
 
 // list fetches one page of GET /v1/jobs with the given query.
@@ -60,7 +62,8 @@ func TestGetJob(t *testing.T) {
 
 func TestListPagination(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	clock := clocktest.New()
+	b := setupWith(t, hooks{deps: func(d *gateway.Deps) { d.Now = clock.Now }})
 	var mine []string
 	kinds := map[string][]string{}
 	for i := range 7 {
@@ -71,7 +74,7 @@ func TestListPagination(t *testing.T) {
 		j := b.submit(tokenA, fmt.Sprintf(`{"kind":%q}`, kind)).job(t)
 		mine = append(mine, j.ID)
 		kinds[kind] = append(kinds[kind], j.ID)
-		time.Sleep(time.Millisecond) // distinct creation times, newest last
+		clock.Advance(time.Millisecond) // distinct creation times, newest last
 	}
 	for range 2 {
 		require.Equal(t, http.StatusAccepted, b.submit(tokenB, `{"kind":"alpha"}`).status)

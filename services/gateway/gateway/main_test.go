@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/sqlite"
@@ -122,12 +123,9 @@ func setupWith(tb testing.TB, h hooks, opts ...option) *bundle {
 	}
 	b := &bundle{tb: tb, cfg: cfg, path: filepath.Join(dir, "sluice.db"), hooks: h}
 
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Dir: filepath.Join(dir, "nats")})
-	require.NoError(tb, err)
-	b.ns = ns
-	tb.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-
+	b.ns = bustest.StartWith(tb, bus.EmbeddedOptions{Dir: filepath.Join(dir, "nats"), Listen: "127.0.0.1:0"}).NS
 	b.nc = b.connect()
+	var err error
 	b.js, err = jetstream.New(b.nc)
 	require.NoError(tb, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -11,13 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe/clocktest"
 	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
 	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
 func TestDispatchMetrics(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	clock := clocktest.New()
+	b := setupClock(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond}, clock.Now)
 	reg := prometheus.NewRegistry()
 	b.d.m = metrics.New(reg)
 	b.worker("w1", 1, contracts.OfferBusy)
@@ -27,7 +29,7 @@ func TestDispatchMetrics(t *testing.T) {
 
 	// Past its deadline with nobody to take it, a job fails capacity:.
 	late := b.admit(time.Millisecond)
-	time.Sleep(time.Until(late.DispatchDeadline)) // its deadline passes before its message comes
+	clock.Advance(time.Millisecond) // its deadline passes before its message comes
 	require.Equal(t, consume.Ack(), b.handle(late))
 	require.Equal(t, contracts.ClassCapacity, contracts.ClassOf(b.get(late.ID).Error))
 
