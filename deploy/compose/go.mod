@@ -4,6 +4,7 @@ go 1.26.0
 
 replace (
 	github.com/sluicehq/sluice/pkg/bus => ../../pkg/bus
+	github.com/sluicehq/sluice/pkg/client => ../../pkg/client
 	github.com/sluicehq/sluice/pkg/contracts => ../../pkg/contracts
 	github.com/sluicehq/sluice/pkg/observe => ../../pkg/observe
 	github.com/sluicehq/sluice/pkg/store => ../../pkg/store
@@ -19,6 +20,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/rs/zerolog v1.35.1
 	github.com/sluicehq/sluice/pkg/bus v0.0.0
+	github.com/sluicehq/sluice/pkg/client v0.0.0
 	github.com/sluicehq/sluice/pkg/contracts v0.0.0
 	github.com/sluicehq/sluice/pkg/store v0.0.0
 	github.com/sluicehq/sluice/services/gateway v0.0.0

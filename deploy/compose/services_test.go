@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	sluiceclient "github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store/dial"
 	"github.com/sluicehq/sluice/services/gateway/gateway"
@@ -160,14 +160,13 @@ func TestServicesUnderTheirUsers(t *testing.T) {
 
 func submitHTTP(t *testing.T, base, body string) contracts.Job {
 	t.Helper()
-	resp, err := http.Post(base+"/v1/jobs", "application/json", strings.NewReader(body))
+	var req contracts.SubmitRequest
+	require.NoError(t, json.Unmarshal([]byte(body), &req))
+	c, err := sluiceclient.New(base)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	j, created, err := c.Submit(t.Context(), req)
 	require.NoError(t, err)
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(b))
-	var j contracts.Job
-	require.NoError(t, json.Unmarshal(b, &j))
+	require.True(t, created)
 	return j
 }
 

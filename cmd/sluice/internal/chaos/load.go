@@ -1,13 +1,13 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
+	"github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -22,43 +22,32 @@ type submitOutcome struct {
 	Limit  string // on a 429: contracts.LimitGlobal, LimitTenant, LimitTenantRate or LimitIPRate
 }
 
-// submit posts one probe job of ms milliseconds as tenant.
-func submit(ctx context.Context, client *http.Client, gw string, tenant Tenant, ms int64) (submitOutcome, error) {
-	body, err := json.Marshal(map[string]any{"kind": probeKind, "payload": map[string]int64{"ms": ms}})
+// submit posts one probe job of ms milliseconds as tenant, through the
+// public Go client.
+func submit(ctx context.Context, hc *http.Client, gw string, tenant Tenant, ms int64) (submitOutcome, error) {
+	c, err := client.New(gw, client.WithToken(tenant.Token), client.WithHTTPClient(hc))
+	if err != nil {
+		return submitOutcome{}, fmt.Errorf("submit: %w", err)
+	}
+	payload, err := json.Marshal(map[string]int64{"ms": ms})
 	if err != nil {
 		return submitOutcome{}, fmt.Errorf("submit: encode: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw+"/v1/jobs", bytes.NewReader(body))
-	if err != nil {
-		return submitOutcome{}, fmt.Errorf("submit: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+tenant.Token)
-	resp, err := client.Do(req)
-	if err != nil {
-		return submitOutcome{}, fmt.Errorf("submit: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	out := submitOutcome{Status: resp.StatusCode}
-	if err != nil {
-		return out, fmt.Errorf("submit: read body: %w", err)
-	}
+	j, created, err := c.Submit(ctx, contracts.SubmitRequest{Kind: probeKind, Payload: payload})
+	var ce *client.Error
 	switch {
-	case resp.StatusCode/100 == 2:
-		var j contracts.Job
-		if err := json.Unmarshal(data, &j); err != nil || j.ID == "" {
-			return out, fmt.Errorf("submit: bad body %q", data)
-		}
-		if j.Tenant != tenant.Name {
-			return out, fmt.Errorf("submit: job %s belongs to %q, submitted as %q", j.ID, j.Tenant, tenant.Name)
-		}
-		out.ID = j.ID
-	case resp.StatusCode == http.StatusTooManyRequests:
-		var e contracts.ErrorBody
-		if json.Unmarshal(data, &e) == nil {
-			out.Limit = e.Error.Limit
-		}
+	case errors.As(err, &ce):
+		return submitOutcome{Status: ce.Status, Limit: ce.Limit}, nil
+	case err != nil:
+		return submitOutcome{}, fmt.Errorf("submit: %w", err)
+	case j.ID == "":
+		return submitOutcome{}, errors.New("submit: the answer has no job id")
+	case j.Tenant != tenant.Name:
+		return submitOutcome{}, fmt.Errorf("submit: job %s belongs to %q, submitted as %q", j.ID, j.Tenant, tenant.Name)
+	}
+	out := submitOutcome{Status: http.StatusOK, ID: j.ID}
+	if created {
+		out.Status = http.StatusAccepted
 	}
 	return out, nil
 }

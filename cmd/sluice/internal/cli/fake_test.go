@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/sse"
+	"github.com/sluicehq/sluice/pkg/client/sse"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/sse"
+	"github.com/sluicehq/sluice/pkg/client/sse"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 

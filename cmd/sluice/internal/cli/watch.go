@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/sse"
+	"github.com/sluicehq/sluice/pkg/client/sse"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 

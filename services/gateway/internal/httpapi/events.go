@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/bus/events"
+	"github.com/sluicehq/sluice/pkg/client/sse"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
 )
@@ -63,8 +64,9 @@ func (s *sseStream) send(id uint64, event string, v any) error {
 	if err := s.deadline(); err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(s.w, "id: %d\nevent: %s\ndata: %s\n\n", id, event, data); err != nil {
-		return fmt.Errorf("sse: %w", err)
+	// The encoding is the one pkg/client's reader decodes.
+	if err := sse.Write(s.w, sse.Event{ID: strconv.FormatUint(id, 10), Type: event, Data: string(data)}); err != nil {
+		return err
 	}
 	return s.flush()
 }

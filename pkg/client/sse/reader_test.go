@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/sse"
+	"github.com/sluicehq/sluice/pkg/client/sse"
 )
 
 // readAll reads every event of a stream and the error that ended it.

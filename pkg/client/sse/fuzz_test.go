@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/sse"
+	"github.com/sluicehq/sluice/pkg/client/sse"
 )
 
 // FuzzReader feeds arbitrary bytes to the reader: it must not panic, must
