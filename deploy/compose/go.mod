@@ -6,6 +6,7 @@ replace (
 	github.com/sluicehq/sluice/pkg/bus => ../../pkg/bus
 	github.com/sluicehq/sluice/pkg/client => ../../pkg/client
 	github.com/sluicehq/sluice/pkg/contracts => ../../pkg/contracts
+	github.com/sluicehq/sluice/pkg/service => ../../pkg/service
 	github.com/sluicehq/sluice/pkg/observe => ../../pkg/observe
 	github.com/sluicehq/sluice/pkg/store => ../../pkg/store
 	github.com/sluicehq/sluice/services/gateway => ../../services/gateway
@@ -22,6 +23,7 @@ require (
 	github.com/sluicehq/sluice/pkg/bus v0.0.0
 	github.com/sluicehq/sluice/pkg/client v0.0.0
 	github.com/sluicehq/sluice/pkg/contracts v0.0.0
+	github.com/sluicehq/sluice/pkg/service v0.0.0
 	github.com/sluicehq/sluice/pkg/store v0.0.0
 	github.com/sluicehq/sluice/services/gateway v0.0.0
 	github.com/sluicehq/sluice/services/reaper v0.0.0

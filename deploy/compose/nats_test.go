@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/bus/bustest"
 	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/service"
 )
 
 // startNATS runs nats.conf on a random loopback port with JetStream under
@@ -380,7 +381,7 @@ func link(t *testing.T, url, user string) (*bus.Link, *syncBuffer) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	l, err := bus.Dial(ctx, bus.Env{URL: url, User: env["SLUICE_NATS_USER"], Password: env["SLUICE_NATS_PASSWORD"]},
-		t.TempDir(), "test-"+user, zerolog.New(buf))
+		t.TempDir(), "test-"+user, service.LogNotices(zerolog.New(buf)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	return l, buf

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -220,7 +219,7 @@ func TestConnectInProcess(t *testing.T) {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	})
-	nc, err := bus.Connect(t.Context(), bus.ConnectOptions{InProcess: ns, Name: "test-client"}, zerolog.Nop())
+	nc, err := bus.Connect(t.Context(), bus.ConnectOptions{InProcess: ns, Name: "test-client"})
 	require.NoError(t, err)
 	defer nc.Close()
 	assert.True(t, nc.IsConnected())
@@ -238,7 +237,7 @@ func TestConnectGivesUpWhenCtxEnds(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	nc, err := bus.Connect(ctx, bus.ConnectOptions{URL: url}, zerolog.Nop())
+	nc, err := bus.Connect(ctx, bus.ConnectOptions{URL: url})
 	require.Error(t, err)
 	assert.Nil(t, nc)
 }
@@ -246,7 +245,7 @@ func TestConnectGivesUpWhenCtxEnds(t *testing.T) {
 func TestDialEmbedded(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	l, err := bus.Dial(t.Context(), bus.Env{}, dir, "test-service", zerolog.Nop())
+	l, err := bus.Dial(t.Context(), bus.Env{}, dir, "test-service", nil)
 	require.NoError(t, err)
 	require.NotNil(t, l.Embedded)
 	require.NotNil(t, l.JS)

@@ -8,7 +8,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 )
 
 // ConnectOptions say where and how to connect.
@@ -21,12 +20,15 @@ type ConnectOptions struct {
 	Name string
 	// Token, User and Password authenticate, when set.
 	Token, User, Password string
+	// Notify hears what the connection goes through (nil: nobody).
+	Notify Notify
 }
 
 // Connect dials NATS, retrying with exponential backoff until it succeeds or
-// ctx ends. The connection reconnects forever afterwards and logs each
-// disconnect and reconnect.
-func Connect(ctx context.Context, o ConnectOptions, log zerolog.Logger) (*nats.Conn, error) {
+// ctx ends. The connection reconnects forever afterwards; o.Notify hears of
+// each failed attempt, disconnect, reconnect and async error.
+func Connect(ctx context.Context, o ConnectOptions) (*nats.Conn, error) {
+	notify := o.Notify
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
@@ -35,18 +37,18 @@ func Connect(ctx context.Context, o ConnectOptions, log zerolog.Logger) (*nats.C
 		nats.Timeout(2 * time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil is a deliberate close
-				log.Warn().Err(err).Msg("nats disconnected")
+				notify.send(Notice{Kind: NoticeDisconnected, Err: err})
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("nats reconnected")
+			notify.send(Notice{Kind: NoticeReconnected, URL: c.ConnectedUrlRedacted()})
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			ev := log.Warn().Err(err)
+			nt := Notice{Kind: NoticeAsyncError, Err: err}
 			if sub != nil {
-				ev = ev.Str("subject", sub.Subject)
+				nt.Subject = sub.Subject
 			}
-			ev.Msg("nats async error")
+			notify.send(nt)
 		}),
 	}
 	if o.InProcess != nil {
@@ -76,7 +78,7 @@ func Connect(ctx context.Context, o ConnectOptions, log zerolog.Logger) (*nats.C
 		nc = c
 		return nil
 	}, b, func(err error, next time.Duration) {
-		log.Warn().Err(err).Dur("retry_in", next).Msg("nats connect failed")
+		notify.send(Notice{Kind: NoticeConnectFailed, Err: err, RetryIn: next})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect nats %s: %w", url, err)

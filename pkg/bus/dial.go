@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 )
 
 // Env is the NATS part of every service's configuration.
@@ -48,13 +47,13 @@ func WithTokenAuth(tenant func(token string) (string, bool)) DialOption {
 // Dial connects as described by env. With an empty URL it starts an
 // embedded server storing JetStream under dataDir/nats and connects to it in
 // process. Close the Link when done.
-func Dial(ctx context.Context, env Env, dataDir, name string, log zerolog.Logger, options ...DialOption) (*Link, error) {
+func Dial(ctx context.Context, env Env, dataDir, name string, notify Notify, options ...DialOption) (*Link, error) {
 	var do dialOptions
 	for _, o := range options {
 		o(&do)
 	}
 	l := &Link{}
-	opts := ConnectOptions{URL: env.URL, Name: name, User: env.User, Password: env.Password}
+	opts := ConnectOptions{URL: env.URL, Name: name, User: env.User, Password: env.Password, Notify: notify}
 	if env.URL == "" {
 		eo := EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: env.Listen, ServerName: name}
 		if do.tenant != nil {
@@ -71,9 +70,9 @@ func Dial(ctx context.Context, env Env, dataDir, name string, log zerolog.Logger
 		}
 		l.Embedded = ns
 		opts.InProcess = ns
-		log.Info().Str("url", ns.ClientURL()).Msg("embedded nats server started")
+		notify.send(Notice{Kind: NoticeEmbeddedStarted, URL: ns.ClientURL()})
 	}
-	nc, err := Connect(ctx, opts, log)
+	nc, err := Connect(ctx, opts)
 	if err != nil {
 		l.Close()
 		return nil, err

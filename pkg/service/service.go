@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -112,7 +113,7 @@ func Run[C any](ctx context.Context, b Binary[C], environ map[string]string, log
 	if common.TokenAuth != nil {
 		dial = append(dial, bus.WithTokenAuth(common.TokenAuth))
 	}
-	link, err := bus.Dial(ctx, common.Bus, common.DataDir, "sluice-"+b.Name, log, dial...)
+	link, err := bus.Dial(ctx, common.Bus, common.DataDir, "sluice-"+b.Name, LogNotices(log), dial...)
 	if err != nil {
 		return err
 	}
@@ -123,4 +124,31 @@ func Run[C any](ctx context.Context, b Binary[C], environ map[string]string, log
 		return err
 	}
 	return svc.Run(ctx)
+}
+
+// LogNotices logs what a NATS connection goes through: the edge where a
+// service logs the notices of pkg/bus, which logs nothing itself.
+func LogNotices(log zerolog.Logger) bus.Notify {
+	return func(n bus.Notice) {
+		var ev *zerolog.Event
+		switch n.Kind {
+		case bus.NoticeReconnected, bus.NoticeEmbeddedStarted:
+			ev = log.Info()
+		default:
+			ev = log.Warn()
+		}
+		if n.Err != nil {
+			ev = ev.Err(n.Err)
+		}
+		if n.URL != "" {
+			ev = ev.Str("url", n.URL)
+		}
+		if n.Subject != "" {
+			ev = ev.Str(observe.FieldSubject, n.Subject)
+		}
+		if n.RetryIn > 0 {
+			ev = ev.Dur("retry_in", n.RetryIn)
+		}
+		ev.Msg("nats " + strings.ReplaceAll(n.Kind, "_", " "))
+	}
 }

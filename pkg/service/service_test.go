@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -111,4 +112,15 @@ func TestRunReportsConfigAndBuildErrors(t *testing.T) {
 	require.ErrorContains(t, service.Run(context.Background(), broken, nil, &bytes.Buffer{}), "wiring failed")
 
 	require.Error(t, service.Run(context.Background(), service.Binary[config]{Name: "x"}, nil, &bytes.Buffer{}))
+}
+
+func TestLogNoticesLogsAtTheEdge(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	notify := service.LogNotices(zerolog.New(&buf))
+	notify(bus.Notice{Kind: bus.NoticeAsyncError, Subject: "sluice.events.x.>", Err: errors.New("permissions violation")})
+	notify(bus.Notice{Kind: bus.NoticeConnectFailed, Err: errors.New("refused"), RetryIn: time.Second})
+	out := buf.String()
+	require.Contains(t, out, `"level":"warn","error":"permissions violation","subject":"sluice.events.x.>","message":"nats async error"`)
+	require.Contains(t, out, `"retry_in":1000,"message":"nats connect failed"`)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/service"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/dial"
 	"github.com/sluicehq/sluice/services/gateway/gateway"
@@ -139,11 +140,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	connect := func(name string) (*nats.Conn, jetstream.JetStream, error) {
-		co := bus.ConnectOptions{URL: s.NATSURL, Name: name, User: natsUser, Password: natsPassword}
+		co := bus.ConnectOptions{URL: s.NATSURL, Name: name, User: natsUser, Password: natsPassword, Notify: service.LogNotices(o.Log)}
 		if s.NATS != nil {
 			co.InProcess = s.NATS
 		}
-		nc, err := bus.Connect(ctx, co, o.Log)
+		nc, err := bus.Connect(ctx, co)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/chaos/journal"
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/service"
 	"github.com/sluicehq/sluice/services/worker/worker"
 )
 
@@ -54,7 +55,7 @@ func run(path string, step time.Duration) error {
 	}
 	defer func() { _ = j.Close() }()
 
-	link, err := bus.Dial(ctx, cfg.Bus, cfg.DataDir, "sluice-probeworker-"+cfg.WorkerID, log)
+	link, err := bus.Dial(ctx, cfg.Bus, cfg.DataDir, "sluice-probeworker-"+cfg.WorkerID, service.LogNotices(log))
 	if err != nil {
 		return fmt.Errorf("dial nats: %w", err)
 	}
