@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -69,4 +70,19 @@ func (s *StaleSet) Jobs(limit int) []contracts.Job {
 		out[i] = e.job
 	}
 	return out
+}
+
+// CheckNewJob refuses a job Admit cannot insert as it is: one without an
+// id, or not pending at attempt 0 (ErrBadTransition). Every driver's Admit
+// calls it first.
+func CheckNewJob(job contracts.Job) error {
+	switch {
+	case job.ID == "":
+		return errors.New("job has no id")
+	case job.State != contracts.StatePending:
+		return fmt.Errorf("new job is %q, want %q: %w", job.State, contracts.StatePending, ErrBadTransition)
+	case job.Attempt != 0:
+		return fmt.Errorf("new job is at attempt %d, want 0: %w", job.Attempt, ErrBadTransition)
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 func TestListLimit(t *testing.T) {
@@ -34,5 +36,27 @@ func TestScopes(t *testing.T) {
 	t.Parallel()
 	if GlobalScope != "global" || TenantScope("acme") != "tenant:acme" {
 		t.Fatal("scope names changed: the counters already stored use them")
+	}
+}
+
+func TestCheckNewJob(t *testing.T) {
+	t.Parallel()
+	ok := contracts.Job{ID: "j1", State: contracts.StatePending}
+	if err := CheckNewJob(ok); err != nil {
+		t.Fatal(err)
+	}
+	noID := ok
+	noID.ID = ""
+	running := ok
+	running.State = contracts.StateRunning
+	claimed := ok
+	claimed.Attempt = 1
+	if CheckNewJob(noID) == nil {
+		t.Error("a job without an id was accepted")
+	}
+	for _, j := range []contracts.Job{running, claimed} {
+		if err := CheckNewJob(j); !errors.Is(err, ErrBadTransition) {
+			t.Errorf("CheckNewJob(%s at %d) = %v, want ErrBadTransition", j.State, j.Attempt, err)
+		}
 	}
 }

@@ -37,7 +37,7 @@ const maxAdmitTries = 8
 // one stored: times in UTC, cut to the millisecond.
 func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (contracts.Job, store.Admission, error) {
 	op := "admit job " + job.ID
-	if err := checkNewJob(job); err != nil {
+	if err := store.CheckNewJob(job); err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
 	}
 	if job.CreatedAt.IsZero() {
@@ -158,17 +158,4 @@ func (s *Store) exists(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("look up id: %w", err)
 	}
 	return true, nil
-}
-
-// checkNewJob refuses a job Admit cannot insert as it is.
-func checkNewJob(job contracts.Job) error {
-	switch {
-	case job.ID == "":
-		return errors.New("job has no id")
-	case job.State != contracts.StatePending:
-		return fmt.Errorf("new job is %q, want %q: %w", job.State, contracts.StatePending, store.ErrBadTransition)
-	case job.Attempt != 0:
-		return fmt.Errorf("new job is at attempt %d, want 0: %w", job.Attempt, store.ErrBadTransition)
-	}
-	return nil
 }

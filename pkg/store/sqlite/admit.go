@@ -23,7 +23,7 @@ import (
 // attempt 0 and have an id; a zero CreatedAt is taken as now and a zero
 // UpdatedAt as CreatedAt. The returned job is the one stored, times in UTC.
 func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (contracts.Job, store.Admission, error) {
-	if err := checkNewJob(job); err != nil {
+	if err := store.CheckNewJob(job); err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("sqlite: admit job %s: %w", job.ID, err)
 	}
 	if job.CreatedAt.IsZero() {
@@ -89,19 +89,6 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 		return contracts.Job{}, 0, err
 	}
 	return out, adm, nil
-}
-
-// checkNewJob refuses a job Admit cannot insert as it is.
-func checkNewJob(job contracts.Job) error {
-	switch {
-	case job.ID == "":
-		return errors.New("job has no id")
-	case job.State != contracts.StatePending:
-		return fmt.Errorf("new job is %q, want %q: %w", job.State, contracts.StatePending, store.ErrBadTransition)
-	case job.Attempt != 0:
-		return fmt.Errorf("new job is at attempt %d, want 0: %w", job.Attempt, store.ErrBadTransition)
-	}
-	return nil
 }
 
 // The statements of an admission.
