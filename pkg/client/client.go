@@ -98,6 +98,13 @@ type Query struct {
 // List reads one page of jobs, newest first; page.NextCursor, when not
 // empty, is the Cursor of the next page.
 func (c *Client) List(ctx context.Context, q Query) (contracts.JobPage, error) {
+	var page contracts.JobPage
+	_, err := c.do(ctx, http.MethodGet, q.Path(), nil, &page)
+	return page, err
+}
+
+// Path is the API path (with its query) that lists the jobs q selects.
+func (q Query) Path() string {
 	v := url.Values{}
 	if q.State != "" {
 		v.Set("state", string(q.State))
@@ -115,9 +122,7 @@ func (c *Client) List(ctx context.Context, q Query) (contracts.JobPage, error) {
 	if len(v) > 0 {
 		path += "?" + v.Encode()
 	}
-	var page contracts.JobPage
-	_, err := c.do(ctx, http.MethodGet, path, nil, &page)
-	return page, err
+	return path
 }
 
 // Cancel asks for a job to be cancelled: a pending job ends cancelled at
@@ -137,32 +142,44 @@ func (c *Client) Stats(ctx context.Context) (contracts.Stats, error) {
 	return s, err
 }
 
-// do runs one request and decodes a 2xx answer into out; anything else is
-// an *Error.
-func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+// Raw runs one request of the API (path starts with "/v1/…", body is JSON
+// or nil) and returns a 2xx answer as the server sent it, with its status,
+// for callers that pass the JSON on (a command line's --json); anything
+// else is an *Error.
+func (c *Client) Raw(ctx context.Context, method, path string, body []byte) ([]byte, int, error) {
 	req, err := c.newRequest(ctx, method, path, body)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.send(req)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("client: read the answer of %s %s: %w", method, path, err)
+		return nil, resp.StatusCode, fmt.Errorf("client: read the answer of %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, newError(resp.StatusCode, resp.Header, data)
+		return nil, resp.StatusCode, newError(resp.StatusCode, resp.Header, data)
+	}
+	return data, resp.StatusCode, nil
+}
+
+// do runs one request and decodes a 2xx answer into out; anything else is
+// an *Error.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	data, status, err := c.Raw(ctx, method, path, body)
+	if err != nil {
+		return status, err
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("client: decode the answer of %s %s: %w", method, path, err)
+			return status, fmt.Errorf("client: decode the answer of %s %s: %w", method, path, err)
 		}
 	}
-	return resp.StatusCode, nil
+	return status, nil
 }
 
 // newRequest builds a request for path (which starts with "/").

@@ -42,6 +42,9 @@ type Error struct {
 	Limit string
 	// RetryAfter is the server's Retry-After; zero when it sent none.
 	RetryAfter time.Duration
+	// Body is the answer as the server sent it (at most 64 KiB of it for an
+	// event stream's error).
+	Body []byte
 }
 
 // Error implements error.
@@ -82,7 +85,7 @@ const maxErrorText = 200
 
 // newError reads an error answer.
 func newError(status int, h http.Header, body []byte) *Error {
-	e := &Error{Status: status}
+	e := &Error{Status: status, Body: body}
 	var eb contracts.ErrorBody
 	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
 		e.Code, e.Message, e.Limit = eb.Error.Code, eb.Error.Message, eb.Error.Limit

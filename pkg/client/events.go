@@ -25,9 +25,13 @@ const (
 	reconnectMax = 5 * time.Second
 )
 
-// errStreamOver is the gateway's 204 No Content: the stream has nothing
-// more to send (the job is final) and must not be reconnected.
-var errStreamOver = errors.New("client: the event stream is over")
+// ErrStreamOver is the gateway's 204 No Content to an event stream: it has
+// nothing more to send (the job is final) and must not be reconnected.
+var ErrStreamOver = errors.New("client: the event stream is over")
+
+// ErrNoEventStream means the server answered an event stream request with
+// something that is not one.
+var ErrNoEventStream = errors.New("client: the server did not answer with an event stream")
 
 // Wait follows job id until it is final and returns it as the store has it
 // (with its result), calling onEvent (when not nil) with every state and
@@ -56,11 +60,11 @@ func (c *Client) Follow(ctx context.Context, id string, fn func(contracts.Event)
 		fn(ev)
 		if ev.Type == contracts.EventState && ev.State.Final() {
 			final = true
-			return errStreamOver
+			return ErrStreamOver
 		}
 		return nil
 	})
-	if errors.Is(err, errStreamOver) {
+	if errors.Is(err, ErrStreamOver) {
 		if !final { // 204: it ended before we came; tell fn its end
 			job, gerr := c.Get(ctx, id)
 			if gerr != nil {
@@ -102,7 +106,7 @@ func (c *Client) stream(ctx context.Context, path, lastID string, handle func(ty
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, errStreamOver):
+		case errors.Is(err, ErrStreamOver), errors.Is(err, ErrNoEventStream):
 			return err
 		case errors.As(err, &ce) && ce.Status < 500 && ce.Status != http.StatusTooManyRequests:
 			return err // 400, 401, 404: trying again will not help
@@ -130,31 +134,12 @@ func (c *Client) stream(ctx context.Context, path, lastID string, handle func(ty
 
 // readStream reads one connection; got says whether any event came.
 func (c *Client) readStream(ctx context.Context, path string, lastID *string, handle func(string, []byte) error, seen ...func(string)) (got bool, err error) {
-	req, err := c.newRequest(ctx, http.MethodGet, path, nil)
+	body, err := c.OpenEvents(ctx, path, *lastID)
 	if err != nil {
 		return false, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Cache-Control", "no-cache")
-	if *lastID != "" {
-		req.Header.Set("Last-Event-ID", *lastID)
-	}
-	resp, err := c.send(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNoContent {
-		return false, errStreamOver
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return false, newError(resp.StatusCode, resp.Header, data)
-	}
-	if ct := strings.ToLower(resp.Header.Get("Content-Type")); !strings.HasPrefix(ct, "text/event-stream") {
-		return false, &Error{Status: resp.StatusCode, Message: "the server did not answer with an event stream"}
-	}
-	r := sse.NewReader(resp.Body)
+	defer body.Close()
+	r := sse.NewReader(body)
 	for {
 		ev, err := r.Next()
 		if err != nil {
@@ -169,12 +154,46 @@ func (c *Client) readStream(ctx context.Context, path string, lastID *string, ha
 			continue
 		}
 		if err := handle(ev.Type, []byte(ev.Data)); err != nil {
-			if errors.Is(err, errStreamOver) {
+			if errors.Is(err, ErrStreamOver) {
 				return got, err
 			}
 			return got, handlerError{err}
 		}
 	}
+}
+
+// OpenEvents opens the event stream at path (a job's or the tenant's),
+// resuming after event lastID when it is not empty, for callers that read
+// it themselves with package sse. A 204 is ErrStreamOver, an answer that
+// is not an event stream ErrNoEventStream, an error answer an *Error. The
+// caller closes the body.
+func (c *Client) OpenEvents(ctx context.Context, path, lastID string) (io.ReadCloser, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Cache-Control", "no-cache")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusNoContent:
+		resp.Body.Close()
+		return nil, ErrStreamOver
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, newError(resp.StatusCode, resp.Header, data)
+	case !strings.HasPrefix(strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Type"))), "text/event-stream"):
+		resp.Body.Close()
+		return nil, ErrNoEventStream
+	}
+	return resp.Body, nil
 }
 
 // decodeStreamEvent turns one event's data into an Event: a snapshot (the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -58,31 +59,11 @@ func (e *APIError) JSONBody() []byte {
 	return out
 }
 
-// maxErrorText bounds how much of a body that is not an error body is
-// quoted in a message.
-const maxErrorText = 200
-
-// newAPIError reads an error answer.
-func newAPIError(status int, h http.Header, body []byte) *APIError {
-	e := &APIError{Status: status, Body: body}
-	var eb contracts.ErrorBody
-	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
-		e.Code, e.Message, e.Limit = eb.Error.Code, eb.Error.Message, eb.Error.Limit
+// fromClientError is the CLI's form of an answer pkg/client read.
+func fromClientError(ce *client.Error) *APIError {
+	msg := ce.Message
+	if msg == "" {
+		msg = "unexpected answer"
 	}
-	if e.Message == "" {
-		e.Message = http.StatusText(status)
-		if text := strings.TrimSpace(string(body)); text != "" && e.Code == "" {
-			if len(text) > maxErrorText {
-				text = text[:maxErrorText] + "…"
-			}
-			e.Message = strings.TrimSpace(e.Message + ": " + strings.ToValidUTF8(text, "?"))
-		}
-		if e.Message == "" {
-			e.Message = "unexpected answer"
-		}
-	}
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		e.RetryAfter = time.Duration(s) * time.Second
-	}
-	return e
+	return &APIError{Status: ce.Status, Code: ce.Code, Message: msg, Limit: ce.Limit, RetryAfter: ce.RetryAfter, Body: ce.Body}
 }

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -26,14 +30,36 @@ func TestParseBaseURL(t *testing.T) {
 		{in: "http://[::1", err: "not a URL"},
 	}
 	for _, tc := range tests {
-		got, err := parseBaseURL(tc.in)
+		c, err := NewClient(tc.in, "")
 		if tc.err != "" {
 			require.ErrorContains(t, err, tc.err, tc.in)
 			continue
 		}
 		require.NoError(t, err, tc.in)
-		require.Equal(t, tc.want, got, tc.in)
+		require.Equal(t, tc.want, c.Base(), tc.in)
 	}
+}
+
+// newAPIError is the *APIError the CLI's client makes of one answer.
+func newAPIError(status int, h http.Header, body []byte) *APIError {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range h {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL, "")
+	if err != nil {
+		panic(err)
+	}
+	_, _, err = c.call(context.Background(), http.MethodGet, "/v1/stats", nil)
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		panic(fmt.Sprintf("not an APIError: %v", err))
+	}
+	return ae
 }
 
 func TestAPIError(t *testing.T) {
