@@ -56,9 +56,9 @@ func TestCLISubmitGetLsStats(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 3)
-	require.Regexp(t, `^ID\s+KIND\s+STATE\s+ATTEMPT\s+WORKER\s+AGE\s+WAIT\s+RUN\s+ERROR$`, lines[0])
-	require.Regexp(t, `^`+second+`\s+sleep\s+succeeded\s+1\s+worker-0[12]\s`, lines[1], "newest first")
-	require.Regexp(t, `^`+id+`\s+sleep\s+succeeded\s+1\s`, lines[2])
+	require.Regexp(t, `^ID\s+KIND\s+STATE\s+RUNS\s+CLAIM\s+WORKER\s+AGE\s+WAIT\s+RUN\s+ERROR$`, lines[0])
+	require.Regexp(t, `^`+second+`\s+sleep\s+succeeded\s+1/\d+\s+1\s+worker-0[12]\s`, lines[1], "newest first")
+	require.Regexp(t, `^`+id+`\s+sleep\s+succeeded\s+1/\d+\s+1\s`, lines[2])
 
 	r = s.run("ls", "--json", "--state", "succeeded", "--kind", "sleep", "--limit", "1")
 	require.Equal(t, 0, r.code, r.stderr)

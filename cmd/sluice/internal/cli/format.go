@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -106,12 +107,18 @@ func durationOr(d time.Duration, ok bool) string {
 	return fmtDuration(d)
 }
 
-// fmtProgress is "42% stage: message", with the parts that are there.
+// fmtPercent is a progress percent rounded to a tenth, without a trailing
+// ".0": "30" for 30.0003138, "42.5" for 42.46.
+func fmtPercent(p float64) string {
+	return strconv.FormatFloat(contracts.RoundPercent(p), 'f', -1, 64)
+}
+
+// fmtProgress is "42.5% stage: message", with the parts that are there.
 func fmtProgress(p *contracts.Progress) string {
 	if p == nil {
 		return ""
 	}
-	s := fmt.Sprintf("%.0f%%", p.Percent)
+	s := fmtPercent(p.Percent) + "%"
 	if p.Stage != "" {
 		s += " " + sanitize(p.Stage)
 		if p.Message != "" {

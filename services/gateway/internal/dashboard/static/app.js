@@ -103,6 +103,10 @@
     return Math.floor(m / 60) + 'h ' + (m % 60) + 'm';
   }
 
+  // fmtPercent rounds a progress percent to a tenth: "30%" for
+  // 30.0003138, "42.5%" for 42.46.
+  function fmtPercent(p) { return String(Math.round(p * 10) / 10) + '%'; }
+
   function fmtClock(t) {
     const d = new Date(t);
     if (isNaN(d)) return '';
@@ -461,7 +465,7 @@
     fill.style.width = pct + '%';
     c.progress.replaceChildren(el('div', { className: 'progress', title: done ? '' : p.message || '' },
       el('div', { className: 'bar' }, fill),
-      el('span', { className: 'pct', textContent: Math.round(pct) + '%' }),
+      el('span', { className: 'pct', textContent: fmtPercent(pct) }),
       p.stage && !done ? el('span', { className: 'stage', textContent: p.stage }) : null));
   }
 
