@@ -93,7 +93,7 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"pending", contracts.StateEvent(testJob(contracts.StatePending)), contracts.Job{}, "pending    claim 0"},
 		{"running", contracts.StateEvent(testJob(contracts.StateRunning)), contracts.Job{}, "running    claim 1  on worker-01"},
-		{"failed with run time and error", contracts.StateEvent(done), done, "failed     claim 1  on worker-01  ran 2.0s  handler: exit status 3"},
+		{"failed with run time and error", contracts.StateEvent(done), done, "failed     runs 1/3  claim 1  on worker-01  ran 2.0s  handler: exit status 3"},
 		{"progress", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 42.4, Stage: "copy", Message: "3 of 7"}}, contracts.Job{}, "progress   42.4% copy: 3 of 7"},
 		{"progress to a tenth", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 30.0003138}}, contracts.Job{}, "progress   30%"},
 		{"progress without stage", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 5, Message: "m"}}, contracts.Job{}, "progress   5% m"},
