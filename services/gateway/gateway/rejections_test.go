@@ -102,3 +102,92 @@ func TestRecentRejectionsBounded(t *testing.T) {
 	}
 	require.Len(t, b.stats(tokenA).RecentRejections, contracts.MaxRecentRejections)
 }
+
+// TestLimitNamesAgree: each limit has one name on every surface: the 429
+// body (HTTP) or submit reply (NATS), the recent rejections of GET
+// /v1/stats, the limit label of the metrics and the OpenAPI document's
+// enums, all of them contracts.Limits429.
+func TestLimitNamesAgree(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		limit string
+		opt   option
+		nats  bool
+	}{
+		{contracts.LimitGlobal, caps(1, 0), false},
+		{contracts.LimitTenant, caps(10, 1), false},
+		{contracts.LimitTenantRate, rateLimits(0.001, 1, 0, 0), false},
+		{contracts.LimitIPRate, rateLimits(0, 0, 0.001, 1), false},
+		{contracts.LimitGlobal, caps(1, 0), true},
+		{contracts.LimitTenant, caps(10, 1), true},
+		{contracts.LimitTenantRate, rateLimits(0.001, 1, 0, 0), true},
+	}
+	for _, tc := range tests {
+		transport := "http"
+		if tc.nats {
+			transport = "nats"
+		}
+		t.Run(transport+"/"+tc.limit, func(t *testing.T) {
+			t.Parallel()
+			require.Contains(t, contracts.Limits429, tc.limit)
+			b := setup(t, openMode(), tc.opt)
+			var got string
+			if tc.nats {
+				require.Equal(t, http.StatusAccepted, b.natsSubmit(nil, `{"kind":"x"}`).Status)
+				reply := b.natsSubmit(nil, `{"kind":"x"}`)
+				require.Equal(t, http.StatusTooManyRequests, reply.Status)
+				require.NotNil(t, reply.Error)
+				got = reply.Error.Limit
+			} else {
+				require.Equal(t, http.StatusAccepted, b.submit("", `{"kind":"x"}`).status)
+				r := b.submit("", `{"kind":"x"}`)
+				require.Equal(t, http.StatusTooManyRequests, r.status, string(r.body))
+				got = r.errBody(t).Limit
+			}
+			require.Equal(t, tc.limit, got, "the 429's limit")
+
+			recent := b.stats("").RecentRejections
+			require.Len(t, recent, 1)
+			require.Equal(t, tc.limit, recent[0].Limit, "/v1/stats")
+
+			text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+			require.Contains(t, text, `sluice_gateway_admissions_total{limit="`+tc.limit+`",outcome="rejected"} 1`)
+			if tc.limit == contracts.LimitTenantRate || tc.limit == contracts.LimitIPRate {
+				require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="`+tc.limit+`",transport="`+transport+`"} 1`)
+			}
+		})
+	}
+
+	t.Run("openapi", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, openMode())
+		var doc struct {
+			Components struct {
+				Schemas struct {
+					Rejection struct {
+						Properties struct {
+							Limit struct {
+								Enum []string `json:"enum"`
+							} `json:"limit"`
+						} `json:"properties"`
+					} `json:"Rejection"`
+					ErrorBody struct {
+						Properties struct {
+							Error struct {
+								Properties struct {
+									Limit struct {
+										Enum []string `json:"enum"`
+									} `json:"limit"`
+								} `json:"properties"`
+							} `json:"error"`
+						} `json:"properties"`
+					} `json:"ErrorBody"`
+				} `json:"schemas"`
+			} `json:"components"`
+		}
+		require.NoError(t, json.Unmarshal(b.do(req{method: http.MethodGet, path: "/openapi.json"}).body, &doc))
+		s := doc.Components.Schemas
+		require.Equal(t, contracts.Limits429, s.Rejection.Properties.Limit.Enum, "Rejection.limit")
+		require.Equal(t, contracts.Limits429, s.ErrorBody.Properties.Error.Properties.Limit.Enum, "ErrorBody.error.limit")
+	})
+}

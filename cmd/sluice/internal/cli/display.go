@@ -260,7 +260,7 @@ func barLine(j contracts.Job, now time.Time) string {
 	if p := j.Progress; p != nil {
 		filled := int(p.Percent / 100 * barWidth)
 		filled = max(0, min(barWidth, filled))
-		fmt.Fprintf(&b, "[%s%s] %3.0f%%", strings.Repeat("#", filled), strings.Repeat("-", barWidth-filled), p.Percent)
+		fmt.Fprintf(&b, "[%s%s] %3s%%", strings.Repeat("#", filled), strings.Repeat("-", barWidth-filled), fmtPercent(p.Percent))
 		if p.Stage != "" {
 			b.WriteString("  " + sanitize(p.Stage))
 			if p.Message != "" {

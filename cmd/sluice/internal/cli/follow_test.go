@@ -272,6 +272,22 @@ func TestApply(t *testing.T) {
 	}
 }
 
+// TestApplyCountsRuns: events carry no run count, so a running event for a
+// new claim counts one run, and a repeat of it none.
+func TestApplyCountsRuns(t *testing.T) {
+	t.Parallel()
+	j := testJob(contracts.StateRunning) // claim 1, 1 run
+	requeued := contracts.Event{Type: contracts.EventState, JobID: testID, State: contracts.StatePending, Attempt: 2, At: testTime}
+	running := contracts.Event{Type: contracts.EventState, JobID: testID, State: contracts.StateRunning, Attempt: 3, Worker: "w2", At: testTime}
+	require.True(t, apply(&j, requeued))
+	require.Equal(t, 1, j.Runs, "a requeue is no run")
+	require.True(t, apply(&j, running))
+	require.Equal(t, 2, j.Runs, "claim 3 went running")
+	require.True(t, apply(&j, running))
+	require.Equal(t, 2, j.Runs, "the same run again")
+	require.Equal(t, "running    runs 2/3  claim 3  on w2", describe(running, j))
+}
+
 func TestBackoff(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, 250*time.Millisecond, backoffFor(250*time.Millisecond, 1))

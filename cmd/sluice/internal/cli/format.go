@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -106,12 +107,18 @@ func durationOr(d time.Duration, ok bool) string {
 	return fmtDuration(d)
 }
 
-// fmtProgress is "42% stage: message", with the parts that are there.
+// fmtPercent is a progress percent rounded to a tenth, without a trailing
+// ".0": "30" for 30.0003138, "42.5" for 42.46.
+func fmtPercent(p float64) string {
+	return strconv.FormatFloat(contracts.RoundPercent(p), 'f', -1, 64)
+}
+
+// fmtProgress is "42.5% stage: message", with the parts that are there.
 func fmtProgress(p *contracts.Progress) string {
 	if p == nil {
 		return ""
 	}
-	s := fmt.Sprintf("%.0f%%", p.Percent)
+	s := fmtPercent(p.Percent) + "%"
 	if p.Stage != "" {
 		s += " " + sanitize(p.Stage)
 		if p.Message != "" {
@@ -130,9 +137,10 @@ func fmtClock(t time.Time) string { return t.Local().Format("15:04:05") }
 // fmtTime is an absolute local time with milliseconds.
 func fmtTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000 MST") }
 
-// describe is one line about a change: the state with its claim (the
-// dispatch claim counter, which fences stale results; not a run count), worker
-// and error (and how long the job ran, once final), or the progress.
+// describe is one line about a change: the state with the job's runs of
+// its max attempts (when the job is known), its claim (the dispatch claim
+// counter, which fences stale results; not a run count), worker and error
+// (and how long the job ran, once final), or the progress.
 func describe(ev contracts.Event, job contracts.Job) string {
 	switch ev.Type {
 	case contracts.EventProgress:
@@ -141,7 +149,11 @@ func describe(ev contracts.Event, job contracts.Job) string {
 	default:
 		return sanitize(ev.Type)
 	}
-	parts := []string{fmt.Sprintf("%-9s", ev.State), fmt.Sprintf("claim %d", ev.Attempt)}
+	parts := []string{fmt.Sprintf("%-9s", ev.State)}
+	if job.ID == ev.JobID && job.MaxAttempts > 0 {
+		parts = append(parts, fmt.Sprintf("runs %d/%d", job.Runs, job.MaxAttempts))
+	}
+	parts = append(parts, fmt.Sprintf("claim %d", ev.Attempt))
 	if ev.Worker != "" {
 		parts = append(parts, "on "+sanitize(ev.Worker))
 	}

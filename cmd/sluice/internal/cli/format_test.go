@@ -93,8 +93,9 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"pending", contracts.StateEvent(testJob(contracts.StatePending)), contracts.Job{}, "pending    claim 0"},
 		{"running", contracts.StateEvent(testJob(contracts.StateRunning)), contracts.Job{}, "running    claim 1  on worker-01"},
-		{"failed with run time and error", contracts.StateEvent(done), done, "failed     claim 1  on worker-01  ran 2.0s  handler: exit status 3"},
-		{"progress", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 42.4, Stage: "copy", Message: "3 of 7"}}, contracts.Job{}, "progress   42% copy: 3 of 7"},
+		{"failed with run time and error", contracts.StateEvent(done), done, "failed     runs 1/3  claim 1  on worker-01  ran 2.0s  handler: exit status 3"},
+		{"progress", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 42.4, Stage: "copy", Message: "3 of 7"}}, contracts.Job{}, "progress   42.4% copy: 3 of 7"},
+		{"progress to a tenth", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 30.0003138}}, contracts.Job{}, "progress   30%"},
 		{"progress without stage", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 5, Message: "m"}}, contracts.Job{}, "progress   5% m"},
 		{"hostile worker name", contracts.Event{Type: contracts.EventState, State: contracts.StateRunning, Attempt: 1, Worker: "w\x1b[2J"}, contracts.Job{}, "running    claim 1  on w?[2J"},
 	}
@@ -111,6 +112,10 @@ func TestBarLine(t *testing.T) {
 	withProgress.Progress = &contracts.Progress{Percent: 25, Stage: "sleeping", Message: "500ms of 2s"}
 	full := running
 	full.Progress = &contracts.Progress{Percent: 100}
+	ragged := running
+	ragged.Progress = &contracts.Progress{Percent: 30.0003138}
+	tenth := running
+	tenth.Progress = &contracts.Progress{Percent: 42.46}
 	tests := []struct {
 		name string
 		job  contracts.Job
@@ -120,6 +125,8 @@ func TestBarLine(t *testing.T) {
 		{"running without progress", running, "running  on worker-01  3.0s"},
 		{"running with progress", withProgress, "[######------------------]  25%  sleeping: 500ms of 2s  on worker-01  3.0s"},
 		{"complete", full, "[########################] 100%  on worker-01  3.0s"},
+		{"percent rounded", ragged, "[#######-----------------]  30%  on worker-01  3.0s"},
+		{"percent to a tenth", tenth, "[##########--------------] 42.5%  on worker-01  3.0s"},
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.want, barLine(tc.job, now), tc.name)
@@ -131,6 +138,7 @@ func TestWriteJobTable(t *testing.T) {
 	now := testTime.Add(3 * time.Second)
 	failed := testJob(contracts.StateFailed)
 	failed.Error = "handler: " + strings.Repeat("x", 100)
+	failed.Attempt = 7 // claims that never ran count too
 	pending := testJob(contracts.StatePending)
 	pending.ID = "01a20614-0000-7000-8000-000000000002"
 	pending.CancelRequested = true
@@ -138,9 +146,10 @@ func TestWriteJobTable(t *testing.T) {
 	writeJobTable(&buf, []contracts.Job{failed, pending}, now, 20)
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	require.Len(t, lines, 3)
-	require.Regexp(t, `^ID\s+KIND\s+STATE\s+ATTEMPT\s+WORKER\s+AGE\s+WAIT\s+RUN\s+ERROR$`, lines[0])
-	require.Regexp(t, `^`+testID+`\s+sleep\s+failed\s+1\s+worker-01\s+3\.0s\s+10ms\s+2\.0s\s+handler: xxxxxxxxxx…$`, lines[1])
-	require.Regexp(t, `\s+pending\*\s+0\s+-\s+3\.0s\s+3\.0s\s+-$`, lines[2], "no trailing spaces for an empty error")
+	require.Regexp(t, `^ID\s+KIND\s+STATE\s+RUNS\s+CLAIM\s+WORKER\s+AGE\s+WAIT\s+RUN\s+ERROR$`, lines[0])
+	require.Regexp(t, `^`+testID+`\s+sleep\s+failed\s+1/3\s+7\s+worker-01\s+3\.0s\s+10ms\s+2\.0s\s+handler: xxxxxxxxxx…$`, lines[1],
+		"runs of max attempts, then the claim counter")
+	require.Regexp(t, `\s+pending\*\s+0/3\s+0\s+-\s+3\.0s\s+3\.0s\s+-$`, lines[2], "no trailing spaces for an empty error")
 	for _, l := range lines {
 		require.Equal(t, strings.TrimRight(l, " "), l)
 	}
@@ -194,4 +203,23 @@ func TestWriteStats(t *testing.T) {
 	require.Contains(t, out, "active by tenant: default 1\n")
 	require.Contains(t, out, "workers:          2, 1 in flight of 3\n")
 	require.Regexp(t, `(?m)^worker-01 \(draining\)\s+1\s+2\s+sleep\s+2\.0s ago\nworker-02\s+0\s+1\s+exec,sleep\s+2\.0s ago$`, out, "workers sorted by id")
+}
+
+func TestFmtPercent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   float64
+		want string
+	}{
+		{0, "0"},
+		{30.0003138, "30"},
+		{42.46, "42.5"},
+		{99.94, "99.9"},
+		{99.96, "100"},
+		{100, "100"},
+		{12.5, "12.5"},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, fmtPercent(tc.in), "%v", tc.in)
+	}
 }

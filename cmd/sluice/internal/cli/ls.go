@@ -23,9 +23,11 @@ var cmdLs = &command{
 	usage:   "ls [--state STATE] [--kind KIND] [--limit N] [--cursor C | --all] [--json]",
 	help: `
 Lists the jobs of your tenant, newest first, as a table: id, kind, state,
-attempt, worker, age (since it was submitted), wait (until a worker started
-it), run (how long it ran or has been running) and error. A '*' after the
-state means a cancel was requested and the worker has not stopped yet.
+runs (how many times it went running, of its max attempts), claim (the
+dispatch claim counter that fences stale results: not a run count), worker,
+age (since it was submitted), wait (until a worker started it), run (how
+long it ran or has been running) and error. A '*' after the state means a
+cancel was requested and the worker has not stopped yet.
 
 One page at a time: when there are more, stderr shows the --cursor of the
 next page. --all fetches every page (--limit is then the page size). --json
@@ -108,7 +110,7 @@ func runLs(ctx context.Context, inv *invocation, args []string) (int, error) {
 // column to that many characters.
 func writeJobTable(w io.Writer, jobs []contracts.Job, now time.Time, errWidth int) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tATTEMPT\tWORKER\tAGE\tWAIT\tRUN\tERROR")
+	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tRUNS\tCLAIM\tWORKER\tAGE\tWAIT\tRUN\tERROR")
 	for _, j := range jobs {
 		errText := sanitize(j.Error)
 		if errWidth > 0 {
@@ -118,8 +120,8 @@ func writeJobTable(w io.Writer, jobs []contracts.Job, now time.Time, errWidth in
 		if j.CancelRequested && !j.State.Final() {
 			state += "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			j.ID, sanitize(j.Kind), state, j.Attempt, orDash(sanitize(j.Worker)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\n",
+			j.ID, sanitize(j.Kind), state, j.Runs, j.MaxAttempts, j.Attempt, orDash(sanitize(j.Worker)),
 			durationOr(now.Sub(j.CreatedAt), !j.CreatedAt.IsZero()),
 			durationOr(waitTime(j, now)), durationOr(runTime(j, now)),
 			strings.TrimSpace(errText))

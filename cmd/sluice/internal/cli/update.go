@@ -79,6 +79,7 @@ func apply(job *contracts.Job, ev contracts.Event) bool {
 		if ev.State == contracts.StateRunning && (job.State != contracts.StateRunning || ev.Attempt != job.Attempt) {
 			job.StartedAt = &at
 			job.Progress = nil
+			job.Runs++ // a new run; events do not carry the count
 		}
 		if ev.State.Final() {
 			job.FinishedAt = &at

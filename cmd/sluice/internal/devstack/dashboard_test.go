@@ -97,7 +97,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	// A short job submitted through the API runs to succeeded in the table.
 	short := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":300}}`)
 	waitFor(t, ctx, jobRow(short, "succeeded"), "the short job never showed succeeded")
-	require.Equal(t, "1 / 3", evalJS[string](t, ctx, `document.querySelector('[data-job-id="`+short+`"] .attempt').textContent`), "runs of max attempts, not the claim counter")
+	require.Equal(t, "1 / 3", evalJS[string](t, ctx, `document.querySelector('[data-job-id="`+short+`"] .runs').textContent`), "runs of max attempts, not the claim counter")
+	require.Equal(t, "1", evalJS[string](t, ctx, `document.querySelector('[data-job-id="`+short+`"] .claim').textContent`), "the claim counter, in a column of its own")
 
 	// The stream drops: the page reconnects, resuming after the last event
 	// it read.
@@ -133,6 +134,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	waitTrue(t, ctx, `document.querySelector('#rejection-rows tr.rejection .count').textContent === '×31'`, "the 429s were not folded into one row with a count")
 	require.Equal(t, 1, evalJS[int](t, ctx, `document.querySelectorAll('#rejection-rows tr.rejection').length`))
+	require.True(t, evalJS[bool](t, ctx, `[...document.querySelectorAll('main > section')].every(s => s.getBoundingClientRect().top < window.innerHeight - 100)`),
+		"a panel is below the first screen")
 	require.True(t, evalJS[bool](t, ctx, `document.getElementById('job-table').getBoundingClientRect().top < window.innerHeight - 100`),
 		"the jobs table is below the first screen (top at %v of %v)",
 		evalJS[float64](t, ctx, `document.getElementById('job-table').getBoundingClientRect().top`), evalJS[float64](t, ctx, `window.innerHeight`))
@@ -159,6 +162,41 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.False(t, evalJS[bool](t, ctx, `document.querySelector('[data-job-id="`+long[0]+`"] button.cancel').hidden`))
 
 	saveScreenshot(t, ctx)
+	require.Empty(t, problems(), "the page reported errors")
+}
+
+// TestDashboardNoCap: without caps the admission gauges say "no cap" and
+// stay empty, never a full bar that reads as 100 %.
+func TestDashboardNoCap(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("headless Chromium: not run with -short (make test runs it)")
+	}
+	chromium, ok := chromiumPath()
+	if !ok {
+		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): skipping the dashboard browser test")
+	}
+	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_API_TOKENS":        dashTenant + ":" + dashToken,
+		"SLUICE_MAX_ACTIVE":        "0",
+		"SLUICE_TENANT_MAX_ACTIVE": "0",
+	})
+	ctx := newBrowser(t, chromium)
+	problems := watchPage(t, ctx)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.base+"/")))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#token"), dashToken),
+		chromedp.Click(chromedp.CSS(`#token-form button`)),
+	))
+	waitFor(t, ctx, `#conn[data-conn="live"]`, "the event stream never went live")
+
+	id := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":30000}}`)
+	t.Cleanup(func() { b.tokenDo(t, http.MethodPost, "/v1/jobs/"+id+"/cancel", "") })
+	waitTrue(t, ctx, `document.getElementById('gauge-global-value').textContent === '1 active · no cap'`, "the gauge never said no cap")
+	waitFor(t, ctx, `#gauge-tenants .gauge[data-tenant="`+dashTenant+`"][data-level="uncapped"]`, "the tenant gauge never showed")
+	require.Equal(t, "uncapped", evalJS[string](t, ctx, `document.getElementById('gauge-global').dataset.level`))
+	require.Zero(t, evalJS[float64](t, ctx, `document.getElementById('gauge-global-fill').getBoundingClientRect().width`), "the global bar is not empty")
+	require.Zero(t, evalJS[float64](t, ctx, `document.querySelector('#gauge-tenants .gauge .fill').getBoundingClientRect().width`), "the tenant bar is not empty")
 	require.Empty(t, problems(), "the page reported errors")
 }
 

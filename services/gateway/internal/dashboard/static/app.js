@@ -103,6 +103,10 @@
     return Math.floor(m / 60) + 'h ' + (m % 60) + 'm';
   }
 
+  // fmtPercent rounds a progress percent to a tenth: "30%" for
+  // 30.0003138, "42.5%" for 42.46.
+  function fmtPercent(p) { return String(Math.round(p * 10) / 10) + '%'; }
+
   function fmtClock(t) {
     const d = new Date(t);
     if (isNaN(d)) return '';
@@ -382,7 +386,8 @@
       id: el('td', { className: 'id', title: r.id, textContent: shortID(r.id) }),
       kind: el('td', { className: 'kind' }),
       state: el('td', { className: 'state' }),
-      attempt: el('td', { className: 'attempt num' }),
+      runs: el('td', { className: 'runs num' }),
+      claim: el('td', { className: 'claim num' }),
       worker: el('td', { className: 'worker-id mono' }),
       wait: el('td', { className: 'wait num' }),
       run: el('td', { className: 'run num' }),
@@ -397,7 +402,7 @@
     c.act.append(c.cancel);
     r.cells = c;
     r.tr = el('tr', { className: listed ? 'job fresh' : 'job', dataset: { jobId: r.id } },
-      c.id, c.kind, c.state, c.attempt, c.worker, c.wait, c.run, c.progress, c.error, c.act);
+      c.id, c.kind, c.state, c.runs, c.claim, c.worker, c.wait, c.run, c.progress, c.error, c.act);
     placeRow(r);
   }
 
@@ -429,7 +434,7 @@
     const body = $('job-rows');
     const empty = body.querySelector('tr.empty-row');
     if (rows.size === 0 && !empty) {
-      body.append(el('tr', { className: 'empty-row' }, el('td', { className: 'empty', colSpan: 10, textContent: 'no jobs yet' })));
+      body.append(el('tr', { className: 'empty-row' }, el('td', { className: 'empty', colSpan: 11, textContent: 'no jobs yet' })));
     } else if (rows.size > 0 && empty) {
       empty.remove();
     }
@@ -461,7 +466,7 @@
     fill.style.width = pct + '%';
     c.progress.replaceChildren(el('div', { className: 'progress', title: done ? '' : p.message || '' },
       el('div', { className: 'bar' }, fill),
-      el('span', { className: 'pct', textContent: Math.round(pct) + '%' }),
+      el('span', { className: 'pct', textContent: fmtPercent(pct) }),
       p.stage && !done ? el('span', { className: 'stage', textContent: p.stage }) : null));
   }
 
@@ -472,10 +477,12 @@
     setText(c.kind, r.kind);
     c.badge.dataset.state = r.state;
     setText(c.badge, r.state === 'running' && r.cancelRequested ? 'running · cancelling' : r.state || '…');
-    // Runs (what max_attempts counts), not the claim counter, which also
-    // counts dispatch claims that never ran; the claim is in the tooltip.
-    setText(c.attempt, r.maxAttempts ? r.runs + ' / ' + r.maxAttempts : String(r.runs));
-    c.attempt.title = 'runs ' + r.runs + (r.maxAttempts ? ' of at most ' + r.maxAttempts : '') + '; dispatch claim ' + r.attempt;
+    // Runs (what max_attempts counts) and, apart, the claim counter, which
+    // also counts dispatch claims that never ran.
+    setText(c.runs, r.maxAttempts ? r.runs + ' / ' + r.maxAttempts : String(r.runs));
+    c.runs.title = 'ran ' + r.runs + (r.maxAttempts ? ' of at most ' + r.maxAttempts : '') + ' times';
+    setText(c.claim, String(r.attempt));
+    c.claim.title = 'dispatch claim ' + r.attempt + ' (fencing token; not a run count)';
     setText(c.worker, r.worker);
     setText(c.error, r.error);
     c.error.title = r.error;
