@@ -1,11 +1,10 @@
 package devstack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -116,21 +116,29 @@ func (b *bundle) waitReady() {
 	}
 }
 
-// submit posts a job and returns the status and the job.
+// api is the public Go client of the bundle's gateway.
+func (b *bundle) api() *client.Client {
+	b.t.Helper()
+	c, err := client.New(b.base)
+	require.NoError(b.t, err)
+	return c
+}
+
+// submit submits a job through the Go client and returns the HTTP status
+// and the job.
 func (b *bundle) submit(req contracts.SubmitRequest) (int, contracts.Job) {
 	b.t.Helper()
-	body, err := json.Marshal(req)
-	require.NoError(b.t, err)
-	resp, err := http.Post(b.base+"/v1/jobs", "application/json", bytes.NewReader(body))
-	require.NoError(b.t, err)
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	require.NoError(b.t, err)
-	var j contracts.Job
-	if resp.StatusCode < 300 {
-		require.NoError(b.t, json.Unmarshal(data, &j), string(data))
+	j, created, err := b.api().Submit(context.Background(), req)
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce.Status, contracts.Job{}
+	case err != nil:
+		require.NoError(b.t, err)
+	case created:
+		return http.StatusAccepted, j
 	}
-	return resp.StatusCode, j
+	return http.StatusOK, j
 }
 
 // mustSubmit submits and requires a 202.
@@ -156,8 +164,8 @@ func (b *bundle) getJSON(path string, v any) int {
 
 func (b *bundle) job(id string) contracts.Job {
 	b.t.Helper()
-	var j contracts.Job
-	require.Equal(b.t, http.StatusOK, b.getJSON("/v1/jobs/"+id, &j))
+	j, err := b.api().Get(context.Background(), id)
+	require.NoError(b.t, err)
 	return j
 }
 
