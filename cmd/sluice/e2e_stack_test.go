@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/devstack"
+	"github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -113,22 +114,23 @@ func startStack(t *testing.T, workers int, extra map[string]string) *stack {
 	return st
 }
 
-// getJSON reads path into v and returns the status.
+// getJSON reads path into v through the Go client and returns the
+// status (0 when the gateway could not be reached).
 func (s *stack) getJSON(path, token string, v any) int {
-	req, err := http.NewRequest(http.MethodGet, s.base+path, nil)
-	require.NoError(s.t, err)
+	var opts []client.Option
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		opts = append(opts, client.WithToken(token))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	c, err := client.New(s.base, opts...)
+	require.NoError(s.t, err)
+	body, code, err := c.Raw(context.Background(), http.MethodGet, path, nil)
 	if err != nil {
 		return 0
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
-		require.NoError(s.t, json.NewDecoder(resp.Body).Decode(v))
+	if code == http.StatusOK {
+		require.NoError(s.t, json.Unmarshal(body, v))
 	}
-	return resp.StatusCode
+	return code
 }
 
 // job reads a job straight from the API.

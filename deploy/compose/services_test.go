@@ -147,10 +147,10 @@ func TestServicesUnderTheirUsers(t *testing.T) {
 	// Cancelled while running: the gateway tells the worker.
 	job = submitHTTP(t, base, `{"kind":"sleep","payload":{"ms":60000}}`)
 	waitState(t, base, job.ID, contracts.StateRunning)
-	resp, err := http.Post(base+"/v1/jobs/"+job.ID+"/cancel", "application/json", nil)
+	c, err := sluiceclient.New(base)
 	require.NoError(t, err)
-	_ = resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	_, err = c.Cancel(ctx, job.ID)
+	require.NoError(t, err)
 	waitState(t, base, job.ID, contracts.StateCancelled)
 
 	// The reaper sweeps under its user (requeues nothing here).
@@ -172,9 +172,12 @@ func submitHTTP(t *testing.T, base, body string) contracts.Job {
 
 func waitState(t *testing.T, base, id string, want contracts.JobState) {
 	t.Helper()
+	c, err := sluiceclient.New(base)
+	require.NoError(t, err)
 	var j contracts.Job
 	require.Eventually(t, func() bool {
-		return getJSON(base+"/v1/jobs/"+id, &j) == http.StatusOK && j.State == want
+		j, err = c.Get(t.Context(), id)
+		return err == nil && j.State == want
 	}, 10*time.Second, 10*time.Millisecond, "job %s: want %s, last seen %+v", id, want, &j)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,18 +17,26 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
-// cancelJob posts a cancel and returns the status and body.
+// cancelJob posts a cancel through the Go client and returns the status
+// and body; a transport error is status 0 with the error as the body, so
+// it is safe to call from any goroutine.
 func (b *bundle) cancelJob(id string) (int, []byte) {
-	b.t.Helper()
-	resp, err := http.Post(b.base+"/v1/jobs/"+id+"/cancel", "application/json", nil)
-	require.NoError(b.t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(b.t, err)
-	return resp.StatusCode, body
+	c, err := client.New(b.base)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	body, code, err := c.Raw(context.Background(), http.MethodPost, "/v1/jobs/"+id+"/cancel", nil)
+	if apiErr, ok := errors.AsType[*client.Error](err); ok {
+		return apiErr.Status, apiErr.Body
+	}
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	return code, body
 }
 
 // alive reports whether a process with that pid still exists.
@@ -110,11 +117,7 @@ func TestCancelRacingCompletionEndsInOneFinalState(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Duration(i%8) * 60 * time.Millisecond)
-			resp, err := http.Post(b.base+"/v1/jobs/"+id+"/cancel", "application/json", nil)
-			if err == nil {
-				codes[i] = resp.StatusCode
-				resp.Body.Close()
-			}
+			codes[i], _ = b.cancelJob(id)
 		}()
 	}
 	wg.Wait()

@@ -209,10 +209,8 @@ func TestCancelledJobStreamEndsCancelled(t *testing.T) {
 	ch, resp := b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", nil)
 	require.NotNil(t, ch, "status %d", resp.StatusCode)
 
-	cresp, err := http.Post(b.base+"/v1/jobs/"+job.ID+"/cancel", "application/json", nil)
-	require.NoError(t, err)
-	cresp.Body.Close()
-	require.Equal(t, http.StatusAccepted, cresp.StatusCode)
+	code, body := b.cancelJob(job.ID)
+	require.Equal(t, http.StatusAccepted, code, string(body))
 
 	got := readAll(t, ch, 20*time.Second)
 	last := decodeEvent(t, got[len(got)-1])
