@@ -21,6 +21,19 @@ type Job struct {
 	Error       string          `json:"error,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Progress    *Progress       `json:"progress,omitempty"`
+	// Errors are the errors of the job's failed runs, oldest first, at most
+	// MaxRunErrors.
+	Errors []RunError `json:"errors,omitempty"`
+
+	// RunAt is when the job was asked to run at the earliest (nil: at once).
+	RunAt *time.Time `json:"run_at,omitempty"`
+	// ConcurrencyKey with ConcurrencyLimit bounds how many of the tenant's
+	// jobs with that key run at once.
+	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit int    `json:"concurrency_limit,omitempty"`
+	// FairAt is the job's place in its tenant's fair queue (start-time fair
+	// queuing), stamped at admission; the store orders ready jobs by it.
+	FairAt float64 `json:"-"`
 
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 

@@ -50,6 +50,8 @@ type Result struct {
 	State    JobState        `json:"state"`
 	Error    string          `json:"error,omitempty"`
 	Result   json.RawMessage `json:"result,omitempty"`
+	// Permanent says a failure must not be retried (see Permanent).
+	Permanent bool `json:"permanent,omitempty"`
 }
 
 // JobSpec is what a worker needs to run one attempt.

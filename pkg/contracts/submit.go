@@ -20,6 +20,13 @@ type SubmitRequest struct {
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	Items       json.RawMessage `json:"items,omitempty"`
 	Concurrency int             `json:"concurrency,omitempty"`
+	// RunAt delays the job: an RFC 3339 time or a Go duration from now, at
+	// most MaxRunAhead ahead.
+	RunAt string `json:"run_at,omitempty"`
+	// ConcurrencyKey and ConcurrencyLimit: at most ConcurrencyLimit of the
+	// tenant's jobs with this key run at once; the others wait pending.
+	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit int    `json:"concurrency_limit,omitempty"`
 }
 
 // SubmitReply is the answer on SubjectSubmit: the HTTP status the same
@@ -47,6 +54,10 @@ type Submission struct {
 	Priority         int
 	MaxAttempts      int
 	DispatchDeadline time.Time
+	// RunAt is when the job may run at the earliest; nil means now.
+	RunAt            *time.Time
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 }
 
 // Bounds of submit fields.
@@ -55,6 +66,12 @@ const (
 	MinPriority    = 0
 	MaxPriority    = 9
 	MaxMaxAttempts = 100
+	// MaxConcurrencyKeyLen bounds concurrency_key in bytes.
+	MaxConcurrencyKeyLen = 128
+	// MaxConcurrencyLimit bounds concurrency_limit.
+	MaxConcurrencyLimit = 100_000
+	// MaxRunAhead is how far ahead run_at may be.
+	MaxRunAhead = 30 * 24 * time.Hour
 )
 
 var kindRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
@@ -102,10 +119,11 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 	if len(r.Key) > MaxKeyLen {
 		return s, &FieldError{"key", fmt.Sprintf("is longer than %d bytes", MaxKeyLen)}
 	}
-	for _, c := range r.Key {
-		if !unicode.IsPrint(c) || c == unicode.ReplacementChar {
-			return s, &FieldError{"key", "must be printable text"}
-		}
+	if !printable(r.Key) {
+		return s, &FieldError{"key", "must be printable text"}
+	}
+	if err := r.validateConcurrency(&s); err != nil {
+		return s, err
 	}
 	if r.Priority < MinPriority || r.Priority > MaxPriority {
 		return s, &FieldError{"priority", fmt.Sprintf("must be between %d and %d", MinPriority, MaxPriority)}
@@ -128,19 +146,34 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 		}
 		s.Payload = append(json.RawMessage(nil), r.Payload...)
 	}
+	// The dispatch deadline counts from run_at.
+	from := now
+	if r.RunAt != "" {
+		at, err := parseRunAt(r.RunAt, now)
+		if err != nil {
+			return s, &FieldError{"run_at", err.Error()}
+		}
+		if at.After(now) {
+			s.RunAt = &at
+			from = at
+		}
+	}
 	maxWait := lim.MaxDispatchDeadline
 	if maxWait <= 0 {
 		maxWait = 100 * 365 * 24 * time.Hour // no limit configured
 	}
-	limit := now.Add(maxWait)
+	limit := from.Add(maxWait)
 	s.DispatchDeadline = limit
 	if r.Deadline != "" {
-		at, err := parseDeadline(r.Deadline, now)
+		at, err := parseDeadline(r.Deadline, from)
 		if err != nil {
 			return s, &FieldError{"deadline", err.Error()}
 		}
 		if !at.After(now) {
 			return s, &FieldError{"deadline", "is in the past"}
+		}
+		if !at.After(from) {
+			return s, &FieldError{"deadline", "is not after run_at"}
 		}
 		if at.After(limit) {
 			return s, &FieldError{"deadline", fmt.Sprintf("is later than the maximum dispatch deadline (%s)", lim.MaxDispatchDeadline)}
@@ -166,4 +199,58 @@ func parseDeadline(v string, now time.Time) (time.Time, error) {
 		return time.Time{}, errors.New("must be a Go duration like \"90s\" or an RFC 3339 time")
 	}
 	return t, nil
+}
+
+// validateConcurrency checks concurrency_key and concurrency_limit, which
+// come together.
+func (r SubmitRequest) validateConcurrency(s *Submission) error {
+	switch {
+	case r.ConcurrencyKey == "" && r.ConcurrencyLimit == 0:
+		return nil
+	case r.ConcurrencyKey == "":
+		return &FieldError{"concurrency_key", "is required with concurrency_limit"}
+	case len(r.ConcurrencyKey) > MaxConcurrencyKeyLen:
+		return &FieldError{"concurrency_key", fmt.Sprintf("is longer than %d bytes", MaxConcurrencyKeyLen)}
+	case !printable(r.ConcurrencyKey):
+		return &FieldError{"concurrency_key", "must be printable text"}
+	case r.ConcurrencyLimit < 1 || r.ConcurrencyLimit > MaxConcurrencyLimit:
+		return &FieldError{"concurrency_limit", fmt.Sprintf("must be between 1 and %d with concurrency_key", MaxConcurrencyLimit)}
+	}
+	s.ConcurrencyKey, s.ConcurrencyLimit = r.ConcurrencyKey, r.ConcurrencyLimit
+	return nil
+}
+
+// printable reports whether v is printable text.
+func printable(v string) bool {
+	for _, c := range v {
+		if !unicode.IsPrint(c) || c == unicode.ReplacementChar {
+			return false
+		}
+	}
+	return true
+}
+
+// parseRunAt reads run_at: a Go duration from now ("0s" or more) or an RFC
+// 3339 time, at most MaxRunAhead ahead. A time in the past means now.
+func parseRunAt(v string, now time.Time) (time.Time, error) {
+	var at time.Time
+	if d, err := time.ParseDuration(v); err == nil {
+		if d < 0 {
+			return time.Time{}, errors.New("must not be a negative duration")
+		}
+		if d > MaxRunAhead {
+			return time.Time{}, fmt.Errorf("is more than %s ahead", MaxRunAhead)
+		}
+		at = now.Add(d)
+	} else {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return time.Time{}, errors.New("must be a Go duration like \"90s\" or an RFC 3339 time")
+		}
+		at = t
+	}
+	if at.Sub(now) > MaxRunAhead {
+		return time.Time{}, fmt.Errorf("is more than %s ahead", MaxRunAhead)
+	}
+	return at, nil
 }

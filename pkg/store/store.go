@@ -35,6 +35,14 @@ type Store interface {
 	// outcome's lists.
 	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (HeartbeatOutcome, error)
 
+	// Claim takes the dispatch claim (attempt + 1, claim_until = r.Until)
+	// on up to r.Kinds[kind] of the best ready jobs of each kind, in one
+	// atomic step, and returns them as they are afterwards, best first per
+	// kind. Ready and best are defined by Ready and the ready order (see
+	// ClaimRequest). A job another scheduler claimed first is skipped, never
+	// returned twice.
+	Claim(ctx context.Context, r ClaimRequest) ([]contracts.Job, error)
+
 	// Stale returns up to q.Limit jobs the reaper must look at: running jobs
 	// whose heartbeat is older than q.HeartbeatBefore or that started before
 	// q.StartedBefore, and pending jobs with no live claim whose
@@ -63,6 +71,8 @@ type Store interface {
 type Caps struct {
 	Global int
 	Tenant int
+	// Weight is the tenant's share in fair queuing (see FairAt); 0 is 1.
+	Weight float64
 }
 
 // Admission is the outcome of Admit.
@@ -126,6 +136,9 @@ type Change struct {
 	Result          json.RawMessage
 	Progress        *contracts.Progress
 	CancelRequested *bool
+	// Errors, when not nil, replaces the job's run errors (the caller
+	// appends with contracts.AppendRunError to what it read).
+	Errors []contracts.RunError
 }
 
 // Query selects a page of jobs.
@@ -144,7 +157,10 @@ type StaleQuery struct {
 	HeartbeatBefore time.Time
 	StartedBefore   time.Time
 	DispatchBefore  time.Time
-	Limit           int
+	// DeadlineBefore finds pending jobs, holding no live claim, whose
+	// dispatch deadline is at or before it: the dispatch deadline sweep.
+	DeadlineBefore time.Time
+	Limit          int
 }
 
 // HeartbeatOutcome sorts a heartbeat's leases.

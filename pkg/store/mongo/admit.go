@@ -75,6 +75,9 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 			return contracts.Job{}, adm, nil
 		}
 
+		if doc.FairAt, err = s.stampFair(ctx, job.Tenant, caps.Weight); err != nil {
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsert(ctx, job, err))
+		}
 		_, err = s.jobs.InsertOne(ctx, doc)
 		if err == nil {
 			return doc.job(), store.Admitted, nil

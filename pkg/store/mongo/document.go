@@ -35,6 +35,11 @@ const (
 	fDispatchDeadline = "dispatch_deadline"
 	fClaimUntil       = "claim_until"
 	fHeartbeatAt      = "heartbeat_at"
+	fRunAt            = "run_at"
+	fConcurrencyKey   = "concurrency_key"
+	fConcurrencyLimit = "concurrency_limit"
+	fErrors           = "errors"
+	fFairAt           = "fair_at"
 )
 
 // jobDoc is a job as the jobs collection holds it.
@@ -74,6 +79,41 @@ type jobDoc struct {
 	DispatchDeadline *time.Time   `bson:"dispatch_deadline,omitempty"`
 	ClaimUntil       *time.Time   `bson:"claim_until,omitempty"`
 	HeartbeatAt      *time.Time   `bson:"heartbeat_at,omitempty"`
+	RunAt            *time.Time   `bson:"run_at,omitempty"`
+	ConcurrencyKey   string       `bson:"concurrency_key,omitempty"`
+	ConcurrencyLimit int          `bson:"concurrency_limit,omitempty"`
+	Errors           []runErrDoc  `bson:"errors,omitempty"`
+	FairAt           float64      `bson:"fair_at"`
+}
+
+// runErrDoc is one run's error, as a subdocument.
+type runErrDoc struct {
+	Run     int       `bson:"run"`
+	Attempt int64     `bson:"attempt"`
+	Error   string    `bson:"error"`
+	At      time.Time `bson:"at"`
+}
+
+func toRunErrDocs(errs []contracts.RunError) []runErrDoc {
+	if len(errs) == 0 {
+		return nil
+	}
+	out := make([]runErrDoc, len(errs))
+	for i, e := range errs {
+		out[i] = runErrDoc{Run: e.Run, Attempt: e.Attempt, Error: e.Error, At: millis(e.At)}
+	}
+	return out
+}
+
+func fromRunErrDocs(docs []runErrDoc) []contracts.RunError {
+	if len(docs) == 0 {
+		return nil
+	}
+	out := make([]contracts.RunError, len(docs))
+	for i, e := range docs {
+		out[i] = contracts.RunError{Run: e.Run, Attempt: e.Attempt, Error: e.Error, At: e.At.UTC()}
+	}
+	return out
 }
 
 // progressDoc is a job's last progress report, as a subdocument.
@@ -109,6 +149,11 @@ func newJobDoc(j contracts.Job) jobDoc {
 		DispatchDeadline: ptrMillis(&j.DispatchDeadline),
 		ClaimUntil:       ptrMillis(j.ClaimUntil),
 		HeartbeatAt:      ptrMillis(j.HeartbeatAt),
+		RunAt:            ptrMillis(j.RunAt),
+		ConcurrencyKey:   j.ConcurrencyKey,
+		ConcurrencyLimit: j.ConcurrencyLimit,
+		Errors:           toRunErrDocs(j.Errors),
+		FairAt:           j.FairAt,
 	}
 	if j.Key != "" && j.State.Active() {
 		d.ActiveKey = activeKey(j.Tenant, j.Key)
@@ -140,6 +185,12 @@ func (d jobDoc) job() contracts.Job {
 		NextDispatchAt:  utcPtr(d.NextDispatchAt),
 		ClaimUntil:      utcPtr(d.ClaimUntil),
 		HeartbeatAt:     utcPtr(d.HeartbeatAt),
+		RunAt:           utcPtr(d.RunAt),
+		ConcurrencyKey:  d.ConcurrencyKey,
+
+		ConcurrencyLimit: d.ConcurrencyLimit,
+		Errors:           fromRunErrDocs(d.Errors),
+		FairAt:           d.FairAt,
 	}
 	if d.DispatchDeadline != nil {
 		j.DispatchDeadline = d.DispatchDeadline.UTC()

@@ -49,6 +49,13 @@ var jobIndexes = []index{
 	{name: "state_started", keys: bson.D{{Key: fState, Value: 1}, {Key: fStartedAt, Value: 1}}},
 	// Stale: pending jobs whose dispatch time has long passed.
 	{name: "state_dispatch", keys: bson.D{{Key: fState, Value: 1}, {Key: fNextDispatchAt, Value: 1}}},
+	// Claim: the ready queue of each kind in ready order.
+	{name: "ready", keys: bson.D{{Key: fState, Value: 1}, {Key: fKind, Value: 1}, {Key: fPriority, Value: -1}, {Key: fFairAt, Value: 1}, {Key: fID, Value: 1}}},
+	// Claim: the jobs holding a concurrency key's slots. Sparse: only jobs
+	// with a key have it.
+	{name: "concurrency_key", keys: bson.D{{Key: fConcurrencyKey, Value: 1}, {Key: fTenant, Value: 1}, {Key: fState, Value: 1}}, sparse: true},
+	// The dispatch deadline sweep.
+	{name: "state_deadline", keys: bson.D{{Key: fState, Value: 1}, {Key: fDispatchDeadline, Value: 1}}},
 	// Purge: finished jobs, oldest first. Sparse: only finished jobs have it.
 	{name: "finished", keys: bson.D{{Key: fFinishedAt, Value: 1}}, sparse: true},
 }

@@ -96,6 +96,17 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 			key:    func(j contracts.Job) time.Time { return *j.NextDispatchAt },
 		})
 	}
+	if !q.DeadlineBefore.IsZero() {
+		parts = append(parts, stalePart{
+			filter: bson.D{
+				{Key: fState, Value: string(contracts.StatePending)},
+				{Key: fDispatchDeadline, Value: bson.D{{Key: "$lte", Value: millis(q.DeadlineBefore)}}},
+				{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)},
+			},
+			sortBy: fDispatchDeadline,
+			key:    func(j contracts.Job) time.Time { return j.DispatchDeadline },
+		})
+	}
 	if len(parts) == 0 {
 		return nil, nil
 	}

@@ -136,6 +136,9 @@ func buildUpdate(ch store.Change) bson.D {
 	if ch.CancelRequested != nil {
 		set = append(set, bson.E{Key: fCancelRequested, Value: *ch.CancelRequested})
 	}
+	if ch.Errors != nil {
+		set = append(set, bson.E{Key: fErrors, Value: toRunErrDocs(ch.Errors)})
+	}
 
 	u := bson.D{{Key: "$set", Value: set}}
 	if len(unset) > 0 {

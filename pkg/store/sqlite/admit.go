@@ -36,6 +36,10 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 	if err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("sqlite: admit job %s: %w", job.ID, err)
 	}
+	runErrors, err := runErrorsArg(job.Errors)
+	if err != nil {
+		return contracts.Job{}, 0, fmt.Errorf("sqlite: admit job %s: %w", job.ID, err)
+	}
 
 	var (
 		out contracts.Job
@@ -53,10 +57,11 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 				return fmt.Errorf("look up key: %w", err)
 			}
 		}
-		global, tenant, err := s.readCounters(ctx, tx, job.Tenant)
+		c, err := s.readCounters(ctx, tx, job.Tenant)
 		if err != nil {
 			return err
 		}
+		global, tenant := c.global, c.tenant
 		if caps.Global > 0 && global >= caps.Global {
 			adm = store.RejectedGlobal
 			return nil
@@ -65,13 +70,15 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 			adm = store.RejectedTenant
 			return nil
 		}
+		fairAt := store.FairAt(c.virtual, c.tenantFair, caps.Weight)
 		_, err = tx.StmtContext(ctx, s.ws.insertJob).ExecContext(ctx,
 			job.ID, job.Tenant, job.Kind, jsonArg(job.Payload), job.Key, job.Priority,
 			string(job.State), job.Attempt, job.Runs, job.MaxAttempts, job.Worker, job.Error,
 			jsonArg(job.Result), progress, boolArg(job.CancelRequested),
 			job.CreatedAt.UnixNano(), job.UpdatedAt.UnixNano(), ptrNanos(job.StartedAt),
 			ptrNanos(job.FinishedAt), ptrNanos(job.NextDispatchAt), nanos(job.DispatchDeadline),
-			ptrNanos(job.ClaimUntil), ptrNanos(job.HeartbeatAt))
+			ptrNanos(job.ClaimUntil), ptrNanos(job.HeartbeatAt), ptrNanos(job.RunAt),
+			job.ConcurrencyKey, job.ConcurrencyLimit, runErrors, fairAt)
 		if err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
@@ -81,6 +88,9 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 		}
 		if err := s.addActive(ctx, tx, job.Tenant, +1); err != nil {
 			return err
+		}
+		if _, err := tx.StmtContext(ctx, s.ws.setTenantFair).ExecContext(ctx, fairAt, store.TenantScope(job.Tenant)); err != nil {
+			return fmt.Errorf("update the tenant's fair queue: %w", err)
 		}
 		out, adm = j, store.Admitted
 		return nil
@@ -95,14 +105,17 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 const (
 	activeByKeyQuery = `SELECT ` + jobColumns + ` FROM jobs
 		WHERE tenant = ? AND key = ? AND key != '' AND state IN ` + activeStates + ` LIMIT 1`
-	// Two point lookups: "scope IN (?, ?)" would build a temporary table.
+	// Point lookups: "scope IN (?, ?)" would build a temporary table.
 	readCountersQuery = `SELECT
-		coalesce((SELECT active FROM counters WHERE scope = ?), 0),
-		coalesce((SELECT active FROM counters WHERE scope = ?), 0)`
+		coalesce((SELECT active FROM counters WHERE scope = ?1), 0),
+		coalesce((SELECT fair_at FROM counters WHERE scope = ?1), 0),
+		coalesce((SELECT active FROM counters WHERE scope = ?2), 0),
+		coalesce((SELECT fair_at FROM counters WHERE scope = ?2), 0)`
+	setTenantFairQuery = `UPDATE counters SET fair_at = ? WHERE scope = ?`
 	// A failed statement aborts only itself; the group commit then rolls
 	// the request back to its savepoint.
 	insertJobQuery = `INSERT INTO jobs (` + jobColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	addActiveQuery = `INSERT INTO counters (scope, active) VALUES (?, ?), (?, ?)
 		ON CONFLICT (scope) DO UPDATE SET active = active + excluded.active`
 )
@@ -113,14 +126,21 @@ func (s *Store) activeByKey(ctx context.Context, tx *sql.Tx, tenant, key string)
 	return scanJob(tx.StmtContext(ctx, s.ws.activeByKey).QueryRowContext(ctx, tenant, key))
 }
 
-// readCounters returns the global and the tenant's active counts.
-func (s *Store) readCounters(ctx context.Context, tx *sql.Tx, tenant string) (global, tenantActive int, err error) {
-	err = tx.StmtContext(ctx, s.ws.readCounters).QueryRowContext(ctx, store.GlobalScope, store.TenantScope(tenant)).
-		Scan(&global, &tenantActive)
+// counters are the counter rows an admission reads.
+type counters struct {
+	global, tenant      int     // active jobs
+	virtual, tenantFair float64 // the system's virtual time, the tenant's last fair_at
+}
+
+// readCounters returns the global and the tenant's counters.
+func (s *Store) readCounters(ctx context.Context, tx *sql.Tx, tenant string) (counters, error) {
+	var c counters
+	err := tx.StmtContext(ctx, s.ws.readCounters).QueryRowContext(ctx, store.GlobalScope, store.TenantScope(tenant)).
+		Scan(&c.global, &c.virtual, &c.tenant, &c.tenantFair)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read counters: %w", err)
+		return c, fmt.Errorf("read counters: %w", err)
 	}
-	return global, tenantActive, nil
+	return c, nil
 }
 
 // jobIn reads one job inside a write transaction, or sql.ErrNoRows.

@@ -13,7 +13,8 @@ import (
 const jobColumns = `id, tenant, kind, payload, key, priority, state, attempt, runs,
 	max_attempts, worker, error, result, progress, cancel_requested,
 	created_at, updated_at, started_at, finished_at, next_dispatch_at,
-	dispatch_deadline, claim_until, heartbeat_at`
+	dispatch_deadline, claim_until, heartbeat_at, run_at, concurrency_key,
+	concurrency_limit, errors, fair_at`
 
 // activeStates is the SQL list of the states counted against the caps.
 const activeStates = `('pending', 'running')`
@@ -38,11 +39,13 @@ func scanJob(sc rowScanner) (contracts.Job, error) {
 		cancel                            int64
 		created, updated                  int64
 		started, finished, next, deadline sql.NullInt64
-		claim, beat                       sql.NullInt64
+		claim, beat, runAt                sql.NullInt64
+		runErrors                         sql.NullString
 	)
 	err := sc.Scan(&j.ID, &j.Tenant, &j.Kind, &payload, &j.Key, &j.Priority, &state,
 		&j.Attempt, &j.Runs, &j.MaxAttempts, &j.Worker, &j.Error, &result, &progress,
-		&cancel, &created, &updated, &started, &finished, &next, &deadline, &claim, &beat)
+		&cancel, &created, &updated, &started, &finished, &next, &deadline, &claim, &beat,
+		&runAt, &j.ConcurrencyKey, &j.ConcurrencyLimit, &runErrors, &j.FairAt)
 	if err != nil {
 		return contracts.Job{}, err
 	}
@@ -67,6 +70,12 @@ func scanJob(sc rowScanner) (contracts.Job, error) {
 	}
 	j.ClaimUntil = fromNullNanos(claim)
 	j.HeartbeatAt = fromNullNanos(beat)
+	j.RunAt = fromNullNanos(runAt)
+	if runErrors.Valid && runErrors.String != "" {
+		if err := json.Unmarshal([]byte(runErrors.String), &j.Errors); err != nil {
+			return contracts.Job{}, fmt.Errorf("decode errors of job %s: %w", j.ID, err)
+		}
+	}
 	return j, nil
 }
 
@@ -146,4 +155,16 @@ func boolArg(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// runErrorsArg binds a job's run errors as JSON TEXT, or NULL when none.
+func runErrorsArg(errs []contracts.RunError) (any, error) {
+	if len(errs) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(errs)
+	if err != nil {
+		return nil, fmt.Errorf("encode run errors: %w", err)
+	}
+	return string(b), nil
 }

@@ -80,6 +80,7 @@ type writeStmts struct {
 	readCounters *sql.Stmt
 	insertJob    *sql.Stmt
 	addActive    *sql.Stmt
+	setTenantFair *sql.Stmt
 	getJob       *sql.Stmt
 	leaseState   *sql.Stmt
 	renew        *sql.Stmt
@@ -99,6 +100,7 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.activeByKey, activeByKeyQuery},
 		{&ws.readCounters, readCountersQuery},
 		{&ws.insertJob, insertJobQuery},
+		{&ws.setTenantFair, setTenantFairQuery},
 		{&ws.addActive, addActiveQuery},
 		{&ws.getJob, getQuery},
 		{&ws.leaseState, leaseStateQuery},

@@ -34,6 +34,12 @@ const (
 		WHERE state = 'pending' AND next_dispatch_at < ?
 			AND (claim_until IS NULL OR claim_until < ?)
 		ORDER BY next_dispatch_at LIMIT ?`
+	// staleDeadlineQuery: pending jobs whose dispatch deadline is at or
+	// before ? with no claim live at ?.
+	staleDeadlineQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_pending_deadline
+		WHERE state = 'pending' AND dispatch_deadline <= ?
+			AND (claim_until IS NULL OR claim_until <= ?)
+		ORDER BY dispatch_deadline LIMIT ?`
 	// purgeQuery deletes final jobs finished before ?, oldest first, at most ?.
 	purgeQuery = `DELETE FROM jobs WHERE id IN (
 		SELECT id FROM jobs INDEXED BY jobs_finished
@@ -96,6 +102,13 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 			query: staleDispatchQuery,
 			args:  []any{q.DispatchBefore.UnixNano(), now.UnixNano(), limit},
 			key:   func(j contracts.Job) time.Time { return *j.NextDispatchAt },
+		})
+	}
+	if !q.DeadlineBefore.IsZero() {
+		parts = append(parts, part{
+			query: staleDeadlineQuery,
+			args:  []any{q.DeadlineBefore.UnixNano(), now.UnixNano(), limit},
+			key:   func(j contracts.Job) time.Time { return j.DispatchDeadline },
 		})
 	}
 	if len(parts) == 0 {
@@ -192,18 +205,19 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 			_, err := tx.ExecContext(ctx, `DELETE FROM counters WHERE active = 0 AND scope != ?`, store.GlobalScope)
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM counters`); err != nil {
+		// Rewrite the counts in place: the rows also hold the fair-queue
+		// clocks, which the jobs cannot tell.
+		if _, err := tx.ExecContext(ctx, `UPDATE counters SET active = 0`); err != nil {
 			return fmt.Errorf("reset counters: %w", err)
 		}
 		for scope, n := range actual {
-			if n == 0 && scope != store.GlobalScope {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO counters (scope, active) VALUES (?, ?)`, scope, n); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO counters (scope, active) VALUES (?, ?)
+				ON CONFLICT (scope) DO UPDATE SET active = excluded.active`, scope, n); err != nil {
 				return fmt.Errorf("write counters: %w", err)
 			}
 		}
-		return nil
+		_, err = tx.ExecContext(ctx, `DELETE FROM counters WHERE active = 0 AND scope != ?`, store.GlobalScope)
+		return err
 	})
 	if err != nil {
 		return 0, err

@@ -136,6 +136,13 @@ func buildUpdate(exp store.Expect, ch store.Change) (string, []any, error) {
 	if ch.CancelRequested != nil {
 		set("cancel_requested = ?", boolArg(*ch.CancelRequested))
 	}
+	if ch.Errors != nil {
+		e, err := runErrorsArg(ch.Errors)
+		if err != nil {
+			return "", nil, err
+		}
+		set("errors = ?", e)
+	}
 
 	where := `id = ? AND state = ? AND attempt = ?`
 	args = append(args, exp.ID, string(exp.State), exp.Attempt)

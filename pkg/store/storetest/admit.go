@@ -44,6 +44,9 @@ func testAdmitGetRoundTrip(t *testing.T, s store.Store) {
 		UpdatedAt:        created.Add(time.Millisecond),
 		DispatchDeadline: created.Add(90 * time.Second),
 		NextDispatchAt:   ptr(created.Add(time.Second)),
+		RunAt:            ptr(created.Add(time.Second)),
+		ConcurrencyKey:   "customer-7",
+		ConcurrencyLimit: 2,
 	}
 	got, adm, err := s.Admit(ctx, job, store.Caps{Global: 10, Tenant: 10})
 	require.NoError(t, err)

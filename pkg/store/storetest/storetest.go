@@ -19,6 +19,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ import (
 // cleanup with t.Cleanup.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
-	for _, group := range [][]test{admitTests, transitionTests, heartbeatTests, reaperTests, queryTests} {
+	for _, group := range [][]test{admitTests, transitionTests, heartbeatTests, reaperTests, queryTests, claimTests} {
 		for _, tc := range group {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -206,6 +207,17 @@ func requireJob(t *testing.T, want, got contracts.Job) {
 	requireTime(t, "dispatch_deadline", &want.DispatchDeadline, &got.DispatchDeadline)
 	requireTime(t, "claim_until", want.ClaimUntil, got.ClaimUntil)
 	requireTime(t, "heartbeat_at", want.HeartbeatAt, got.HeartbeatAt)
+	requireTime(t, "run_at", want.RunAt, got.RunAt)
+	require.Equal(t, want.ConcurrencyKey, got.ConcurrencyKey, "concurrency_key")
+	require.Equal(t, want.ConcurrencyLimit, got.ConcurrencyLimit, "concurrency_limit")
+	require.Len(t, got.Errors, len(want.Errors), "errors")
+	for i := range want.Errors {
+		w, g := want.Errors[i], got.Errors[i]
+		require.Equal(t, w.Run, g.Run, "errors[%d].run", i)
+		require.Equal(t, w.Attempt, g.Attempt, "errors[%d].attempt", i)
+		require.Equal(t, w.Error, g.Error, "errors[%d].error", i)
+		requireTime(t, fmt.Sprintf("errors[%d].at", i), &w.At, &g.At)
+	}
 }
 
 // ids lists the ids of jobs, in order.

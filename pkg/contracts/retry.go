@@ -1,0 +1,89 @@
+package contracts
+
+import (
+	"errors"
+	"time"
+)
+
+// MaxRunErrors is how many run errors a job keeps (the latest ones).
+const MaxRunErrors = 10
+
+// RunError is the error one run of a job ended with, as the job shows it
+// in its errors list.
+type RunError struct {
+	// Run is which run it was (1 for the first).
+	Run int `json:"run"`
+	// Attempt is the dispatch claim the run held.
+	Attempt int64     `json:"attempt"`
+	Error   string    `json:"error"`
+	At      time.Time `json:"at"`
+}
+
+// AppendRunError adds e to a job's run errors, keeping the latest
+// MaxRunErrors.
+func AppendRunError(errs []RunError, e RunError) []RunError {
+	out := append(append([]RunError(nil), errs...), e)
+	if len(out) > MaxRunErrors {
+		out = out[len(out)-MaxRunErrors:]
+	}
+	return out
+}
+
+// PermanentError marks a handler error that must not be retried: the job
+// fails at once whatever its max_attempts.
+type PermanentError struct{ Err error }
+
+// Error implements error with the wrapped message.
+func (e *PermanentError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so that the job fails without a retry. A nil err
+// stays nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err (or an error it wraps) is Permanent.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// Retryable reports whether a run that ended with the job error msg may
+// run again: every class but input (the job itself is wrong), cancelled
+// (a user asked) and capacity (it never ran), unless the handler said the
+// error is permanent.
+func Retryable(msg string, permanent bool) bool {
+	if permanent {
+		return false
+	}
+	switch ClassOf(msg) {
+	case ClassInput, ClassCancelled, ClassCapacity:
+		return false
+	}
+	return true
+}
+
+// RetryDecision is what becomes of a job whose run just failed.
+type RetryDecision struct {
+	// Retry is true when the job goes back to pending for another run.
+	Retry bool
+	// Error is the job error: the run's, or for a job out of runs the
+	// run's error with how many runs it had.
+	Error string
+}
+
+// DecideRetry applies the retry rule to a job whose run failed with msg:
+// it runs again while its runs are under max_attempts and the error is
+// Retryable.
+func DecideRetry(j Job, msg string, permanent bool) RetryDecision {
+	if Retryable(msg, permanent) && j.Runs < j.MaxAttempts {
+		return RetryDecision{Retry: true, Error: msg}
+	}
+	return RetryDecision{Error: msg}
+}

@@ -1,0 +1,208 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// The fair-queue clocks live in the counter documents beside the active
+// counts: fair_at of a tenant's counter is the stamp of its latest job, and
+// fair_at of the global counter is the system's virtual time (the largest
+// fair_at claimed so far). See store.FairAt.
+
+// maxKeySkips bounds how many ready jobs held back by their concurrency key
+// one Claim of one kind steps over before it gives up on that kind.
+const maxKeySkips = 1000
+
+// stampFair gives a tenant's new job its fair-queue stamp: the tenant's
+// clock first catches up with the system's virtual time ($max), then moves
+// on by 1/weight ($inc), each an atomic single-document update, so two
+// admissions of one tenant never share a stamp.
+func (s *Store) stampFair(ctx context.Context, tenant string, weight float64) (float64, error) {
+	if weight <= 0 {
+		weight = 1
+	}
+	var g struct {
+		FairAt float64 `bson:"fair_at"`
+	}
+	err := s.counters.FindOne(ctx, bson.D{{Key: fID, Value: store.GlobalScope}}).Decode(&g)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, fmt.Errorf("read the virtual time: %w", err)
+	}
+	scope := bson.D{{Key: fID, Value: store.TenantScope(tenant)}}
+	if _, err := s.counters.UpdateOne(ctx, scope, bson.D{{Key: "$max", Value: bson.D{{Key: fFairAt, Value: g.FairAt}}}}); err != nil {
+		return 0, fmt.Errorf("catch the tenant's fair queue up: %w", err)
+	}
+	var t struct {
+		FairAt float64 `bson:"fair_at"`
+	}
+	err = s.counters.FindOneAndUpdate(ctx, scope, bson.D{{Key: "$inc", Value: bson.D{{Key: fFairAt, Value: 1 / weight}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&t)
+	if err != nil {
+		return 0, fmt.Errorf("stamp the tenant's fair queue: %w", err)
+	}
+	return t.FairAt, nil
+}
+
+// readyView is what a claim reads of a ready job.
+type readyView struct {
+	ID      string  `bson:"_id"`
+	Tenant  string  `bson:"tenant"`
+	Attempt int64   `bson:"attempt"`
+	Key     string  `bson:"concurrency_key"`
+	Limit   int     `bson:"concurrency_limit"`
+	FairAt  float64 `bson:"fair_at"`
+}
+
+// Claim takes the dispatch claim on up to r.Kinds[kind] of the best ready
+// jobs of each kind (see store.ClaimRequest) and returns them as they are
+// afterwards, best first per kind, kinds in name order: a find of the
+// candidates on the ready index, then one compare-and-set per candidate,
+// so a job another scheduler claimed meanwhile is skipped. The system's
+// virtual time then moves up to the largest fair_at claimed.
+//
+// A concurrency key is checked by counting its holders before each claim;
+// two schedulers claiming jobs of one key at the same moment may each see
+// the last free slot (the embedded driver decides inside one transaction
+// and is exact).
+func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error) {
+	now := r.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	kinds := make([]string, 0, len(r.Kinds))
+	for k, n := range r.Kinds {
+		if n > 0 {
+			kinds = append(kinds, k)
+		}
+	}
+	sort.Strings(kinds)
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	var (
+		out     []contracts.Job
+		virtual float64
+	)
+	for _, kind := range kinds {
+		want := min(r.Kinds[kind], store.MaxClaim)
+		cands, err := s.ready(ctx, kind, now, want+maxKeySkips)
+		if err != nil {
+			return out, fmt.Errorf("mongo: claim jobs: %w", err)
+		}
+		held := map[[2]string]int{}
+		got := 0
+		for _, c := range cands {
+			if got == want {
+				break
+			}
+			if c.Key != "" {
+				k := [2]string{c.Tenant, c.Key}
+				n, ok := held[k]
+				if !ok {
+					if n, err = s.keyHolders(ctx, c.Tenant, c.Key, now); err != nil {
+						return out, fmt.Errorf("mongo: claim jobs: %w", err)
+					}
+				}
+				if n >= c.Limit {
+					held[k] = n
+					continue
+				}
+				held[k] = n + 1
+			}
+			j, ok, err := s.claimOne(ctx, c, now, r.Until)
+			if err != nil {
+				return out, fmt.Errorf("mongo: claim jobs: %w", err)
+			}
+			if !ok {
+				continue
+			}
+			out = append(out, j)
+			virtual = max(virtual, c.FairAt)
+			got++
+		}
+	}
+	if len(out) > 0 {
+		_, err := s.counters.UpdateOne(ctx, bson.D{{Key: fID, Value: store.GlobalScope}},
+			bson.D{{Key: "$max", Value: bson.D{{Key: fFairAt, Value: virtual}}}})
+		if err != nil {
+			return out, fmt.Errorf("mongo: claim jobs: advance the virtual time: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// ready finds up to limit ready jobs of kind, best first.
+func (s *Store) ready(ctx context.Context, kind string, now time.Time, limit int) ([]readyView, error) {
+	filter := bson.D{
+		{Key: fState, Value: string(contracts.StatePending)},
+		{Key: fKind, Value: kind},
+		{Key: "$and", Value: bson.A{
+			bson.D{{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)}},
+			bson.D{{Key: "$or", Value: claimFree(fNextDispatchAt, "$lte", now)}},
+		}},
+	}
+	cur, err := s.jobs.Find(ctx, filter, options.Find().
+		SetSort(bson.D{{Key: fPriority, Value: -1}, {Key: fFairAt, Value: 1}, {Key: fID, Value: 1}}).
+		SetLimit(int64(limit)).
+		SetProjection(bson.D{{Key: fTenant, Value: 1}, {Key: fAttempt, Value: 1}, {Key: fConcurrencyKey, Value: 1},
+			{Key: fConcurrencyLimit, Value: 1}, {Key: fFairAt, Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("find the ready jobs of %q: %w", kind, err)
+	}
+	var out []readyView
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
+	}
+	return out, nil
+}
+
+// keyHolders counts the jobs holding a slot of the tenant's key
+// (store.KeyHolds).
+func (s *Store) keyHolders(ctx context.Context, tenant, key string, now time.Time) (int, error) {
+	n, err := s.jobs.CountDocuments(ctx, bson.D{
+		{Key: fConcurrencyKey, Value: key},
+		{Key: fTenant, Value: tenant},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: fState, Value: string(contracts.StateRunning)}},
+			bson.D{{Key: fState, Value: string(contracts.StatePending)}, {Key: fClaimUntil, Value: bson.D{{Key: "$gt", Value: millis(now)}}}},
+		}},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count the holders of key %q: %w", key, err)
+	}
+	return int(n), nil
+}
+
+// claimOne takes the claim on one candidate if it is still ready at the
+// attempt it was read at.
+func (s *Store) claimOne(ctx context.Context, c readyView, now, until time.Time) (contracts.Job, bool, error) {
+	filter := bson.D{
+		{Key: fID, Value: c.ID},
+		{Key: fState, Value: string(contracts.StatePending)},
+		{Key: fAttempt, Value: c.Attempt},
+		{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)},
+	}
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: fClaimUntil, Value: millis(until)}, {Key: fUpdatedAt, Value: millis(now)}}},
+		{Key: "$inc", Value: bson.D{{Key: fAttempt, Value: int64(1)}}},
+	}
+	var d jobDoc
+	err := s.jobs.FindOneAndUpdate(ctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return contracts.Job{}, false, nil
+	case err != nil:
+		return contracts.Job{}, false, fmt.Errorf("claim job %s: %w", c.ID, err)
+	}
+	return d.job(), true, nil
+}

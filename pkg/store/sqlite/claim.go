@@ -1,0 +1,188 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// maxKeySkips bounds how many ready jobs held back by their concurrency key
+// one Claim of one kind steps over before it gives up on that kind.
+const maxKeySkips = 1000
+
+// The statements of a claim.
+const (
+	// readyQuery: the best ready jobs of a kind (?1), ready at ?2, at most ?3.
+	readyQuery = `SELECT id, tenant, concurrency_key, concurrency_limit, fair_at
+		FROM jobs INDEXED BY jobs_ready
+		WHERE state = 'pending' AND kind = ?1
+			AND (claim_until IS NULL OR claim_until <= ?2)
+			AND (next_dispatch_at IS NULL OR next_dispatch_at <= ?2)
+		ORDER BY priority DESC, fair_at, id LIMIT ?3`
+	// keyHoldersQuery counts the jobs holding a tenant's key (?1, ?2) at ?3:
+	// store.KeyHolds.
+	keyHoldersQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_concurrency_key
+		WHERE tenant = ?1 AND concurrency_key = ?2 AND concurrency_key != ''
+			AND (state = 'running' OR (state = 'pending' AND claim_until > ?3))`
+	// claimQuery takes the claim on one ready job.
+	claimQuery = `UPDATE jobs SET attempt = attempt + 1, claim_until = ?1, updated_at = ?2
+		WHERE id = ?3 AND state = 'pending' AND (claim_until IS NULL OR claim_until <= ?2)`
+	// advanceVirtualQuery moves the system's virtual time up to ?1.
+	advanceVirtualQuery = `UPDATE counters SET fair_at = max(fair_at, ?1) WHERE scope = ?2`
+)
+
+// candidate is a ready job as the claim reads it.
+type candidate struct {
+	id, tenant, key string
+	limit           int
+	fairAt          float64
+}
+
+// Claim takes the dispatch claim on up to r.Kinds[kind] of the best ready
+// jobs of each kind in one write transaction (see store.ClaimRequest) and
+// returns them as they are afterwards, best first per kind, kinds in name
+// order. The system's virtual time moves up to the largest fair_at claimed.
+func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error) {
+	now := r.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	kinds := make([]string, 0, len(r.Kinds))
+	for k, n := range r.Kinds {
+		if n > 0 {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	sort.Strings(kinds)
+	stmts := map[string]*sql.Stmt{}
+	for _, q := range []string{readyQuery, keyHoldersQuery, claimQuery, advanceVirtualQuery} {
+		st, err := s.wc.get(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: claim jobs: prepare: %w", err)
+		}
+		stmts[q] = st
+	}
+	stmt := func(tx *sql.Tx, q string) (*sql.Stmt, error) { return stmtIn(ctx, tx, stmts[q], q) }
+
+	var out []contracts.Job
+	err := s.write(ctx, "claim jobs", func(tx *sql.Tx) error {
+		out = out[:0]
+		held := map[[2]string]int{} // tenant and key → jobs holding it
+		virtual := 0.0
+		for _, kind := range kinds {
+			want := min(r.Kinds[kind], store.MaxClaim)
+			cands, err := s.readyIn(ctx, tx, stmt, kind, now, want+maxKeySkips)
+			if err != nil {
+				return err
+			}
+			got := 0
+			for _, c := range cands {
+				if got == want {
+					break
+				}
+				if c.key != "" {
+					k := [2]string{c.tenant, c.key}
+					n, ok := held[k]
+					if !ok {
+						if n, err = s.keyHoldersIn(ctx, tx, stmt, c.tenant, c.key, now); err != nil {
+							return err
+						}
+					}
+					if n >= c.limit {
+						held[k] = n
+						continue
+					}
+					held[k] = n + 1
+				}
+				j, err := s.claimIn(ctx, tx, stmt, c.id, now, r.Until)
+				if err != nil {
+					return err
+				}
+				out = append(out, j)
+				virtual = max(virtual, c.fairAt)
+				got++
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		st, err := stmt(tx, advanceVirtualQuery)
+		if err != nil {
+			return err
+		}
+		if _, err := st.ExecContext(ctx, virtual, store.GlobalScope); err != nil {
+			return fmt.Errorf("advance the virtual time: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readyIn reads up to limit ready jobs of kind, best first.
+func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, string) (*sql.Stmt, error), kind string, now time.Time, limit int) ([]candidate, error) {
+	st, err := stmt(tx, readyQuery)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, kind, now.UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []candidate
+	for rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.id, &c.tenant, &c.key, &c.limit, &c.fairAt); err != nil {
+			return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
+	}
+	return out, nil
+}
+
+// keyHoldersIn counts the jobs holding a slot of the tenant's key.
+func (s *Store) keyHoldersIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, string) (*sql.Stmt, error), tenant, key string, now time.Time) (int, error) {
+	st, err := stmt(tx, keyHoldersQuery)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if err := st.QueryRowContext(ctx, tenant, key, now.UnixNano()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the holders of key %q: %w", key, err)
+	}
+	return n, nil
+}
+
+// claimIn claims one ready job and reads it back.
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, string) (*sql.Stmt, error), id string, now, until time.Time) (contracts.Job, error) {
+	st, err := stmt(tx, claimQuery)
+	if err != nil {
+		return contracts.Job{}, err
+	}
+	res, err := st.ExecContext(ctx, until.UnixNano(), now.UnixNano(), id)
+	if err != nil {
+		return contracts.Job{}, fmt.Errorf("claim job %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return contracts.Job{}, fmt.Errorf("claim job %s: %d rows changed (%v)", id, n, err)
+	}
+	j, err := s.jobIn(ctx, tx, id)
+	if err != nil {
+		return contracts.Job{}, fmt.Errorf("claim job %s: read back: %w", id, err)
+	}
+	return j, nil
+}

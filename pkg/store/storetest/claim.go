@@ -1,0 +1,241 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+var claimTests = []test{
+	{"ClaimTakesTheBestReadyJobs", testClaimOrder},
+	{"ClaimSkipsJobsNotReady", testClaimSkipsNotReady},
+	{"ClaimIsFairAcrossTenants", testClaimFair},
+	{"ClaimHonoursTenantWeights", testClaimWeights},
+	{"ClaimHonoursConcurrencyKeys", testClaimKeys},
+	{"ClaimPerKindAndBounded", testClaimPerKind},
+	{"ConcurrentClaimsNeverShareAJob", testConcurrentClaims},
+	{"RunErrorsRoundTrip", testRunErrorsRoundTrip},
+	{"StaleFindsPendingPastTheirDeadline", testStaleDeadline},
+}
+
+// claimN claims up to n jobs of test.kind at now for a minute.
+func claimN(t *testing.T, s store.Store, n int, now time.Time) []contracts.Job {
+	t.Helper()
+	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: now, Until: now.Add(time.Minute), Kinds: map[string]int{"test.kind": n}})
+	require.NoError(t, err)
+	return got
+}
+
+// admitWith admits a job of tenant made by NewJob and changed by edit.
+func admitWith(t *testing.T, s store.Store, tenant string, created time.Time, caps store.Caps, edit func(*contracts.Job)) contracts.Job {
+	t.Helper()
+	j := NewJob(tenant, created)
+	if edit != nil {
+		edit(&j)
+	}
+	got, adm, err := s.Admit(t.Context(), j, caps)
+	require.NoError(t, err)
+	require.Equal(t, store.Admitted, adm)
+	return got
+}
+
+func testClaimOrder(t *testing.T, s store.Store) {
+	prio := func(p int) func(*contracts.Job) { return func(j *contracts.Job) { j.Priority = p } }
+	low := admitWith(t, s, "acme", at(0), store.Caps{}, prio(1))
+	high1 := admitWith(t, s, "acme", at(time.Millisecond), store.Caps{}, prio(9))
+	mid := admitWith(t, s, "acme", at(2*time.Millisecond), store.Caps{}, prio(5))
+	high2 := admitWith(t, s, "acme", at(3*time.Millisecond), store.Caps{}, prio(9))
+
+	now := at(time.Second)
+	got := claimN(t, s, 3, now)
+	require.Equal(t, []string{high1.ID, high2.ID, mid.ID}, ids(got), "priority first, then admission order")
+	for _, j := range got {
+		want := get(t, s, j.ID)
+		require.Equal(t, contracts.StatePending, j.State)
+		require.Equal(t, int64(1), j.Attempt, "a claim is a new attempt")
+		require.NotNil(t, j.ClaimUntil)
+		require.True(t, j.ClaimUntil.Equal(now.Add(time.Minute)))
+		requireJob(t, want, j)
+	}
+	// Claimed jobs are not ready until their claim ends.
+	require.Equal(t, []string{low.ID}, ids(claimN(t, s, 10, now)))
+	require.Empty(t, claimN(t, s, 10, now))
+	again := claimN(t, s, 10, now.Add(time.Minute))
+	require.Len(t, again, 4, "expired claims are ready again")
+	require.Equal(t, high1.ID, again[0].ID)
+	require.Equal(t, int64(2), again[0].Attempt)
+}
+
+func testClaimSkipsNotReady(t *testing.T, s store.Store) {
+	later := admitWith(t, s, "acme", at(0), store.Caps{}, func(j *contracts.Job) {
+		j.Priority = 9
+		j.RunAt = ptr(at(time.Hour))
+		j.NextDispatchAt = ptr(at(time.Hour))
+	})
+	ready := admitNew(t, s, "acme", at(0))
+	running := start(t, s, admitNew(t, s, "acme", at(0)), "w1", at(time.Second))
+	done := finish(t, s, admitNew(t, s, "acme", at(0)), contracts.StateCancelled, at(time.Second))
+
+	got := claimN(t, s, 10, at(2*time.Second))
+	require.Equal(t, []string{ready.ID}, ids(got), "not before next_dispatch_at; never running or final jobs")
+	require.Equal(t, contracts.StateRunning, get(t, s, running.ID).State)
+	require.Equal(t, contracts.StateCancelled, get(t, s, done.ID).State)
+
+	got = claimN(t, s, 10, at(time.Hour))
+	require.NotEmpty(t, got)
+	require.Equal(t, later.ID, got[0].ID, "ready once its time has come, and first by priority")
+}
+
+func testClaimFair(t *testing.T, s store.Store) {
+	// acme queues 50 jobs first; globex then queues 3.
+	var acme, globex []string
+	for i := range 50 {
+		acme = append(acme, admitNew(t, s, "acme", at(time.Duration(i)*time.Millisecond)).ID)
+	}
+	for i := range 3 {
+		globex = append(globex, admitNew(t, s, "globex", at(time.Second+time.Duration(i)*time.Millisecond)).ID)
+	}
+	got := ids(claimN(t, s, 6, at(2*time.Second)))
+	for i := range 3 {
+		// Each round gives one job to each tenant (ties go by id).
+		require.ElementsMatch(t, []string{acme[i], globex[i]}, got[2*i:2*i+2],
+			"tenants with waiting jobs take turns (round %d)", i)
+	}
+
+	// A tenant arriving now goes right after what was dispatched so far,
+	// not behind acme's 47 waiting jobs.
+	late := admitNew(t, s, "initech", at(3*time.Second))
+	got = ids(claimN(t, s, 2, at(4*time.Second)))
+	require.Contains(t, got, late.ID, "a new tenant's job waits a dispatch or two, not behind the backlog")
+}
+
+func testClaimWeights(t *testing.T, s store.Store) {
+	heavy := store.Caps{Weight: 3}
+	for i := range 12 {
+		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), heavy, nil)
+		admitWith(t, s, "globex", at(time.Duration(i)*time.Millisecond), store.Caps{}, nil)
+	}
+	count := map[string]int{}
+	for _, j := range claimN(t, s, 8, at(time.Second)) {
+		count[j.Tenant]++
+	}
+	require.Equal(t, map[string]int{"acme": 6, "globex": 2}, count, "weight 3 takes three turns to weight 1's one")
+}
+
+func testClaimKeys(t *testing.T, s store.Store) {
+	key := func(k string, limit int) func(*contracts.Job) {
+		return func(j *contracts.Job) { j.ConcurrencyKey, j.ConcurrencyLimit = k, limit }
+	}
+	var keyed []contracts.Job
+	for i := range 5 {
+		keyed = append(keyed, admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, key("db", 2)))
+	}
+	other := admitWith(t, s, "globex", at(10*time.Millisecond), store.Caps{}, key("db", 1))
+	free := admitNew(t, s, "acme", at(20*time.Millisecond))
+
+	now := at(time.Second)
+	got := ids(claimN(t, s, 10, now))
+	require.ElementsMatch(t, []string{keyed[0].ID, other.ID, keyed[1].ID, free.ID}, got,
+		"two of acme's db jobs, globex's own db key apart, and the unkeyed job")
+
+	// A running job holds its slot; a claimed job too until its claim ends.
+	start(t, s, get(t, s, keyed[0].ID), "w1", now)
+	require.Empty(t, claimN(t, s, 10, now), "both slots of acme/db held")
+	finish(t, s, get(t, s, keyed[0].ID), contracts.StateSucceeded, now)
+	require.Equal(t, []string{keyed[2].ID}, ids(claimN(t, s, 10, now)), "a finished job frees its slot")
+
+	// Claims of keyed[1] and keyed[2] expire: two slots free again.
+	later := now.Add(time.Minute)
+	got = ids(claimN(t, s, 10, later))
+	require.ElementsMatch(t, []string{keyed[1].ID, keyed[2].ID, other.ID, free.ID}, got)
+}
+
+func testClaimPerKind(t *testing.T, s store.Store) {
+	for i := range 3 {
+		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, func(j *contracts.Job) { j.Kind = "a" })
+		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, func(j *contracts.Job) { j.Kind = "b" })
+	}
+	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute),
+		Kinds: map[string]int{"a": 2, "b": 1, "c": 5, "d": 0}})
+	require.NoError(t, err)
+	count := map[string]int{}
+	for _, j := range got {
+		count[j.Kind]++
+	}
+	require.Equal(t, map[string]int{"a": 2, "b": 1}, count)
+	got, err = s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute)})
+	require.NoError(t, err)
+	require.Empty(t, got, "no kinds, no claims")
+}
+
+func testConcurrentClaims(t *testing.T, s store.Store) {
+	const jobs, claimers = 60, 6
+	for i := range jobs {
+		admitNew(t, s, fmt.Sprintf("t%d", i%4), at(time.Duration(i)*time.Millisecond))
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		wg   sync.WaitGroup
+	)
+	for range claimers {
+		wg.Go(func() {
+			for {
+				got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute),
+					Kinds: map[string]int{"test.kind": 4}})
+				if err != nil || len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range got {
+					seen[j.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, seen, jobs, "every job claimed")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "job %s claimed %d times", id, n)
+	}
+}
+
+func testRunErrorsRoundTrip(t *testing.T, s store.Store) {
+	j := start(t, s, admitNew(t, s, "acme", at(0)), "w1", at(time.Second))
+	var errs []contracts.RunError
+	for i := range contracts.MaxRunErrors + 2 {
+		errs = contracts.AppendRunError(errs, contracts.RunError{Run: i + 1, Attempt: int64(i + 1), Error: fmt.Sprintf("handler: boom %d", i), At: at(time.Duration(i) * time.Second)})
+	}
+	require.Len(t, errs, contracts.MaxRunErrors)
+	next := at(time.Minute)
+	none := ""
+	got, err := s.Transition(t.Context(), store.Expect{ID: j.ID, State: contracts.StateRunning, Attempt: j.Attempt},
+		store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Attempt: j.Attempt + 1, Worker: &none,
+			NextDispatchAt: &next, Errors: errs})
+	require.NoError(t, err)
+	require.Equal(t, errs, got.Errors)
+	requireJob(t, got, get(t, s, j.ID))
+	require.Equal(t, "handler: boom 2", got.Errors[0].Error, "the oldest were dropped")
+	require.Empty(t, claimN(t, s, 5, at(30*time.Second)), "not before the backoff ends")
+	require.Len(t, claimN(t, s, 5, next), 1)
+}
+
+func testStaleDeadline(t *testing.T, s store.Store) {
+	late := admitWith(t, s, "acme", at(0), store.Caps{}, func(j *contracts.Job) { j.DispatchDeadline = at(time.Minute) })
+	admitWith(t, s, "acme", at(0), store.Caps{}, func(j *contracts.Job) { j.DispatchDeadline = at(time.Hour) })
+	claimed := admitWith(t, s, "acme", at(0), store.Caps{}, func(j *contracts.Job) { j.DispatchDeadline = at(time.Minute) })
+	claim(t, s, claimed, "", at(time.Minute), at(2*time.Minute))
+	running := start(t, s, admitWith(t, s, "acme", at(0), store.Caps{}, func(j *contracts.Job) { j.DispatchDeadline = at(time.Minute) }), "w", at(time.Second))
+
+	got, err := s.Stale(t.Context(), store.StaleQuery{Now: at(time.Minute), DeadlineBefore: at(time.Minute), Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{late.ID}, ids(got), "pending, past its deadline, no live claim")
+	_ = running
+}
