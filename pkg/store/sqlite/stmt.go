@@ -76,15 +76,15 @@ func stmtIn(ctx context.Context, tx *sql.Tx, st *sql.Stmt, query string) (*sql.S
 
 // writeStmts are the writer's fixed statements, prepared at Open.
 type writeStmts struct {
-	activeByKey  *sql.Stmt
-	readCounters *sql.Stmt
-	insertJob    *sql.Stmt
-	addActive    *sql.Stmt
+	activeByKey   *sql.Stmt
+	readCounters  *sql.Stmt
+	insertJob     *sql.Stmt
+	addActive     *sql.Stmt
 	setTenantFair *sql.Stmt
-	getJob       *sql.Stmt
-	leaseState   *sql.Stmt
-	renew        *sql.Stmt
-	promote      *sql.Stmt
+	getJob        *sql.Stmt
+	leaseState    *sql.Stmt
+	renew         *sql.Stmt
+	promote       *sql.Stmt
 }
 
 // prepareWrites prepares the writer's fixed statements into its cache.

@@ -21,8 +21,14 @@ type Config struct {
 	Store dial.Env
 	Log   observe.Env
 
-	// RetryInterval is the re-offer period for overflow (plus up to 25% jitter).
+	// RetryInterval is how long a job whose offers all failed waits before
+	// it is ready again (plus up to 25% jitter), and how often the
+	// dispatcher looks for ready jobs when nothing woke it.
 	RetryInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s"`
+	// RetryBackoff is the wait before a failed job's second run; it doubles
+	// with every run (±50% jitter) up to RetryBackoffMax.
+	RetryBackoff    time.Duration `env:"SLUICE_RETRY_BACKOFF" envDefault:"1s"`
+	RetryBackoffMax time.Duration `env:"SLUICE_RETRY_BACKOFF_MAX" envDefault:"10m"`
 	// StaleThreshold is the heartbeat age that makes a running job stale.
 	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s"`
 	// MaxRuntime fails a job running longer than this; 0 = no limit.
@@ -33,7 +39,8 @@ type Config struct {
 	ClaimTTL time.Duration `env:"SLUICE_CLAIM_TTL" envDefault:"30s"`
 	// AckWait is JetStream's redelivery timer for an unacknowledged message.
 	AckWait time.Duration `env:"SLUICE_ACK_WAIT" envDefault:"30s"`
-	// Concurrency is how many due messages one scheduler handles at once.
+	// Concurrency is how many due messages and results one scheduler
+	// handles at once, and how many offers it has in flight.
 	Concurrency int `env:"SLUICE_SCHEDULER_CONCURRENCY" envDefault:"64"`
 	// NoWorkerGrace fails a pending job early, with "capacity: no worker
 	// runs kind …", when no live worker has announced its kind for this
@@ -84,6 +91,11 @@ func (c Config) Validate() error {
 	pos("SLUICE_OFFER_TIMEOUT", c.OfferTimeout)
 	pos("SLUICE_CLAIM_TTL", c.ClaimTTL)
 	pos("SLUICE_ACK_WAIT", c.AckWait)
+	pos("SLUICE_RETRY_BACKOFF", c.RetryBackoff)
+	pos("SLUICE_RETRY_BACKOFF_MAX", c.RetryBackoffMax)
+	if c.RetryBackoff > 0 && c.RetryBackoffMax > 0 && c.RetryBackoffMax < c.RetryBackoff {
+		errs = append(errs, fmt.Errorf("SLUICE_RETRY_BACKOFF_MAX: %s is less than SLUICE_RETRY_BACKOFF (%s)", c.RetryBackoffMax, c.RetryBackoff))
+	}
 	pos("SLUICE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 	if c.NoWorkerGrace < 0 {
 		errs = append(errs, fmt.Errorf("SLUICE_NO_WORKER_GRACE: must not be negative (0 = off), got %s", c.NoWorkerGrace))

@@ -75,10 +75,11 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	pub := events.NewPublisher(d.NC)
 	s.dispatch = dispatch.New(dispatch.Config{
 		RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
-		HoldForRoom: cfg.RetryInterval, MaxHolding: max(cfg.Concurrency/2, 1), NoWorkerGrace: cfg.NoWorkerGrace,
+		Offers: cfg.Concurrency, NoWorkerGrace: cfg.NoWorkerGrace,
 	},
 		d.Store, d.NC, picker.New(r, 0), pub, d.Now, rand.Float64, d.Log, m)
-	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime},
+	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime,
+		RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax},
 		d.Store, notifier{nc: d.NC, js: d.JS}, pub, d.Now, d.Log, m)
 	s.probe = observe.NewProbe(d.Log, d.Registry)
 	s.probe.AddCheck("store", d.Store.Ping)
@@ -107,6 +108,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}, h)
 		})
 	}
+	g.Go(func() error { return s.dispatch.Run(gctx) })
 	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.Concurrency, s.dispatch.Handle)
 	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.Concurrency, s.apply.Result)
 	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)

@@ -47,7 +47,10 @@ func JSON(v any) (Result, error) {
 // the job was cancelled, or the worker is shutting down). A returned error
 // fails the job with contracts.Classify(err), so a handler may return a
 // *contracts.ClassedError to choose the class (for example input). A
-// result returned together with an error is kept. A panic fails the job
+// failed job runs again after a backoff until it has run max_attempts
+// times, unless the error's class is input or cancelled or the handler
+// wraps it with contracts.Permanent. A result returned together with an
+// error is kept. A panic fails the job
 // with "handler: panic: …" and never crashes the worker.
 type Handler func(ctx context.Context, job Job) (Result, error)
 

@@ -23,6 +23,8 @@ type verdict struct {
 	report report
 	state  contracts.JobState // for reportResult
 	err    string             // the job error, with its class
+	// permanent: the handler said the failure must not be retried.
+	permanent bool
 }
 
 // cancelledByRequest is the job error of a cancelled job.
@@ -44,7 +46,7 @@ func decide(err error, fenced, cancelRequested, shutdown bool) verdict {
 	case shutdown:
 		return verdict{report: reportRequeue}
 	default:
-		return verdict{report: reportResult, state: contracts.StateFailed, err: classify(err)}
+		return verdict{report: reportResult, state: contracts.StateFailed, err: classify(err), permanent: contracts.IsPermanent(err)}
 	}
 }
 

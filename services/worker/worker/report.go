@@ -30,7 +30,7 @@ func (w *Worker) report(deliverCtx context.Context, t *task, v verdict, res Resu
 		w.m.jobs.WithLabelValues(string(v.state)).Inc()
 		r := contracts.Result{
 			JobID: id, Attempt: t.lease.Attempt, WorkerID: w.cfg.WorkerID,
-			State: v.state, Error: truncateError(v.err), Result: json.RawMessage(res),
+			State: v.state, Error: truncateError(v.err), Result: json.RawMessage(res), Permanent: v.permanent,
 		}
 		if w.deliver(deliverCtx, t, contracts.SubjectResult, r, "result-"+id+"-"+attempt) {
 			ev := t.log.Info()

@@ -36,6 +36,10 @@ type Config struct {
 	StaleThreshold time.Duration
 	// MaxRuntime is the hard limit on one run; 0 = none.
 	MaxRuntime time.Duration
+	// RetryBackoff and RetryBackoffMax bound the wait before a failed job
+	// runs again (see RetryDelay).
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
 }
 
 // Applier applies results, heartbeats and requeue events.

@@ -35,9 +35,24 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 			log.Info().Str("state", string(job.State)).Int64("current_attempt", job.Attempt).Msg("result for an old attempt ignored")
 			return consume.Ack()
 		}
-		ch := store.Change{Now: a.now(), State: res.State, Result: res.Result}
+		now := a.now()
+		// A run counts from its start heartbeat; a result that beats it
+		// still ends a run.
+		ch := store.Change{Now: now, State: res.State, Result: res.Result, IncRuns: job.State == contracts.StatePending}
 		if res.Error != "" {
 			ch.Error = &res.Error
+		}
+		if res.State == contracts.StateFailed {
+			runs := job.Runs
+			if job.State == contracts.StatePending {
+				runs++
+			}
+			ch.Errors = contracts.AppendRunError(job.Errors, contracts.RunError{Run: runs, Attempt: job.Attempt, Error: res.Error, At: now})
+			counted := job
+			counted.Runs = runs
+			if contracts.DecideRetry(counted, res.Error, res.Permanent).Retry {
+				ch = a.retryChange(job, runs, ch)
+			}
 		}
 		out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt}, ch)
 		if errors.Is(err, store.ErrConflict) {
@@ -48,6 +63,15 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 			return consume.RetryIn(storeRetry)
 		}
 		a.ev.State(out)
+		if ch.State == contracts.StatePending {
+			a.m.Results.WithLabelValues("retried").Inc()
+			log.Info().Str("error", res.Error).Time("next_dispatch_at", *ch.NextDispatchAt).Msg("run failed; job runs again after a backoff")
+			if err := a.notify.Due(ctx, job.ID); err != nil {
+				// The job is pending in the store; the dispatcher finds it when due.
+				log.Warn().Err(err).Msg("due not published after a failed run")
+			}
+			return consume.Ack()
+		}
 		a.m.Results.WithLabelValues("applied").Inc()
 		a.m.Finished(res.State, job.StartedAt, ch.Now)
 		return consume.Ack()
@@ -64,4 +88,14 @@ func Current(job contracts.Job, attempt int64, workerID string) bool {
 		return false
 	}
 	return job.State == contracts.StatePending || job.Worker == workerID
+}
+
+// retryChange turns the final change of a failed run into its retry: back
+// to pending under a new attempt, off the worker, ready after the backoff,
+// keeping the run's error in the job's errors.
+func (a *Applier) retryChange(job contracts.Job, runs int, final store.Change) store.Change {
+	next := final.Now.Add(RetryDelay(runs, a.cfg.RetryBackoff, a.cfg.RetryBackoffMax))
+	none := ""
+	return store.Change{Now: final.Now, State: contracts.StatePending, Attempt: job.Attempt + 1, Worker: &none,
+		IncRuns: final.IncRuns, ClearClaim: true, NextDispatchAt: &next, Errors: final.Errors}
 }

@@ -1,7 +1,11 @@
-// Package dispatch turns due messages into running jobs: it claims a
-// pending job in the store, offers it to workers in stable order until one
-// accepts, and otherwise keeps it pending with a later next_dispatch_at
-// until the dispatch deadline, when it fails with a capacity: error.
+// Package dispatch turns ready jobs into running jobs. The store is the
+// ready queue: the dispatcher claims batches of the best ready jobs
+// (priority, tenant fairness, concurrency keys, run_at and retry backoff
+// are the store's ready order), sized to the room the workers announced,
+// and offers each to the workers in stable order until one accepts. A job
+// no worker has room for simply stays pending in the store until a slot
+// frees; a sweep fails jobs whose dispatch deadline passes, with a
+// capacity: error. Due messages are the jobs' durable wake-ups.
 package dispatch
 
 import (
@@ -15,13 +19,14 @@ type Action int
 
 // Actions.
 const (
-	// Drop acknowledges the message: the job is gone, finished or running.
+	// Drop acknowledges the message: the job is gone, finished, running,
+	// or being offered under a live claim.
 	Drop Action = iota + 1
-	// Wait redelivers the message after Plan.Delay.
+	// Wait redelivers the message after Plan.Delay: the job is not due yet.
 	Wait
 	// FailCapacity fails the job: its dispatch deadline passed.
 	FailCapacity
-	// Offer claims the job and offers it to workers.
+	// Offer wakes the dispatcher: the job is ready.
 	Offer
 )
 
@@ -40,14 +45,14 @@ func Decide(j contracts.Job, now time.Time) Plan {
 	if j.State != contracts.StatePending {
 		return Plan{Action: Drop}
 	}
+	if j.ClaimUntil != nil && j.ClaimUntil.After(now) {
+		return Plan{Action: Drop} // being offered; the deadline sweep sees it if the claim lapses
+	}
 	if !j.DispatchDeadline.IsZero() && !now.Before(j.DispatchDeadline) {
 		return Plan{Action: FailCapacity}
 	}
 	if j.NextDispatchAt != nil && j.NextDispatchAt.Sub(now) > earlyTolerance {
 		return Plan{Action: Wait, Delay: j.NextDispatchAt.Sub(now)}
-	}
-	if j.ClaimUntil != nil && j.ClaimUntil.After(now) {
-		return Plan{Action: Wait, Delay: j.ClaimUntil.Sub(now) + earlyTolerance}
 	}
 	return Plan{Action: Offer}
 }

@@ -30,13 +30,16 @@ const (
 type Scheduler struct {
 	// Evictions counts workers dropped from the view after repeated failures.
 	Evictions prometheus.Counter
-	// Dispatches counts due messages by outcome (dispatched, overflow, capacity_failed, dropped).
+	// Dispatches counts dispatch outcomes (dispatched, overflow, capacity_failed, no_worker, too_large, dropped).
 	Dispatches *prometheus.CounterVec
+	// Claims counts dispatch claims taken from the ready queue.
+	Claims prometheus.Counter
 	// CapacityFailures counts jobs failed with a capacity: error at their dispatch deadline.
 	CapacityFailures prometheus.Counter
 	// OffersPerDispatch observes how many offers one dispatched job took.
 	OffersPerDispatch prometheus.Histogram
-	// Results counts worker results by outcome (applied, stale).
+	// Results counts worker results by outcome (applied, retried: a failed
+	// run that goes back to pending for another, stale).
 	Results *prometheus.CounterVec
 	// Heartbeats counts heartbeat leases by outcome (renewed, promoted, lost).
 	Heartbeats *prometheus.CounterVec
@@ -62,8 +65,12 @@ func New(reg prometheus.Registerer) *Scheduler {
 		}),
 		Dispatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_dispatches_total",
-			Help: "Due messages handled, by outcome (dispatched, overflow, capacity_failed, dropped).",
+			Help: "Dispatch outcomes: dispatched (a worker accepted), overflow (no worker had room; the job stays pending), capacity_failed (dispatch deadline), no_worker (no worker runs the kind), too_large (cannot be carried), dropped (a due message for a job already dispatched or finished).",
 		}, []string{"outcome"}),
+		Claims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_scheduler_claims_total",
+			Help: "Dispatch claims taken on ready jobs, each followed by offers to workers.",
+		}),
 		CapacityFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_scheduler_capacity_failures_total",
 			Help: "Jobs failed with a capacity: error because no worker accepted them before their dispatch deadline.",
@@ -85,7 +92,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 		}, []string{"state"}),
 		Results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_results_total",
-			Help: "Worker results, by outcome (applied, stale: for an old attempt and ignored).",
+			Help: "Worker results, by outcome (applied, retried: a failed run that goes back to pending for another after a backoff, stale: for an old attempt and ignored).",
 		}, []string{"outcome"}),
 		requeues: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_requeues_total",
@@ -101,10 +108,10 @@ func New(reg prometheus.Registerer) *Scheduler {
 	for _, o := range []string{"accepted", "busy", "refused", "no_responders", "timeout", "error", OfferEvicted} {
 		m.offers.WithLabelValues(o)
 	}
-	for _, o := range []string{"dispatched", "overflow", "capacity_failed", "dropped"} {
+	for _, o := range []string{"dispatched", "overflow", "capacity_failed", "no_worker", "too_large", "dropped"} {
 		m.Dispatches.WithLabelValues(o)
 	}
-	for _, o := range []string{"applied", "stale"} {
+	for _, o := range []string{"applied", "retried", "stale"} {
 		m.Results.WithLabelValues(o)
 	}
 	for _, o := range []string{"renewed", "promoted", "lost"} {
@@ -126,7 +133,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Progress)
-		reg.MustRegister(m.offers, m.Evictions, m.Dispatches, m.CapacityFailures, m.OffersPerDispatch,
+		reg.MustRegister(m.offers, m.Evictions, m.Dispatches, m.Claims, m.CapacityFailures, m.OffersPerDispatch,
 			m.queueWait, m.runTime, m.Results, m.requeues, m.Heartbeats)
 	}
 	return m

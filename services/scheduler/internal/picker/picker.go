@@ -110,6 +110,35 @@ func (p *Picker) Candidates(kind string) (ids []string, full int) {
 	return ids, full
 }
 
+// UnlimitedRoom is the room Room counts for a worker with no slot limit.
+const UnlimitedRoom = 64
+
+// Room says how many jobs of each kind the live workers have free slots
+// for, as far as the view knows, less the offers in flight. A worker that
+// runs several kinds counts its free slots for each of them.
+func (p *Picker) Room() map[string]int {
+	workers := p.view.Workers()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	room := map[string]int{}
+	for _, w := range workers {
+		if w.Draining {
+			continue
+		}
+		free := UnlimitedRoom
+		if w.Capacity > 0 {
+			free = w.Capacity - w.InFlight - p.pending[w.ID]
+		}
+		if free <= 0 {
+			continue
+		}
+		for _, k := range w.Kinds {
+			room[k] += free
+		}
+	}
+	return room
+}
+
 func hasRoom(w contracts.WorkerInfo, pending int) bool {
 	return w.Capacity == 0 || w.InFlight+pending < w.Capacity
 }

@@ -1,0 +1,121 @@
+package apply
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
+)
+
+func TestRetryDelay(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		runs     int
+		min, max time.Duration
+	}{
+		{1, 500 * time.Millisecond, 1500 * time.Millisecond},
+		{2, time.Second, 3 * time.Second},
+		{3, 2 * time.Second, 6 * time.Second},
+		{30, 5 * time.Second, 10 * time.Second}, // capped
+	}
+	for _, tc := range tests {
+		for range 50 {
+			d := RetryDelay(tc.runs, time.Second, 10*time.Second)
+			require.GreaterOrEqual(t, d, tc.min, "after run %d", tc.runs)
+			require.LessOrEqual(t, d, tc.max, "after run %d", tc.runs)
+		}
+	}
+}
+
+// setupRetry is setup with a backoff of 1s up to 1m.
+func setupRetry(t *testing.T) *bundle {
+	t.Helper()
+	b := setup(t)
+	b.a = New(Config{StaleThreshold: time.Second, MaxRuntime: time.Hour, RetryBackoff: time.Second, RetryBackoffMax: time.Minute},
+		b.store, b.n, nil, func() time.Time { return b.now }, zerolog.Nop(), metrics.New(prometheus.NewRegistry()))
+	return b
+}
+
+// fail reports a failed run of j's current attempt from worker w.
+func (b *bundle) fail(j contracts.Job, w, msg string, permanent bool) contracts.Job {
+	b.t.Helper()
+	res := contracts.Result{JobID: j.ID, Attempt: j.Attempt, WorkerID: w, State: contracts.StateFailed, Error: msg, Permanent: permanent}
+	require.Equal(b.t, consume.Ack(), b.a.Result(context.Background(), enc(b.t, res), nil))
+	return b.get(j.ID)
+}
+
+// rerun claims and starts a pending job again on w at b.now.
+func (b *bundle) rerun(j contracts.Job, w string) contracts.Job {
+	b.t.Helper()
+	ctx := context.Background()
+	claim := b.now.Add(time.Minute)
+	_, err := b.store.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: j.Attempt},
+		store.Change{Now: b.now, State: contracts.StatePending, Attempt: j.Attempt + 1, ClaimUntil: &claim})
+	require.NoError(b.t, err)
+	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: j.ID, Attempt: j.Attempt + 1}}, b.now)
+	require.NoError(b.t, err)
+	require.Len(b.t, out.Promoted, 1)
+	return b.get(j.ID)
+}
+
+func TestFailedRunsRetryWithBackoffUntilMaxAttempts(t *testing.T) {
+	t.Parallel()
+	b := setupRetry(t)
+	j := b.running("j1", "w1", 3)
+
+	j = b.fail(j, "w1", "handler: boom 1", false)
+	require.Equal(t, contracts.StatePending, j.State, "run 1 of 3 failed: another run")
+	require.Equal(t, int64(2), j.Attempt)
+	require.Empty(t, j.Worker)
+	require.Empty(t, j.Error, "the job has not failed")
+	require.Equal(t, 1, j.Runs)
+	require.Len(t, j.Errors, 1)
+	require.Equal(t, contracts.RunError{Run: 1, Attempt: 1, Error: "handler: boom 1", At: j.Errors[0].At}, j.Errors[0])
+	wait := j.NextDispatchAt.Sub(b.now)
+	require.GreaterOrEqual(t, wait, 500*time.Millisecond)
+	require.LessOrEqual(t, wait, 1500*time.Millisecond)
+	require.Equal(t, []string{"j1"}, b.n.due, "a due message wakes the dispatcher when the backoff ends")
+
+	b.now = *j.NextDispatchAt
+	j = b.fail(b.rerun(j, "w2"), "w2", "timeout: too slow", false)
+	require.Equal(t, contracts.StatePending, j.State, "timeouts retry too")
+	require.Equal(t, 2, j.Runs)
+	require.Len(t, j.Errors, 2)
+	wait = j.NextDispatchAt.Sub(b.now)
+	require.GreaterOrEqual(t, wait, time.Second, "the backoff grows")
+
+	b.now = *j.NextDispatchAt
+	j = b.fail(b.rerun(j, "w1"), "w1", "handler: boom 3", false)
+	require.Equal(t, contracts.StateFailed, j.State, "three runs of max_attempts 3")
+	require.Equal(t, "handler: boom 3", j.Error)
+	require.Equal(t, 3, j.Runs)
+	require.Len(t, j.Errors, 3)
+	require.Equal(t, []int{1, 2, 3}, []int{j.Errors[0].Run, j.Errors[1].Run, j.Errors[2].Run})
+}
+
+func TestFailuresThatDoNotRetry(t *testing.T) {
+	t.Parallel()
+	b := setupRetry(t)
+	for id, tc := range map[string]struct {
+		msg       string
+		permanent bool
+	}{
+		"permanent": {"handler: the account is closed", true},
+		"input":     {"input: payload.ms must be a number", false},
+		"cancelled": {"cancelled: cancelled by request", false},
+	} {
+		j := b.fail(b.running(id, "w1", 5), "w1", tc.msg, tc.permanent)
+		require.Equal(t, contracts.StateFailed, j.State, id)
+		require.Equal(t, tc.msg, j.Error, id)
+		require.Len(t, j.Errors, 1, id)
+	}
+	require.Empty(t, b.n.due)
+}

@@ -1,0 +1,209 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sluice/pkg/bus/events"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
+	"github.com/sluicehq/sluice/services/scheduler/internal/picker"
+)
+
+// Jobs is the part of the store the dispatcher uses.
+type Jobs interface {
+	Get(ctx context.Context, id string) (contracts.Job, error)
+	Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error)
+	Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error)
+	Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job, error)
+}
+
+// Requester sends an offer and waits for the answer; *nats.Conn is one.
+type Requester interface {
+	RequestWithContext(ctx context.Context, subj string, data []byte) (*nats.Msg, error)
+	// MaxPayload is the largest message the connection can send.
+	MaxPayload() int64
+}
+
+// Config tunes dispatching.
+type Config struct {
+	// RetryInterval is how long a job no worker could take (every offer
+	// failed, not merely busy) waits before it is ready again, and how
+	// often the dispatcher looks for ready jobs when nothing woke it.
+	RetryInterval time.Duration
+	// ClaimTTL is how long a dispatch claim keeps other schedulers off a
+	// job; it must outlast an offer round and a worker's start heartbeat.
+	ClaimTTL time.Duration
+	// OfferTimeout bounds one offer request.
+	OfferTimeout time.Duration
+	// Offers bounds the offers in flight at once (default 64).
+	Offers int
+	// SweepInterval is how often the dispatch deadline sweep runs
+	// (default 1s).
+	SweepInterval time.Duration
+	// NoWorkerGrace fails a job early, "capacity: no worker runs kind",
+	// when no live worker has announced its kind for this long (counted
+	// from the dispatcher's start at the earliest); 0 = never early.
+	NoWorkerGrace time.Duration
+}
+
+// Dispatcher moves ready jobs to workers: it claims batches of the best
+// ready jobs from the store, sized to the room the workers have, and
+// offers each to the workers in stable order.
+type Dispatcher struct {
+	cfg    Config
+	jobs   Jobs
+	nc     Requester
+	picker *picker.Picker
+	now    func() time.Time
+	jitter func() float64
+	log    zerolog.Logger
+	m      *metrics.Scheduler
+	// ev receives the change events worth showing: a dispatch claim or a
+	// released claim only moves a pending job's attempt, so only the
+	// failures before dispatch are published from here.
+	ev *events.Publisher
+
+	wake    chan struct{} // a due job or a freed slot: look for ready jobs
+	started time.Time     // the grace for absent kinds counts from here at the earliest
+
+	mu          sync.Mutex
+	outstanding map[string]int // claimed jobs of each kind whose offers are in flight
+}
+
+// New returns a dispatcher. jitter returns a number in [0,1).
+func New(cfg Config, jobs Jobs, nc Requester, p *picker.Picker, ev *events.Publisher, now func() time.Time, jitter func() float64, log zerolog.Logger, m *metrics.Scheduler) *Dispatcher {
+	if cfg.Offers <= 0 {
+		cfg.Offers = 64
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = time.Second
+	}
+	return &Dispatcher{cfg: cfg, jobs: jobs, nc: nc, picker: p, now: now, jitter: jitter, log: log, m: m, ev: ev,
+		wake: make(chan struct{}, 1), started: now(), outstanding: map[string]int{}}
+}
+
+// storeRetry is how soon a failed store call is tried again.
+const storeRetry = time.Second
+
+// Wake asks the dispatcher to look for ready jobs now. It never blocks;
+// wake-ups that come while it is busy fold into one.
+func (d *Dispatcher) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run dispatches until ctx ends, then waits for the offers in flight. It
+// also runs the dispatch deadline sweep.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { d.dispatchLoop(gctx); return nil })
+	g.Go(func() error { d.sweepLoop(gctx); return nil })
+	return g.Wait()
+}
+
+// dispatchLoop claims and offers whenever room and ready jobs may meet: at
+// a wake-up, a roster change, the end of an offer, and every RetryInterval.
+func (d *Dispatcher) dispatchLoop(ctx context.Context) {
+	sem := make(chan struct{}, d.cfg.Offers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(d.cfg.RetryInterval)
+	defer tick.Stop()
+	for {
+		viewCh, freedCh := d.picker.Changed()
+		claimed, err := d.claimRound(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn().Err(err).Msg("claiming ready jobs failed; trying again")
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(storeRetry):
+			}
+			continue
+		}
+		for _, job := range claimed {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				// Shutting down: the claim expires and another scheduler takes over.
+				d.done(job.Kind)
+				continue
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				defer d.done(job.Kind)
+				d.dispatch(ctx, job)
+			})
+		}
+		if len(claimed) > 0 {
+			continue // there may be more
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case <-viewCh:
+		case <-freedCh:
+		case <-tick.C:
+		}
+	}
+}
+
+// claimRound claims as many of the best ready jobs of each kind as the
+// workers have room for, minus the claims whose offers are in flight.
+func (d *Dispatcher) claimRound(ctx context.Context) ([]contracts.Job, error) {
+	room := d.picker.Room()
+	d.mu.Lock()
+	for kind, n := range d.outstanding {
+		room[kind] -= n
+	}
+	want := map[string]int{}
+	for kind, n := range room {
+		if n > 0 {
+			want[kind] = n
+		}
+	}
+	d.mu.Unlock()
+	if len(want) == 0 {
+		return nil, nil
+	}
+	now := d.now()
+	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: now, Until: now.Add(d.cfg.ClaimTTL), Kinds: want})
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	for _, j := range jobs {
+		d.outstanding[j.Kind]++
+	}
+	d.mu.Unlock()
+	d.m.Claims.Add(float64(len(jobs)))
+	return jobs, nil
+}
+
+// done ends an outstanding claim of kind.
+func (d *Dispatcher) done(kind string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.outstanding[kind] <= 1 {
+		delete(d.outstanding, kind)
+	} else {
+		d.outstanding[kind]--
+	}
+}
+
+// logJob is the dispatcher's logger with a job's fields.
+func (d *Dispatcher) logJob(j contracts.Job) *zerolog.Logger {
+	l := d.log.With().Str(observe.FieldJobID, j.ID).Int64(observe.FieldAttempt, j.Attempt).Logger()
+	return &l
+}

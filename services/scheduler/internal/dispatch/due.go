@@ -1,0 +1,79 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+)
+
+// Handle processes one due message: the durable wake-up of a job. It wakes
+// the dispatcher when the job is ready; holds the message until a job
+// that is not due yet (run_at, a retry's backoff) is; fails a job whose
+// dispatch deadline passed, that is too large for the bus, or whose kind
+// no worker has run for NoWorkerGrace; and drops it once the job is
+// dispatched or finished. The job itself waits in the store, not here.
+func (d *Dispatcher) Handle(ctx context.Context, data []byte, _ func()) consume.Settle {
+	due, err := contracts.DecodeDue(data)
+	if err != nil {
+		d.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectDue).Msg("malformed due message dropped")
+		return consume.Poison()
+	}
+	job, err := d.jobs.Get(ctx, due.JobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return consume.Ack()
+	}
+	if err != nil {
+		d.log.Warn().Err(err).Str(observe.FieldJobID, due.JobID).Msg("store unavailable; due message retried")
+		return consume.RetryIn(storeRetry)
+	}
+	now := d.now()
+	plan := Decide(job, now)
+	switch plan.Action {
+	case Drop:
+		d.m.Dispatches.WithLabelValues("dropped").Inc()
+		return consume.Ack()
+	case FailCapacity:
+		d.fail(ctx, job, capacityError(job), "capacity_failed")
+		return consume.Ack()
+	case Wait:
+		return consume.RetryIn(plan.Delay)
+	}
+	if err := contracts.CheckMessageSize(job, d.nc.MaxPayload()); err != nil {
+		d.fail(ctx, job, contracts.JobError(contracts.ClassInput, err.Error()), "too_large")
+		return consume.Ack()
+	}
+	if wait, ok := d.noWorker(job, now); ok {
+		if wait <= 0 {
+			msg := contracts.JobError(contracts.ClassCapacity, fmt.Sprintf(
+				"no worker runs kind %q (none has announced it for %s)", job.Kind, d.cfg.NoWorkerGrace))
+			d.fail(ctx, job, msg, "no_worker")
+			return consume.Ack()
+		}
+		return consume.RetryIn(min(wait, time.Until(job.DispatchDeadline)))
+	}
+	d.Wake()
+	return consume.Ack()
+}
+
+// noWorker reports, when no live worker runs the job's kind, how long the
+// grace has left (≤ 0: over). ok is false while some worker runs it, or
+// when the grace is off.
+func (d *Dispatcher) noWorker(job contracts.Job, now time.Time) (time.Duration, bool) {
+	if d.cfg.NoWorkerGrace <= 0 {
+		return 0, false
+	}
+	since := d.picker.KindLastSeen(job.Kind)
+	if !since.IsZero() && !since.Before(now) {
+		return 0, false // a live worker runs it right now
+	}
+	if since.Before(d.started) {
+		since = d.started
+	}
+	return d.cfg.NoWorkerGrace - now.Sub(since), true
+}

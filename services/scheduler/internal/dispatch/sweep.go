@@ -1,0 +1,47 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// sweepBatch bounds the jobs one sweep fails.
+const sweepBatch = 500
+
+// sweepLoop runs the dispatch deadline sweep every SweepInterval until ctx
+// ends: pending jobs whose deadline passed, holding no live claim, fail
+// with a capacity: error. Every scheduler sweeps; the compare-and-set makes
+// each job fail once.
+func (d *Dispatcher) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(d.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := d.Sweep(ctx); err != nil && ctx.Err() == nil {
+			d.log.Warn().Err(err).Msg("dispatch deadline sweep failed; trying again")
+		}
+	}
+}
+
+// Sweep fails the pending jobs whose dispatch deadline passed and says how
+// many it failed.
+func (d *Dispatcher) Sweep(ctx context.Context) (int, error) {
+	now := d.now()
+	jobs, err := d.jobs.Stale(ctx, store.StaleQuery{Now: now, DeadlineBefore: now, Limit: sweepBatch})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, j := range jobs {
+		if d.fail(ctx, j, capacityError(j), "capacity_failed") {
+			n++
+		}
+	}
+	return n, nil
+}
