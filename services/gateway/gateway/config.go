@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/service"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/dial"
+	"github.com/sluicehq/sluice/services/gateway/internal/admission"
 	"github.com/sluicehq/sluice/services/gateway/internal/auth"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	MaxActive int `env:"SLUICE_MAX_ACTIVE" envDefault:"1000"`
 	// TenantMaxActive caps pending + running jobs per tenant; 0 = no cap.
 	TenantMaxActive int `env:"SLUICE_TENANT_MAX_ACTIVE" envDefault:"0"`
+	// TenantWeights is "tenant:weight,…": the tenants' shares in fair
+	// queuing (a tenant not listed has weight 1).
+	TenantWeights string `env:"SLUICE_TENANT_WEIGHTS"`
 	// APITokens is "tenant:token,…"; empty runs the API open (one
 	// "default" tenant). It is secret: never log or print it.
 	APITokens string `env:"SLUICE_API_TOKENS" json:"-"`
@@ -127,6 +131,9 @@ func (c Config) Validate() error {
 	}
 	if c.TenantMaxActive < 0 {
 		bad("SLUICE_TENANT_MAX_ACTIVE", "must be 0 (no cap) or more, got %d", c.TenantMaxActive)
+	}
+	if _, err := admission.ParseWeights(c.TenantWeights); err != nil {
+		errs = append(errs, fmt.Errorf("SLUICE_TENANT_WEIGHTS: %w", err))
 	}
 	if _, err := auth.Parse(c.APITokens); err != nil {
 		errs = append(errs, fmt.Errorf("SLUICE_API_TOKENS: %w", err))

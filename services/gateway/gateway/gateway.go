@@ -143,6 +143,10 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: SLUICE_API_TOKENS: %w", err)
 	}
 	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive}
+	weights, err := admission.ParseWeights(cfg.TenantWeights)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: SLUICE_TENANT_WEIGHTS: %w", err)
+	}
 	// One log of recent 429s for both transports, shown in /v1/stats.
 	rejected := rejections.New(contracts.MaxRecentRejections, deps.Now)
 	pub := events.NewPublisher(deps.NC)
@@ -152,6 +156,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		RetryAfter: cfg.RetryInterval,
 		Rejections: rejected,
 		Kinds:      cleanKinds(cfg.Kinds),
+		Weights:    weights,
 		// Every hop of a job travels on NATS: refuse what it cannot carry.
 		MaxMessageBytes: deps.NC.MaxPayload(),
 	}, deps.Now, deps.Log, m)

@@ -49,6 +49,8 @@ type Settings struct {
 	Rejections *rejections.Log
 	// Kinds, when not empty, are the only kinds admitted; others get 422.
 	Kinds []string
+	// Weights are the tenants' fair-queuing weights (nil: all 1).
+	Weights Weights
 	// MaxMessageBytes is the NATS connection's max payload: a job that
 	// could not be carried by every hop (offer, submit reply, events) is
 	// refused with 413 (0 = not checked).
@@ -150,6 +152,12 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 		UpdatedAt:        now,
 		NextDispatchAt:   &now,
 		DispatchDeadline: sub.DispatchDeadline.UTC(),
+		ConcurrencyKey:   sub.ConcurrencyKey,
+		ConcurrencyLimit: sub.ConcurrencyLimit,
+	}
+	if sub.RunAt != nil {
+		at := sub.RunAt.UTC()
+		job.RunAt, job.NextDispatchAt = &at, &at
 	}
 	if len(a.set.Kinds) > 0 && !slices.Contains(a.set.Kinds, job.Kind) {
 		return Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
@@ -158,7 +166,9 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 	if err := contracts.CheckMessageSize(job, a.set.MaxMessageBytes); err != nil {
 		return Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge, err.Error())
 	}
-	got, adm, err := a.store.Admit(ctx, job, a.set.Caps)
+	caps := a.set.Caps
+	caps.Weight = a.set.Weights.Of(tenant)
+	got, adm, err := a.store.Admit(ctx, job, caps)
 	if err != nil {
 		o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store is unavailable, try again")
 		o.Cause = fmt.Errorf("admit job %s: %w", job.ID, err)
