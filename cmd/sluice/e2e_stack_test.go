@@ -68,6 +68,7 @@ func startStack(t *testing.T, workers int, extra map[string]string) *stack {
 		"SLUICE_DATA_DIR":                    t.TempDir(),
 		"SLUICE_HTTP_ADDR":                   "127.0.0.1:0",
 		"SLUICE_RETRY_INTERVAL":              "100ms",
+		"SLUICE_RETRY_BACKOFF":               "50ms",
 		"SLUICE_HEARTBEAT_INTERVAL":          "100ms",
 		"SLUICE_STALE_THRESHOLD":             "2s",
 		"SLUICE_SHUTDOWN_TIMEOUT":            "2s",

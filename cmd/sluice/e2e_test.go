@@ -138,9 +138,14 @@ func TestCLIExitCodes(t *testing.T) {
 	})
 	t.Run("failed exec", func(t *testing.T) {
 		t.Parallel()
+		// A failed run runs again, until max_attempts runs.
 		r := s.run("submit", "exec", "--payload", `{"argv":["sh","-c","exit 3"]}`, "--wait")
 		require.Equal(t, 1, r.code, r.stderr)
-		require.Regexp(t, `failed\s+runs 1/3\s+claim 1\s+on worker-0[12]\s+ran \S+\s+handler: exit status 3\n$`, r.stdout)
+		require.Regexp(t, `pending\s+runs 1/3\s+claim 2\n`, r.stdout)
+		require.Regexp(t, `failed\s+runs 3/3\s+claim 5\s+on worker-0[12]\s+ran \S+\s+handler: exit status 3\n$`, r.stdout)
+		r = s.run("submit", "exec", "--max-attempts", "1", "--payload", `{"argv":["sh","-c","exit 3"]}`, "--wait")
+		require.Equal(t, 1, r.code, r.stderr)
+		require.Regexp(t, `failed\s+runs 1/1\s+claim 1\s+on worker-0[12]\s+ran \S+\s+handler: exit status 3\n$`, r.stdout)
 	})
 	t.Run("failed input", func(t *testing.T) {
 		t.Parallel()
@@ -319,7 +324,11 @@ func TestCLIWatchAll(t *testing.T) {
 
 	// People's format: one line per change with the job's id and kind.
 	cmd, lines, wait = s.background("watch")
-	line = firstLine(t, lines, func() string { return submit("exec", `{"argv":["sh","-c","exit 5"]}`) })
+	line = firstLine(t, lines, func() string {
+		r := s.run("submit", "exec", "--max-attempts", "1", "--payload", `{"argv":["sh","-c","exit 5"]}`)
+		require.Equal(t, 0, r.code, r.stderr)
+		return strings.TrimSpace(r.stdout)
+	})
 	if !strings.Contains(line, "failed") {
 		line = waitLine(t, lines, "failed")
 	}

@@ -91,33 +91,31 @@ func TestEndToEndBoundedPerWorker(t *testing.T) {
 }
 
 // TestOverflowRunsWhenAWorkerFreesUp fills the only slot, so the next job
-// overflows: it stays pending with a later next_dispatch_at and runs once
-// the first job is done.
+// waits: it stays pending in the store without spending a dispatch claim,
+// and runs as soon as the slot frees — woken by the freed slot, not by a
+// poll (the poll interval here is an hour).
 func TestOverflowRunsWhenAWorkerFreesUp(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_RETRY_INTERVAL": "300ms"})
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_RETRY_INTERVAL": "1h"})
 	first := b.mustSubmit("sleep", map[string]int{"ms": 700})
 	b.waitState(first.ID, contracts.StateRunning, 5*time.Second)
 	second := b.mustSubmit("sleep", map[string]int{"ms": 0})
 
-	// It overflows: still pending, rescheduled at least one retry interval later.
-	var seen contracts.Job
-	require.Eventually(t, func() bool {
-		seen = b.job(second.ID)
-		return seen.State == contracts.StatePending && seen.NextDispatchAt != nil &&
-			seen.NextDispatchAt.Sub(seen.CreatedAt) >= 300*time.Millisecond
-	}, 3*time.Second, 5*time.Millisecond, "second job never rescheduled")
-	require.LessOrEqual(t, seen.NextDispatchAt.Sub(seen.CreatedAt), 2*time.Second)
+	require.Never(t, func() bool {
+		seen := b.job(second.ID)
+		return seen.State != contracts.StatePending || seen.Attempt != 0
+	}, 300*time.Millisecond, 10*time.Millisecond, "no room: the job waits pending, no claim spent")
 
 	f := b.waitFinal(first.ID, 5*time.Second)
-	s := b.waitFinal(second.ID, 5*time.Second)
+	s := b.waitFinal(second.ID, 10*time.Second)
 	require.Equal(t, contracts.StateSucceeded, f.State)
 	require.Equal(t, contracts.StateSucceeded, s.State)
+	require.Equal(t, int64(1), s.Attempt, "one claim, taken when the slot was free")
 	// The first handler ran 700 ms after its start was recorded; the second
 	// could only start once that slot was free. (Its start may be recorded
 	// before the first job's result is: the slot frees before the result
 	// reaches the store.)
-	require.False(t, s.StartedAt.Before(f.StartedAt.Add(700*time.Millisecond)), "the overflowed job started before the slot was free")
+	require.False(t, s.StartedAt.Before(f.StartedAt.Add(700*time.Millisecond)), "the waiting job started before the slot was free")
 }
 
 // TestDispatchDeadlineFailsWithCapacity: with no worker at all, a job waits
