@@ -24,6 +24,9 @@ import (
 // one Claim of one kind steps over before it gives up on that kind.
 const maxKeySkips = 1000
 
+// maxClaimRounds bounds the finds of one kind in one Claim.
+const maxClaimRounds = 3
+
 // stampFair gives a tenant's new job its fair-queue stamp: the tenant's
 // clock first catches up with the system's virtual time ($max), then moves
 // on by 1/weight ($inc), each an atomic single-document update, so two
@@ -95,40 +98,52 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	)
 	for _, kind := range kinds {
 		want := min(r.Kinds[kind], store.MaxClaim)
-		cands, err := s.ready(ctx, kind, now, want+maxKeySkips)
-		if err != nil {
-			return out, fmt.Errorf("mongo: claim jobs: %w", err)
-		}
 		held := map[[2]string]int{}
 		got := 0
-		for _, c := range cands {
-			if got == want {
-				break
-			}
-			if c.Key != "" {
-				k := [2]string{c.Tenant, c.Key}
-				n, ok := held[k]
-				if !ok {
-					if n, err = s.keyHolders(ctx, c.Tenant, c.Key, now); err != nil {
-						return out, fmt.Errorf("mongo: claim jobs: %w", err)
-					}
-				}
-				if n >= c.Limit {
-					held[k] = n
-					continue
-				}
-				held[k] = n + 1
-			}
-			j, ok, err := s.claimOne(ctx, c, now, r.Until)
+		// Candidates another scheduler took first are skipped; when that
+		// left the claim short, look again (a few rounds at most).
+		for round := 0; round < maxClaimRounds && got < want; round++ {
+			cands, err := s.ready(ctx, kind, now, want-got+maxKeySkips)
 			if err != nil {
 				return out, fmt.Errorf("mongo: claim jobs: %w", err)
 			}
-			if !ok {
-				continue
+			missed := false
+			for _, c := range cands {
+				if got == want {
+					break
+				}
+				if c.Key != "" {
+					k := [2]string{c.Tenant, c.Key}
+					n, ok := held[k]
+					if !ok {
+						if n, err = s.keyHolders(ctx, c.Tenant, c.Key, now); err != nil {
+							return out, fmt.Errorf("mongo: claim jobs: %w", err)
+						}
+					}
+					if n >= c.Limit {
+						held[k] = n
+						continue
+					}
+					held[k] = n + 1
+				}
+				j, ok, err := s.claimOne(ctx, c, now, r.Until)
+				if err != nil {
+					return out, fmt.Errorf("mongo: claim jobs: %w", err)
+				}
+				if !ok {
+					missed = true
+					if c.Key != "" {
+						held[[2]string{c.Tenant, c.Key}]--
+					}
+					continue
+				}
+				out = append(out, j)
+				virtual = max(virtual, c.FairAt)
+				got++
 			}
-			out = append(out, j)
-			virtual = max(virtual, c.FairAt)
-			got++
+			if !missed {
+				break
+			}
 		}
 	}
 	if len(out) > 0 {

@@ -70,6 +70,12 @@ func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
 	}
 	row("tenant", sanitize(j.Tenant))
 	row("priority", fmt.Sprint(j.Priority))
+	if j.ConcurrencyKey != "" {
+		row("key limit", fmt.Sprintf("%s: at most %d at once", sanitize(j.ConcurrencyKey), j.ConcurrencyLimit))
+	}
+	if j.RunAt != nil {
+		row("run at", fmtTime(*j.RunAt))
+	}
 	if !j.CreatedAt.IsZero() {
 		row("created", fmt.Sprintf("%s (%s ago)", fmtTime(j.CreatedAt), fmtDuration(now.Sub(j.CreatedAt))))
 	}
@@ -99,6 +105,12 @@ func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
 	}
 	if j.Error != "" {
 		row("error", sanitize(j.Error))
+	}
+	for _, e := range j.Errors {
+		if e.Error == j.Error && e.Run == j.Runs && j.State.Final() {
+			continue // the final error, already shown
+		}
+		row(fmt.Sprintf("run %d", e.Run), sanitize(e.Error))
 	}
 	if len(j.Payload) > 0 {
 		row("payload", sanitize(strings.TrimSpace(string(j.Payload))))

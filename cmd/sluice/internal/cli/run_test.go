@@ -92,9 +92,11 @@ func TestRunSubmit(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(`{"ms": 7}`), 0o600))
 
 	te := newTestEnv(f.srv.URL, false, nil)
-	require.Equal(t, ExitOK, te.run("submit", "sleep", "--payload", `{"ms":5}`, "--key", "k1", "--priority", "3", "--deadline", "90s", "--max-attempts", "2"))
+	require.Equal(t, ExitOK, te.run("submit", "sleep", "--payload", `{"ms":5}`, "--key", "k1", "--priority", "3", "--deadline", "90s", "--max-attempts", "2",
+		"--run-at", "30s", "--concurrency-key", "db", "--concurrency-limit", "2"))
 	require.Equal(t, testID+"\n", te.stdout.String())
-	require.Equal(t, contracts.SubmitRequest{Kind: "sleep", Payload: json.RawMessage(`{"ms":5}`), Key: "k1", Priority: 3, Deadline: "90s", MaxAttempts: 2}, got[0])
+	require.Equal(t, contracts.SubmitRequest{Kind: "sleep", Payload: json.RawMessage(`{"ms":5}`), Key: "k1", Priority: 3, Deadline: "90s", MaxAttempts: 2,
+		RunAt: "30s", ConcurrencyKey: "db", ConcurrencyLimit: 2}, got[0])
 
 	te = newTestEnv(f.srv.URL, false, nil)
 	te.env.Stdin = strings.NewReader(` {"ms": 6}` + "\n")

@@ -18,7 +18,7 @@ const maxPayloadInput = 64 << 20
 var cmdSubmit = &command{
 	name:    "submit",
 	summary: "submit a job; --wait follows it to its end",
-	usage:   "submit <kind> [--payload JSON|-|@FILE] [--key KEY] [--priority N] [--deadline D] [--max-attempts N] [--wait] [--json]",
+	usage:   "submit <kind> [--payload JSON|-|@FILE] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--wait] [--json]",
 	help: `
 Submits a job of the given kind and prints its id. With --json it prints the
 job as the API returns it.
@@ -26,8 +26,12 @@ job as the API returns it.
 --payload takes the job's JSON payload inline, from stdin ("-") or from a
 file ("@path"). --key makes the submit idempotent: while a job with the same
 key is active, submitting again returns that job (a note on stderr says so).
---deadline is how long the job may wait for a worker: a Go duration ("90s")
-or an RFC 3339 time.
+--priority orders waiting jobs (higher first). --run-at delays the job: a Go
+duration from now ("30s") or an RFC 3339 time. --deadline is how long the job
+may wait for a worker after that: a Go duration ("90s") or an RFC 3339 time.
+A failed run runs again after a backoff until --max-attempts runs.
+--concurrency-key with --concurrency-limit lets at most that many of your
+jobs with that key run at once; the others wait.
 
 --wait then follows the job until it ends: a live progress bar on a
 terminal, a line per change otherwise; with --json only the final job is
@@ -45,13 +49,17 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 	key := fs.String("key", "", "idempotency `key`: an active job with the same key is returned instead")
 	priority := fs.Int("priority", 0, fmt.Sprintf("priority, %d to %d (higher first)", contracts.MinPriority, contracts.MaxPriority))
 	deadline := fs.String("deadline", "", "how long the job may wait for a worker: a `duration` (90s) or an RFC 3339 time")
-	maxAttempts := fs.Int("max-attempts", 0, "runs before a job that keeps losing its worker fails (default: the server's)")
+	maxAttempts := fs.Int("max-attempts", 0, "how many times the job may run before a failure is final (default: the server's)")
+	runAt := fs.String("run-at", "", "not before: a `duration` from now (30s) or an RFC 3339 time")
+	concKey := fs.String("concurrency-key", "", "with --concurrency-limit: a `key` whose jobs run at most N at once")
+	concLimit := fs.Int("concurrency-limit", 0, "how many jobs of --concurrency-key may run at once")
 	wait := fs.Bool("wait", false, "follow the job until it ends; exit with its outcome")
 	pos, err := inv.parse(fs, args, 1, 1)
 	if err != nil {
 		return 0, err
 	}
-	req := contracts.SubmitRequest{Kind: pos[0], Key: *key, Priority: *priority, Deadline: *deadline, MaxAttempts: *maxAttempts}
+	req := contracts.SubmitRequest{Kind: pos[0], Key: *key, Priority: *priority, Deadline: *deadline, MaxAttempts: *maxAttempts,
+		RunAt: *runAt, ConcurrencyKey: *concKey, ConcurrencyLimit: *concLimit}
 	if req.Payload, err = readPayload(*payload, inv.env.Stdin); err != nil {
 		return 0, err
 	}
