@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -383,4 +385,46 @@ func TestCLIProgress(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(last[len(last)-1]), &ev))
 	require.Equal(t, contracts.EventState, ev.Type)
 	require.Equal(t, contracts.StateCancelled, ev.State)
+}
+
+// TestCLISubmitBatch: submit --batch sends a JSON Lines file (or stdin) to
+// POST /v1/jobs/batch and prints each job's id in order, the errors of
+// refused jobs on stderr with their line numbers.
+func TestCLISubmitBatch(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 1, nil)
+	file := filepath.Join(t.TempDir(), "jobs.jsonl")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Join([]string{
+		`{"kind":"sleep","payload":{"ms":5}}`,
+		``,
+		`# a comment`,
+		`{"kind":"sleep","payload":{"ms":5},"priority":7,"key":"batch-1"}`,
+		`{"kind":"sleep","priority":12}`,
+		`{"kind":"sleep","key":"batch-1"}`,
+	}, "\n")+"\n"), 0o600))
+	r := s.run("submit", "--batch", file)
+	require.Equal(t, 1, r.code, "a job was refused: %s", r.stderr)
+	ids := strings.Fields(r.stdout)
+	require.Len(t, ids, 3, r.stdout)
+	require.Equal(t, ids[1], ids[2], "line 6 joined line 4's job")
+	require.Contains(t, r.stderr, "line 5: ")
+	require.Contains(t, r.stderr, "priority")
+	require.Contains(t, r.stderr, "line 6: an active job with key \"batch-1\"")
+	for _, id := range ids[:2] {
+		require.Eventually(t, func() bool { return s.job(id).State == contracts.StateSucceeded }, 30*time.Second, 20*time.Millisecond)
+	}
+
+	r = s.cli(nil, `{"kind":"sleep"}`+"\n"+`{"kind":"sleep"}`, "submit", "--batch", "-", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2)
+	var reply contracts.SubmitReply
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &reply))
+	require.Equal(t, 202, reply.Status)
+
+	r = s.run("submit", "--batch", "-")
+	require.Equal(t, 2, r.code, "no jobs: usage error")
+	r = s.cli(nil, "{not json}\n", "submit", "--batch", "-")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "line 1")
 }

@@ -147,3 +147,72 @@ func isNoStream(err error) bool {
 	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrStreamNotFound)
 }
+
+// Message is one message of PublishAll: its subject, the value to encode
+// as JSON, and its Nats-Msg-Id ("" = none).
+type Message struct {
+	Subject string
+	Value   any
+	ID      string
+}
+
+// PublishAll publishes msgs to JetStream with all of them in flight at
+// once and waits for every acknowledgement (or ctx). It returns one error
+// per message, nil where JetStream stored it. A missing stream is created
+// once and the messages it refused are sent again.
+func PublishAll(ctx context.Context, js jetstream.JetStream, msgs []Message) []error {
+	errs := make([]error, len(msgs))
+	todo := make([]int, len(msgs))
+	for i := range msgs {
+		todo[i] = i
+	}
+	for round := 0; round < 2 && len(todo) > 0; round++ {
+		futures := make(map[int]jetstream.PubAckFuture, len(todo))
+		for _, i := range todo {
+			m := msgs[i]
+			data, err := json.Marshal(m.Value)
+			if err != nil {
+				errs[i] = fmt.Errorf("publish %s: encode: %w", m.Subject, err)
+				continue
+			}
+			var opts []jetstream.PublishOpt
+			if m.ID != "" {
+				opts = append(opts, jetstream.WithMsgID(m.ID))
+			}
+			f, err := js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: data, Header: nats.Header{}}, opts...)
+			if err != nil {
+				errs[i] = fmt.Errorf("publish %s: %w", m.Subject, err)
+				continue
+			}
+			futures[i] = f
+		}
+		var again []int
+		noStream := false
+		for _, i := range todo {
+			f, ok := futures[i]
+			if !ok {
+				continue
+			}
+			select {
+			case <-f.Ok():
+				errs[i] = nil
+			case err := <-f.Err():
+				errs[i] = fmt.Errorf("publish %s: %w", msgs[i].Subject, err)
+				if isNoStream(err) {
+					noStream = true
+					again = append(again, i)
+				}
+			case <-ctx.Done():
+				errs[i] = fmt.Errorf("publish %s: %w", msgs[i].Subject, ctx.Err())
+			}
+		}
+		if !noStream {
+			break
+		}
+		if _, err := EnsureStream(ctx, js); err != nil {
+			break
+		}
+		todo = again
+	}
+	return errs
+}

@@ -504,3 +504,15 @@ func sameEvent(a, b Event) bool {
 	a.At, b.At = time.Time{}, time.Time{}
 	return reflect.DeepEqual(a, b) && ta.Equal(tb)
 }
+
+func FuzzDecodeBatch(f *testing.F) {
+	for _, s := range []string{`{"jobs":[{"kind":"sleep"}]}`, `{"jobs":[]}`, `{"jobs":null}`, `{}`, `[`, `{"jobs":[1,"x",{}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeBatch(data)
+		if err == nil && (len(r.Jobs) == 0 || len(r.Jobs) > MaxBatchJobs) {
+			t.Fatalf("accepted %d jobs", len(r.Jobs))
+		}
+	})
+}

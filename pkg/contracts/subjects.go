@@ -29,6 +29,8 @@ const (
 const (
 	// SubjectSubmit is the NATS request-reply twin of POST /v1/jobs.
 	SubjectSubmit = "sluice.api.submit"
+	// SubjectSubmitBatch is the NATS request-reply twin of POST /v1/jobs/batch.
+	SubjectSubmitBatch = "sluice.api.submit.batch"
 	// SubmitServiceName is the nats micro service name of the gateway's NATS API.
 	SubmitServiceName = "sluice-api"
 

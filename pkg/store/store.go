@@ -17,6 +17,14 @@ type Store interface {
 	// is written. A rejection writes nothing.
 	Admit(ctx context.Context, job contracts.Job, caps Caps) (contracts.Job, Admission, error)
 
+	// AdmitBatch admits each request as Admit would, in order: each job
+	// sees the jobs admitted before it (their slots and dedup keys), and a
+	// rejected or joined job does not stop the others. The embedded driver
+	// does it in one transaction; the MongoDB driver one job after the
+	// other. An error may leave the jobs before the failing one admitted
+	// (MongoDB) or none (embedded).
+	AdmitBatch(ctx context.Context, reqs []AdmitRequest) ([]AdmitResult, error)
+
 	// Get returns one job by id, or ErrNotFound.
 	Get(ctx context.Context, id string) (contracts.Job, error)
 
@@ -73,6 +81,19 @@ type Caps struct {
 	Tenant int
 	// Weight is the tenant's share in fair queuing (see FairAt); 0 is 1.
 	Weight float64
+}
+
+// AdmitRequest is one job of AdmitBatch and the caps it is admitted under.
+type AdmitRequest struct {
+	Job  contracts.Job
+	Caps Caps
+}
+
+// AdmitResult is the outcome of one job of AdmitBatch: the job as stored
+// (Admitted), the active job it joined (Joined), or nothing (rejected).
+type AdmitResult struct {
+	Job       contracts.Job
+	Admission Admission
 }
 
 // Admission is the outcome of Admit.

@@ -162,3 +162,19 @@ func (s *Store) exists(ctx context.Context, id string) (bool, error) {
 	}
 	return true, nil
 }
+
+// AdmitBatch admits every request as Admit would, one after the other (a
+// job sees the jobs admitted before it). It is not one transaction: an
+// error stops the batch and leaves the jobs before it admitted; the error
+// says which job failed.
+func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]store.AdmitResult, error) {
+	out := make([]store.AdmitResult, 0, len(reqs))
+	for _, r := range reqs {
+		j, adm, err := s.Admit(ctx, r.Job, r.Caps)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, store.AdmitResult{Job: j, Admission: adm})
+	}
+	return out, nil
+}

@@ -51,6 +51,9 @@ type Config struct {
 	RetryInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s"`
 	// MaxBodyBytes bounds a submit request body, over HTTP and NATS.
 	MaxBodyBytes int64 `env:"SLUICE_MAX_BODY_BYTES" envDefault:"1048576"`
+	// MaxBatchBytes bounds a batch submit's HTTP body (over NATS a batch is
+	// bounded by SLUICE_MAX_BODY_BYTES and the NATS max payload).
+	MaxBatchBytes int64 `env:"SLUICE_MAX_BATCH_BYTES" envDefault:"16777216"`
 	// Kinds lists the job kinds the gateway admits; empty admits any. A
 	// job of another kind is refused with 422 instead of waiting for a
 	// worker that will never come.
@@ -74,6 +77,9 @@ type Config struct {
 
 // maxBodyLimit is the largest SLUICE_MAX_BODY_BYTES accepted.
 const maxBodyLimit = 64 << 20
+
+// maxBatchLimit is the largest SLUICE_MAX_BATCH_BYTES accepted.
+const maxBatchLimit = 256 << 20
 
 // maxRateBurst is the largest rate-limit burst accepted.
 const maxRateBurst = 1 << 30
@@ -149,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1 || c.MaxBodyBytes > maxBodyLimit {
 		bad("SLUICE_MAX_BODY_BYTES", "must be between 1 and %d, got %d", maxBodyLimit, c.MaxBodyBytes)
+	}
+	if c.MaxBatchBytes < 1 || c.MaxBatchBytes > maxBatchLimit {
+		bad("SLUICE_MAX_BATCH_BYTES", "must be between 1 and %d, got %d", maxBatchLimit, c.MaxBatchBytes)
 	}
 	for _, k := range c.Kinds {
 		if !contracts.ValidKind(strings.TrimSpace(k)) {

@@ -171,23 +171,19 @@ func TestLimitNamesAgree(t *testing.T) {
 							} `json:"limit"`
 						} `json:"properties"`
 					} `json:"Rejection"`
-					ErrorBody struct {
+					ErrorDetail struct {
 						Properties struct {
-							Error struct {
-								Properties struct {
-									Limit struct {
-										Enum []string `json:"enum"`
-									} `json:"limit"`
-								} `json:"properties"`
-							} `json:"error"`
+							Limit struct {
+								Enum []string `json:"enum"`
+							} `json:"limit"`
 						} `json:"properties"`
-					} `json:"ErrorBody"`
+					} `json:"ErrorDetail"`
 				} `json:"schemas"`
 			} `json:"components"`
 		}
 		require.NoError(t, json.Unmarshal(b.do(req{method: http.MethodGet, path: "/openapi.json"}).body, &doc))
 		s := doc.Components.Schemas
 		require.Equal(t, contracts.Limits429, s.Rejection.Properties.Limit.Enum, "Rejection.limit")
-		require.Equal(t, contracts.Limits429, s.ErrorBody.Properties.Error.Properties.Limit.Enum, "ErrorBody.error.limit")
+		require.Equal(t, contracts.Limits429, s.ErrorDetail.Properties.Limit.Enum, "ErrorDetail.limit (the error of every error body)")
 	})
 }

@@ -18,7 +18,7 @@ const maxPayloadInput = 64 << 20
 var cmdSubmit = &command{
 	name:    "submit",
 	summary: "submit a job; --wait follows it to its end",
-	usage:   "submit <kind> [--payload JSON|-|@FILE] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--wait] [--json]",
+	usage:   "submit (<kind> [--payload JSON|-|@FILE] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--wait] | --batch FILE.jsonl) [--json]",
 	help: `
 Submits a job of the given kind and prints its id. With --json it prints the
 job as the API returns it.
@@ -32,6 +32,12 @@ may wait for a worker after that: a Go duration ("90s") or an RFC 3339 time.
 A failed run runs again after a backoff until --max-attempts runs.
 --concurrency-key with --concurrency-limit lets at most that many of your
 jobs with that key run at once; the others wait.
+
+--batch FILE submits every line of FILE ("-" = stdin) as a job: each line is
+a submit body ({"kind":"sleep","payload":{"ms":5}}), sent 1,000 to a request.
+It prints each job's id in order, and the error of each refused job on
+stderr with its line number; the exit code is 4 if any was shed (429), 1 if
+any was refused otherwise.
 
 --wait then follows the job until it ends: a live progress bar on a
 terminal, a line per change otherwise; with --json only the final job is
@@ -54,6 +60,16 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 	concKey := fs.String("concurrency-key", "", "with --concurrency-limit: a `key` whose jobs run at most N at once")
 	concLimit := fs.Int("concurrency-limit", 0, "how many jobs of --concurrency-key may run at once")
 	wait := fs.Bool("wait", false, "follow the job until it ends; exit with its outcome")
+	batch := fs.String("batch", "", "submit every line of `FILE` (JSON Lines of submit bodies; \"-\" = stdin)")
+	if hasFlag(args, "batch") {
+		if _, err := inv.parse(fs, args, 0, 0); err != nil {
+			return 0, err
+		}
+		if *wait {
+			return 0, &usageError{"--wait does not go with --batch"}
+		}
+		return runSubmitBatch(ctx, inv, *batch)
+	}
 	pos, err := inv.parse(fs, args, 1, 1)
 	if err != nil {
 		return 0, err
@@ -159,4 +175,22 @@ func followJob(ctx context.Context, inv *invocation, id string, jsonLines bool) 
 		inv.writeJSON(raw)
 	}
 	return outcomeCode(job.State), nil
+}
+
+// hasFlag reports whether args set the flag name ("-name",
+// "--name", "--name=…").
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }

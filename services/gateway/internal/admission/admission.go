@@ -94,6 +94,15 @@ type Outcome struct {
 	Cause error
 }
 
+// Reply is the outcome as the NATS API and the batch results carry it.
+func (o Outcome) Reply() contracts.SubmitReply {
+	r := contracts.SubmitReply{Status: o.Status, Job: o.Job, Error: o.Error}
+	if o.RetryAfter > 0 {
+		r.RetryAfterMS = max(o.RetryAfter.Milliseconds(), 1)
+	}
+	return r
+}
+
 // Fail builds an error outcome.
 func Fail(status int, code, msg string) Outcome {
 	return Outcome{Status: status, Error: &contracts.ErrorDetail{Code: code, Message: msg}}
@@ -119,24 +128,43 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // already size-checked by the transport. Nothing is written unless the
 // outcome is 202.
 func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outcome {
+	req, failed := a.prepare(tenant, body)
+	if failed != nil {
+		return *failed
+	}
+	got, adm, err := a.store.Admit(ctx, req.Job, req.Caps)
+	if err != nil {
+		return a.storeDown(req.Job, err)
+	}
+	o := a.settle(tenant, got, adm)
+	if o.Status == http.StatusAccepted {
+		a.publishDue(ctx, got)
+	}
+	return o
+}
+
+// prepare turns a submit body into the job to admit and its caps, or the
+// outcome that refuses it (400, 413, 422, 503).
+func (a *Admitter) prepare(tenant string, body []byte) (store.AdmitRequest, *Outcome) {
+	fail := func(o Outcome) (store.AdmitRequest, *Outcome) { return store.AdmitRequest{}, &o }
 	req, err := contracts.DecodeSubmit(body)
 	if err != nil {
-		return Fail(http.StatusBadRequest, contracts.CodeInvalidJSON, err.Error())
+		return fail(Fail(http.StatusBadRequest, contracts.CodeInvalidJSON, err.Error()))
 	}
 	now := a.now().UTC()
 	sub, err := req.Validate(now, a.set.Limits)
 	if err != nil {
 		var fe *contracts.FieldError
 		if errors.As(err, &fe) {
-			return Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, fe.Error())
+			return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, fe.Error()))
 		}
-		return Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, err.Error())
+		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, err.Error()))
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "cannot make a job id, try again")
 		o.Cause = fmt.Errorf("new job id: %w", err)
-		return o
+		return fail(o)
 	}
 	job := contracts.Job{
 		ID:               id.String(),
@@ -160,26 +188,33 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 		job.RunAt, job.NextDispatchAt = &at, &at
 	}
 	if len(a.set.Kinds) > 0 && !slices.Contains(a.set.Kinds, job.Kind) {
-		return Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
-			"kind %q is not run here; the kinds are %s (SLUICE_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", ")))
+		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
+			"kind %q is not run here; the kinds are %s (SLUICE_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", "))))
 	}
 	if err := contracts.CheckMessageSize(job, a.set.MaxMessageBytes); err != nil {
-		return Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge, err.Error())
+		return fail(Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge, err.Error()))
 	}
 	caps := a.set.Caps
 	caps.Weight = a.set.Weights.Of(tenant)
-	got, adm, err := a.store.Admit(ctx, job, caps)
-	if err != nil {
-		o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store is unavailable, try again")
-		o.Cause = fmt.Errorf("admit job %s: %w", job.ID, err)
-		o.RetryAfter = a.set.RetryAfter
-		return o
-	}
+	return store.AdmitRequest{Job: job, Caps: caps}, nil
+}
+
+// storeDown is the 503 of a store that did not answer an admission.
+func (a *Admitter) storeDown(job contracts.Job, err error) Outcome {
+	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store is unavailable, try again")
+	o.Cause = fmt.Errorf("admit job %s: %w", job.ID, err)
+	o.RetryAfter = a.set.RetryAfter
+	return o
+}
+
+// settle turns the store's answer into the outcome, counts it and
+// publishes the new job's change event. The caller publishes its due
+// message.
+func (a *Admitter) settle(tenant string, got contracts.Job, adm store.Admission) Outcome {
 	switch adm {
 	case store.Admitted:
 		a.metrics.Admission(metrics.OutcomeAdmitted, metrics.LimitNone)
 		a.events.State(got)
-		a.publishDue(ctx, got)
 		return Outcome{Status: http.StatusAccepted, Job: &got}
 	case store.Joined:
 		a.metrics.Admission(metrics.OutcomeJoined, metrics.LimitNone)
@@ -194,7 +229,7 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 			fmt.Sprintf("the tenant cap of %d active jobs is reached, retry later", a.set.Caps.Tenant))
 	}
 	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store gave no answer, try again")
-	o.Cause = fmt.Errorf("admit job %s: unknown admission outcome %d", job.ID, adm)
+	o.Cause = fmt.Errorf("admit job %s: unknown admission outcome %d", got.ID, adm)
 	return o
 }
 

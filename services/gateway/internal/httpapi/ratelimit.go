@@ -68,13 +68,16 @@ func (a *api) rateLimited(w http.ResponseWriter, tenant, limit string, wait time
 	}})
 }
 
-// patternSubmit is the submit route's pattern.
-const patternSubmit = "POST /v1/jobs"
+// The submit routes' patterns.
+const (
+	patternSubmit      = "POST /v1/jobs"
+	patternSubmitBatch = "POST /v1/jobs/batch"
+)
 
 // countRateLimitedSubmit counts a rate-limited submit (not a cancel) as a
 // rejected admission too.
 func (a *api) countRateLimitedSubmit(r *http.Request, limit string) {
-	if a.Metrics != nil && r.Pattern == patternSubmit {
+	if a.Metrics != nil && (r.Pattern == patternSubmit || r.Pattern == patternSubmitBatch) {
 		a.Metrics.AdmissionRateLimited(limit)
 	}
 }

@@ -58,6 +58,8 @@ type Deps struct {
 
 	// MaxBodyBytes bounds a submit body.
 	MaxBodyBytes int64
+	// MaxBatchBytes bounds a batch submit's body (0 = MaxBodyBytes).
+	MaxBatchBytes int64
 	// Caps are shown in /v1/stats.
 	Caps store.Caps
 	// TenantLimit rate-limits submits and cancels per tenant (nil = off).
@@ -116,6 +118,7 @@ func New(d Deps) *Handler {
 	// 429 (DESIGN.md).
 	write := func(h tenantHandler) http.Handler { return a.ipLimited(a.authed(a.tenantLimited(h))) }
 	mux.Handle(patternSubmit, write(a.submit))
+	mux.Handle(patternSubmitBatch, write(a.submitBatch))
 	mux.Handle("POST /v1/jobs/{id}/cancel", write(a.cancelJob))
 	mux.Handle("GET /v1/jobs", a.authed(a.listJobs))
 	mux.Handle("GET /v1/jobs/{id}", a.authed(a.getJob))

@@ -38,6 +38,50 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, tenant string) {
 	writeOutcome(w, o)
 }
 
+// submitBatch is POST /v1/jobs/batch: 415 unless the body is JSON, 413
+// when it is over MaxBatchBytes, 400/422 for a body that is not a batch of
+// 1 to 1,000 submit bodies; otherwise 200 with one result per job, each
+// what a single submit would have answered.
+func (a *api) submitBatch(w http.ResponseWriter, r *http.Request, tenant string) {
+	if !isJSON(r.Header.Values("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, contracts.CodeUnsupportedMedia,
+			"Content-Type must be application/json")
+		return
+	}
+	limit := a.MaxBatchBytes
+	if limit <= 0 {
+		limit = a.MaxBodyBytes
+	}
+	if r.ContentLength > limit {
+		writeOutcome(w, admission.TooLarge(limit))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeOutcome(w, admission.TooLarge(limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, "cannot read the request body")
+		return
+	}
+	bo := a.Admitter.SubmitBatch(r.Context(), tenant, body)
+	if bo.Refused != nil {
+		noteCause(r, bo.Refused.Cause)
+		writeOutcome(w, *bo.Refused)
+		return
+	}
+	reply := contracts.BatchReply{Results: make([]contracts.SubmitReply, len(bo.Results))}
+	for i, o := range bo.Results {
+		if o.Cause != nil {
+			noteCause(r, o.Cause)
+		}
+		reply.Results[i] = o.Reply()
+	}
+	writeJSON(w, http.StatusOK, reply)
+}
+
 // isJSON reports whether the Content-Type header (given once) is
 // application/json, with no charset or a UTF-8 one.
 func isJSON(values []string) bool {

@@ -33,6 +33,9 @@ const Version = "1.0.0"
 // endpointName names the submit endpoint in micro's INFO and STATS.
 const endpointName = "submit"
 
+// batchEndpointName is the micro endpoint name of the batch submit.
+const batchEndpointName = "submit-batch"
+
 // requestTimeout bounds the work done for one request; a client has
 // usually given up by then.
 const requestTimeout = 30 * time.Second
@@ -85,6 +88,12 @@ func (a *API) Serve(ctx context.Context) error {
 		_ = svc.Stop()
 		return fmt.Errorf("natsapi: add endpoint %s: %w", contracts.SubjectSubmit, err)
 	}
+	err = svc.AddEndpoint(batchEndpointName, micro.ContextHandler(ctx, a.handleBatch),
+		micro.WithEndpointSubject(contracts.SubjectSubmitBatch))
+	if err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("natsapi: add endpoint %s: %w", contracts.SubjectSubmitBatch, err)
+	}
 	<-ctx.Done()
 	if err := svc.Stop(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		return fmt.Errorf("natsapi: stop service: %w", err)
@@ -97,10 +106,7 @@ func (a *API) handle(ctx context.Context, req micro.Request) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	o, tenant := a.submit(ctx, req)
-	reply := contracts.SubmitReply{Status: o.Status, Job: o.Job, Error: o.Error}
-	if o.RetryAfter > 0 {
-		reply.RetryAfterMS = max(o.RetryAfter.Milliseconds(), 1)
-	}
+	reply := o.Reply()
 	ev := a.log.Debug()
 	if o.Status >= http.StatusInternalServerError {
 		ev = a.log.Error().Err(o.Cause)
@@ -120,6 +126,17 @@ func (a *API) handle(ctx context.Context, req micro.Request) {
 // submit resolves the tenant, applies its rate limit, checks the size and
 // runs the admission.
 func (a *API) submit(ctx context.Context, req micro.Request) (admission.Outcome, string) {
+	tenant, refused := a.caller(req)
+	if refused != nil {
+		return *refused, tenant
+	}
+	return a.admitter.Submit(ctx, tenant, req.Data()), tenant
+}
+
+// caller resolves a request's tenant, applies its rate limit and checks
+// the size; a refusal is the outcome to answer.
+func (a *API) caller(req micro.Request) (string, *admission.Outcome) {
+	refuse := func(o admission.Outcome, tenant string) (string, *admission.Outcome) { return tenant, &o }
 	h := req.Headers()
 	var token string
 	if v := h.Values(contracts.HeaderToken); len(v) == 1 {
@@ -128,11 +145,11 @@ func (a *API) submit(ctx context.Context, req micro.Request) (admission.Outcome,
 	tenant, err := a.auth.NATSTenant(token, h.Get(contracts.HeaderTenant))
 	switch {
 	case errors.Is(err, auth.ErrUnauthorized):
-		return admission.Fail(http.StatusUnauthorized, contracts.CodeUnauthorized,
-			"a valid API token is required in the "+contracts.HeaderToken+" header"), ""
+		return refuse(admission.Fail(http.StatusUnauthorized, contracts.CodeUnauthorized,
+			"a valid API token is required in the "+contracts.HeaderToken+" header"), "")
 	case err != nil:
-		return admission.Fail(http.StatusBadRequest, contracts.CodeBadRequest,
-			"the "+contracts.HeaderTenant+" header must be 1-64 letters, digits, '_', '.' or '-'"), ""
+		return refuse(admission.Fail(http.StatusBadRequest, contracts.CodeBadRequest,
+			"the "+contracts.HeaderTenant+" header must be 1-64 letters, digits, '_', '.' or '-'"), "")
 	}
 	if ok, wait := a.tenantLimit.Allow(tenant); !ok {
 		if a.metrics != nil {
@@ -144,10 +161,40 @@ func (a *API) submit(ctx context.Context, req micro.Request) (admission.Outcome,
 			fmt.Sprintf("too many requests (per-tenant rate limit), retry after %d ms", max(wait.Milliseconds(), 1)))
 		o.Error.Limit = metrics.LimitTenantRate
 		o.RetryAfter = wait
-		return o, tenant
+		return refuse(o, tenant)
 	}
 	if int64(len(req.Data())) > a.maxBodyBytes {
-		return admission.TooLarge(a.maxBodyBytes), tenant
+		return refuse(admission.TooLarge(a.maxBodyBytes), tenant)
 	}
-	return a.admitter.Submit(ctx, tenant, req.Data()), tenant
+	return tenant, nil
+}
+
+// handleBatch answers one batch submit request: the batch's refusal as a
+// SubmitReply, or a BatchReply with one result per job.
+func (a *API) handleBatch(ctx context.Context, req micro.Request) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	tenant, refused := a.caller(req)
+	var reply any
+	switch {
+	case refused != nil:
+		reply = refused.Reply()
+	default:
+		bo := a.admitter.SubmitBatch(ctx, tenant, req.Data())
+		if bo.Refused != nil {
+			reply = bo.Refused.Reply()
+			break
+		}
+		br := contracts.BatchReply{Results: make([]contracts.SubmitReply, len(bo.Results))}
+		for i, o := range bo.Results {
+			if o.Cause != nil {
+				a.log.Error().Err(o.Cause).Str(observe.FieldTenant, tenant).Str(observe.FieldSubject, contracts.SubjectSubmitBatch).Msg("nats batch submit")
+			}
+			br.Results[i] = o.Reply()
+		}
+		reply = br
+	}
+	if err := req.RespondJSON(reply); err != nil {
+		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectSubmitBatch).Msg("nats batch submit reply not sent")
+	}
 }

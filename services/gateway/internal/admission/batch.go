@@ -1,0 +1,112 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// BatchOutcome is the result of a batch submit: either the batch itself
+// was refused (Refused, with the reason an HTTP status carries: 400, 413,
+// 422, 503), or every job has its own Outcome, in order.
+type BatchOutcome struct {
+	Refused *Outcome
+	Results []Outcome
+}
+
+// SubmitBatch runs a batch submit for tenant: body is the raw JSON body,
+// already size-checked by the transport. Each job is admitted or refused
+// on its own, under the same caps and rules as Submit, and all the
+// admissions are one store call (one transaction on the embedded store);
+// then the admitted jobs' due messages go out together.
+func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) BatchOutcome {
+	batch, err := contracts.DecodeBatch(body)
+	if err != nil {
+		var fe *contracts.FieldError
+		o := Fail(http.StatusBadRequest, contracts.CodeInvalidJSON, err.Error())
+		if errors.As(err, &fe) {
+			o = Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, fe.Error())
+		}
+		return BatchOutcome{Refused: &o}
+	}
+	results := make([]Outcome, len(batch.Jobs))
+	reqs := make([]store.AdmitRequest, 0, len(batch.Jobs))
+	at := make([]int, 0, len(batch.Jobs)) // reqs[k] is job at[k] of the batch
+	for i, raw := range batch.Jobs {
+		req, failed := a.prepare(tenant, raw)
+		if failed != nil {
+			results[i] = prefix(*failed, i)
+			continue
+		}
+		reqs = append(reqs, req)
+		at = append(at, i)
+	}
+	if len(reqs) == 0 {
+		return BatchOutcome{Results: results}
+	}
+	admitted, err := a.store.AdmitBatch(ctx, reqs)
+	if err != nil {
+		// The embedded store admitted none; MongoDB may have admitted the
+		// first ones: those are reported, the rest get the 503.
+		for k := range reqs {
+			results[at[k]] = a.storeDown(reqs[k].Job, err)
+		}
+	}
+	var due []contracts.Job
+	for k, r := range admitted {
+		o := a.settle(tenant, r.Job, r.Admission)
+		if o.Status == http.StatusAccepted {
+			due = append(due, r.Job)
+		}
+		if o.Job != nil {
+			j := *o.Job
+			j.Payload = nil // the caller has it; keeps the reply small
+			o.Job = &j
+		}
+		results[at[k]] = o
+	}
+	a.publishDueAll(ctx, due)
+	return BatchOutcome{Results: results}
+}
+
+// prefix puts the job's place in the batch before an error message.
+func prefix(o Outcome, i int) Outcome {
+	if o.Error != nil {
+		e := *o.Error
+		e.Message = "jobs[" + strconv.Itoa(i) + "]: " + e.Message
+		o.Error = &e
+	}
+	return o
+}
+
+// publishDueAll announces admitted jobs to the schedulers, all in flight
+// at once. Failures are only logged and counted, as for one job.
+func (a *Admitter) publishDueAll(ctx context.Context, jobs []contracts.Job) {
+	if len(jobs) == 0 {
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	msgs := make([]bus.Message, len(jobs))
+	for i, j := range jobs {
+		msgs[i] = bus.Message{Subject: contracts.SubjectDue, Value: contracts.Due{JobID: j.ID}, ID: "due-" + j.ID}
+	}
+	errs := bus.PublishAll(pctx, a.js, msgs)
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		a.metrics.PublishFailure()
+		a.log.Warn().Err(err).
+			Str(observe.FieldJobID, jobs[i].ID).
+			Str(observe.FieldTenant, jobs[i].Tenant).
+			Str(observe.FieldSubject, contracts.SubjectDue).
+			Msg("due message not published; the reaper will republish the pending job")
+	}
+}
