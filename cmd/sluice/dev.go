@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/devstack"
@@ -18,7 +19,12 @@ import (
 func dev(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workers := fs.Int("workers", 2, "number of workers")
+	defWorkers, err := devWorkers(os.Getenv("SLUICE_DEV_WORKERS"))
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice dev:", err)
+		return exitUsage
+	}
+	workers := fs.Int("workers", defWorkers, "number of workers (default: SLUICE_DEV_WORKERS, else 2)")
 	natsListen := fs.String("nats-listen", envOr("SLUICE_NATS_LISTEN", "127.0.0.1:4222"), "where the embedded NATS server accepts outside clients")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -68,3 +74,15 @@ func envOr(name, def string) string {
 }
 
 func dataDir() string { return envOr("SLUICE_DATA_DIR", "./.sluice") }
+
+// devWorkers is the default of --workers: SLUICE_DEV_WORKERS when set, else 2.
+func devWorkers(v string) (int, error) {
+	if v == "" {
+		return 2, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("SLUICE_DEV_WORKERS: want a number of workers (0 or more), got %q", v)
+	}
+	return n, nil
+}
