@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -27,16 +28,16 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 	if err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("sqlite: admit job %s: %w", job.ID, err)
 	}
-	var res store.AdmitResult
+	var res []store.AdmitResult
 	err = s.write(ctx, "admit job "+job.ID, func(tx *sql.Tx) error {
 		var err error
-		res, err = s.admitIn(ctx, tx, in)
+		res, err = s.admitAll(ctx, tx, []admitInput{in})
 		return err
 	})
 	if err != nil {
 		return contracts.Job{}, 0, err
 	}
-	return res.Job, res.Admission, nil
+	return res[0].Job, res[0].Admission, nil
 }
 
 // AdmitBatch admits every request as Admit would, one after the other, in
@@ -52,16 +53,11 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 		}
 		ins[i] = in
 	}
-	out := make([]store.AdmitResult, len(reqs))
+	var out []store.AdmitResult
 	err := s.write(ctx, fmt.Sprintf("admit a batch of %d jobs", len(reqs)), func(tx *sql.Tx) error {
-		for i, in := range ins {
-			res, err := s.admitIn(ctx, tx, in)
-			if err != nil {
-				return fmt.Errorf("job %s: %w", in.job.ID, err)
-			}
-			out[i] = res
-		}
-		return nil
+		var err error
+		out, err = s.admitAll(ctx, tx, ins)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -98,51 +94,159 @@ func newAdmitInput(job contracts.Job, caps store.Caps) (admitInput, error) {
 	return admitInput{job: job, caps: caps, progress: progress, runErrors: runErrors}, nil
 }
 
-// admitIn is one admission inside a write transaction (see Admit).
-func (s *Store) admitIn(ctx context.Context, tx *sql.Tx, in admitInput) (store.AdmitResult, error) {
-	job, caps := in.job, in.caps
-	if job.Key != "" {
-		j, err := s.activeByKey(ctx, tx, job.Tenant, job.Key)
-		switch {
-		case err == nil:
-			return store.AdmitResult{Job: j, Admission: store.Joined}, nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return store.AdmitResult{}, fmt.Errorf("look up key: %w", err)
+// scopeCount is a counter row as an admission sees it: what it read, and
+// what the admissions of this transaction add.
+type scopeCount struct {
+	active, added int
+	fairAt        float64
+}
+
+// admitAll admits ins in order inside one write transaction (see Admit):
+// dedup keys are looked up per job (and among the batch's own jobs), the
+// counter rows are read once per scope and written once at the end, and
+// the new rows go in with multi-row inserts. The jobs returned are as a
+// read would return them.
+func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]store.AdmitResult, error) {
+	out := make([]store.AdmitResult, len(ins))
+	var (
+		global  *scopeCount
+		tenants = map[string]*scopeCount{}
+		order   []string // tenants in first-admitted order
+		keys    = map[[2]string]int{}
+		rows    = make([]admitInput, 0, len(ins))
+	)
+	for i, in := range ins {
+		job, caps := in.job, in.caps
+		if job.Key != "" {
+			if k, ok := keys[[2]string{job.Tenant, job.Key}]; ok {
+				out[i] = store.AdmitResult{Job: out[k].Job, Admission: store.Joined}
+				continue
+			}
+			j, err := s.activeByKey(ctx, tx, job.Tenant, job.Key)
+			switch {
+			case err == nil:
+				out[i] = store.AdmitResult{Job: j, Admission: store.Joined}
+				continue
+			case !errors.Is(err, sql.ErrNoRows):
+				return nil, fmt.Errorf("look up key: %w", err)
+			}
+		}
+		t, ok := tenants[job.Tenant]
+		if !ok {
+			c, err := s.readCounters(ctx, tx, job.Tenant)
+			if err != nil {
+				return nil, err
+			}
+			if global == nil {
+				global = &scopeCount{active: c.global, fairAt: c.virtual}
+			}
+			t = &scopeCount{active: c.tenant, fairAt: c.tenantFair}
+			tenants[job.Tenant] = t
+		}
+		if caps.Global > 0 && global.active+global.added >= caps.Global {
+			out[i] = store.AdmitResult{Admission: store.RejectedGlobal}
+			continue
+		}
+		if caps.Tenant > 0 && t.active+t.added >= caps.Tenant {
+			out[i] = store.AdmitResult{Admission: store.RejectedTenant}
+			continue
+		}
+		job.FairAt = store.FairAt(global.fairAt, t.fairAt, caps.Weight)
+		t.fairAt = job.FairAt
+		if t.added == 0 {
+			order = append(order, job.Tenant)
+		}
+		t.added++
+		global.added++
+		in.job = job
+		rows = append(rows, in)
+		out[i] = store.AdmitResult{Job: asStored(job), Admission: store.Admitted}
+		if job.Key != "" {
+			keys[[2]string{job.Tenant, job.Key}] = i
 		}
 	}
-	c, err := s.readCounters(ctx, tx, job.Tenant)
-	if err != nil {
-		return store.AdmitResult{}, err
+	if err := s.insertJobs(ctx, tx, rows); err != nil {
+		return nil, err
 	}
-	if caps.Global > 0 && c.global >= caps.Global {
-		return store.AdmitResult{Admission: store.RejectedGlobal}, nil
+	for _, tenant := range order {
+		t := tenants[tenant]
+		if err := s.addActive(ctx, tx, tenant, t.added); err != nil {
+			return nil, err
+		}
+		if _, err := tx.StmtContext(ctx, s.ws.setTenantFair).ExecContext(ctx, t.fairAt, store.TenantScope(tenant)); err != nil {
+			return nil, fmt.Errorf("update the tenant's fair queue: %w", err)
+		}
 	}
-	if caps.Tenant > 0 && c.tenant >= caps.Tenant {
-		return store.AdmitResult{Admission: store.RejectedTenant}, nil
+	return out, nil
+}
+
+// insertRows is how many rows one multi-row insert carries.
+const insertRows = 16
+
+// insertJobs inserts rows, insertRows to a statement and the rest one by
+// one (all with prepared statements).
+func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) error {
+	args := make([]any, 0, insertRows*jobColumnCount)
+	for len(rows) >= insertRows {
+		args = args[:0]
+		for _, in := range rows[:insertRows] {
+			args = appendJobArgs(args, in)
+		}
+		if _, err := tx.StmtContext(ctx, s.ws.insertJobs).ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		rows = rows[insertRows:]
 	}
-	fairAt := store.FairAt(c.virtual, c.tenantFair, caps.Weight)
-	_, err = tx.StmtContext(ctx, s.ws.insertJob).ExecContext(ctx,
+	for _, in := range rows {
+		if _, err := tx.StmtContext(ctx, s.ws.insertJob).ExecContext(ctx, appendJobArgs(args[:0], in)...); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+	}
+	return nil
+}
+
+// appendJobArgs appends a new job's columns, in jobColumns order.
+func appendJobArgs(args []any, in admitInput) []any {
+	job := in.job
+	return append(args,
 		job.ID, job.Tenant, job.Kind, jsonArg(job.Payload), job.Key, job.Priority,
 		string(job.State), job.Attempt, job.Runs, job.MaxAttempts, job.Worker, job.Error,
 		jsonArg(job.Result), in.progress, boolArg(job.CancelRequested),
 		job.CreatedAt.UnixNano(), job.UpdatedAt.UnixNano(), ptrNanos(job.StartedAt),
 		ptrNanos(job.FinishedAt), ptrNanos(job.NextDispatchAt), nanos(job.DispatchDeadline),
 		ptrNanos(job.ClaimUntil), ptrNanos(job.HeartbeatAt), ptrNanos(job.RunAt),
-		job.ConcurrencyKey, job.ConcurrencyLimit, in.runErrors, fairAt)
-	if err != nil {
-		return store.AdmitResult{}, fmt.Errorf("insert: %w", err)
+		job.ConcurrencyKey, job.ConcurrencyLimit, in.runErrors, job.FairAt)
+}
+
+// asStored is a new job as reading its row back would return it: times in
+// UTC without a monotonic reading, empty JSON documents as nil.
+func asStored(j contracts.Job) contracts.Job {
+	utc := func(t *time.Time) *time.Time {
+		if t == nil || t.IsZero() {
+			return nil
+		}
+		u := t.UTC()
+		return &u
 	}
-	j, err := s.jobIn(ctx, tx, job.ID)
-	if err != nil {
-		return store.AdmitResult{}, fmt.Errorf("read back: %w", err)
+	j.CreatedAt, j.UpdatedAt = j.CreatedAt.UTC(), j.UpdatedAt.UTC()
+	j.StartedAt, j.FinishedAt, j.NextDispatchAt = utc(j.StartedAt), utc(j.FinishedAt), utc(j.NextDispatchAt)
+	j.ClaimUntil, j.HeartbeatAt, j.RunAt = utc(j.ClaimUntil), utc(j.HeartbeatAt), utc(j.RunAt)
+	if !j.DispatchDeadline.IsZero() {
+		j.DispatchDeadline = j.DispatchDeadline.UTC()
 	}
-	if err := s.addActive(ctx, tx, job.Tenant, +1); err != nil {
-		return store.AdmitResult{}, err
+	if len(j.Payload) == 0 {
+		j.Payload = nil
 	}
-	if _, err := tx.StmtContext(ctx, s.ws.setTenantFair).ExecContext(ctx, fairAt, store.TenantScope(job.Tenant)); err != nil {
-		return store.AdmitResult{}, fmt.Errorf("update the tenant's fair queue: %w", err)
+	if len(j.Result) == 0 {
+		j.Result = nil
 	}
-	return store.AdmitResult{Job: j, Admission: store.Admitted}, nil
+	if len(j.Errors) == 0 {
+		j.Errors = nil
+	}
+	for i := range j.Errors {
+		j.Errors[i].At = j.Errors[i].At.UTC()
+	}
+	return j
 }
 
 // The statements of an admission.
@@ -158,11 +262,16 @@ const (
 	setTenantFairQuery = `UPDATE counters SET fair_at = ? WHERE scope = ?`
 	// A failed statement aborts only itself; the group commit then rolls
 	// the request back to its savepoint.
-	insertJobQuery = `INSERT INTO jobs (` + jobColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	addActiveQuery = `INSERT INTO counters (scope, active) VALUES (?, ?), (?, ?)
+	insertJobQuery = `INSERT INTO jobs (` + jobColumns + `) VALUES ` + jobPlaceholders
+	// jobPlaceholders are one row's placeholders.
+	jobPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	addActiveQuery  = `INSERT INTO counters (scope, active) VALUES (?, ?), (?, ?)
 		ON CONFLICT (scope) DO UPDATE SET active = active + excluded.active`
 )
+
+// insertJobsQuery inserts insertRows jobs.
+var insertJobsQuery = `INSERT INTO jobs (` + jobColumns + `) VALUES ` + jobPlaceholders +
+	strings.Repeat(`, `+jobPlaceholders, insertRows-1)
 
 // activeByKey finds the tenant's active job with that dedup key, or
 // sql.ErrNoRows.

@@ -16,6 +16,9 @@ const jobColumns = `id, tenant, kind, payload, key, priority, state, attempt, ru
 	dispatch_deadline, claim_until, heartbeat_at, run_at, concurrency_key,
 	concurrency_limit, errors, fair_at`
 
+// jobColumnCount is the number of jobColumns.
+const jobColumnCount = 28
+
 // activeStates is the SQL list of the states counted against the caps.
 const activeStates = `('pending', 'running')`
 

@@ -79,6 +79,7 @@ type writeStmts struct {
 	activeByKey   *sql.Stmt
 	readCounters  *sql.Stmt
 	insertJob     *sql.Stmt
+	insertJobs    *sql.Stmt
 	addActive     *sql.Stmt
 	setTenantFair *sql.Stmt
 	getJob        *sql.Stmt
@@ -100,6 +101,7 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.activeByKey, activeByKeyQuery},
 		{&ws.readCounters, readCountersQuery},
 		{&ws.insertJob, insertJobQuery},
+		{&ws.insertJobs, insertJobsQuery},
 		{&ws.setTenantFair, setTenantFairQuery},
 		{&ws.addActive, addActiveQuery},
 		{&ws.getJob, getQuery},

@@ -1,0 +1,142 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/worker"
+)
+
+// batchBody is a batch of n no-op sleep jobs.
+func batchBody(n int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"jobs":[`)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"kind":"sleep"}`)
+	}
+	sb.WriteString(`]}`)
+	return []byte(sb.String())
+}
+
+// submitBatches posts total jobs in batches of size from conc clients and
+// returns how many were admitted and how long it took.
+func submitBatches(b *testing.B, base string, total, size, conc int) (int64, time.Duration) {
+	b.Helper()
+	body := batchBody(size)
+	var (
+		admitted atomic.Int64
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		failed   atomic.Value
+	)
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for next.Add(int64(size)) <= int64(total) {
+				resp, err := benchClient.Post(base+"/v1/jobs/batch", "application/json", bytes.NewReader(body))
+				if err != nil {
+					failed.Store(err.Error())
+					return
+				}
+				var br contracts.BatchReply
+				err = json.NewDecoder(resp.Body).Decode(&br)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK {
+					failed.Store(fmt.Sprintf("status %d: %v", resp.StatusCode, err))
+					return
+				}
+				for _, r := range br.Results {
+					if r.Status == http.StatusAccepted {
+						admitted.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if f := failed.Load(); f != nil {
+		b.Fatalf("batch submit failed: %v", f)
+	}
+	return admitted.Load(), time.Since(start)
+}
+
+// BenchmarkBatchAdmission measures jobs admitted per second through
+// POST /v1/jobs/batch (batches of 1,000 from 8 clients), every admission
+// fsynced.
+func BenchmarkBatchAdmission(b *testing.B) {
+	_, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0"})
+	const total = 100_000
+	admitted, took := submitBatches(b, base, total, 1000, 8)
+	rate := float64(admitted) / took.Seconds()
+	b.ReportMetric(rate, "admitted/s")
+	fmt.Printf("batch admission: %.0f jobs/s (%d in %s, batches of 1,000 from 8 clients)\n", rate, admitted, took.Round(time.Millisecond))
+}
+
+// startWorkers starts n workers of slots slots each against the stack's
+// NATS server, as separate services would, and stops them when b ends.
+func startWorkers(b *testing.B, s *Stack, n, slots int) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	b.Cleanup(func() { cancel(); wg.Wait() })
+	for i := range n {
+		cfg, err := worker.LoadConfig(map[string]string{
+			"SLUICE_WORKER_ID":                   fmt.Sprintf("burn-%02d", i+1),
+			"SLUICE_WORKER_MAX_CONCURRENT_TASKS": fmt.Sprint(slots),
+			"SLUICE_HEARTBEAT_INTERVAL":          "1s",
+			"SLUICE_DATA_DIR":                    b.TempDir(),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		nc, err := nats.Connect(s.NATSURL, nats.Name(cfg.WorkerID))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(nc.Close)
+		w, err := worker.New(cfg, worker.Deps{NC: nc, Log: zerolog.Nop()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() { _ = w.Run(ctx) })
+	}
+}
+
+// BenchmarkBurnDown admits 100,000 no-op jobs through the batch endpoint
+// before any worker exists, then starts 4 workers × 256 slots and reports
+// how fast the backlog completes.
+func BenchmarkBurnDown(b *testing.B) {
+	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_NO_WORKER_GRACE": "0"})
+	const total = 100_000
+	admitted, took := submitBatches(b, base, total, 1000, 8)
+	if admitted != total {
+		b.Fatalf("admitted %d of %d", admitted, total)
+	}
+	fmt.Printf("burn-down: %d jobs admitted in %s\n", admitted, took.Round(time.Millisecond))
+	start := time.Now()
+	startWorkers(b, s, 4, 256)
+	waitSucceeded(b, base, total, 10*time.Minute)
+	burn := time.Since(start)
+	rate := float64(total) / burn.Seconds()
+	b.ReportMetric(rate, "jobs/s")
+	offers, dispatched := offerFigures(b, s)
+	fmt.Printf("burn-down: %d jobs completed in %s = %.0f jobs/s (4 workers × 256 slots; %.3f offers per dispatched job)\n",
+		total, burn.Round(time.Millisecond), rate, offers/dispatched)
+}
