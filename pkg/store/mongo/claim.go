@@ -90,8 +90,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		}
 	}
 	sort.Strings(kinds)
-	ctx, cancel := s.call(ctx)
-	defer cancel()
+	// Each step has its own timeout: one claim may take many.
 	var (
 		out     []contracts.Job
 		virtual float64
@@ -147,6 +146,8 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		}
 	}
 	if len(out) > 0 {
+		ctx, cancel := s.call(ctx)
+		defer cancel()
 		_, err := s.counters.UpdateOne(ctx, bson.D{{Key: fID, Value: store.GlobalScope}},
 			bson.D{{Key: "$max", Value: bson.D{{Key: fFairAt, Value: virtual}}}})
 		if err != nil {
@@ -158,6 +159,8 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 
 // ready finds up to limit ready jobs of kind, best first.
 func (s *Store) ready(ctx context.Context, kind string, now time.Time, limit int) ([]readyView, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
 	filter := bson.D{
 		{Key: fState, Value: string(contracts.StatePending)},
 		{Key: fKind, Value: kind},
@@ -184,6 +187,8 @@ func (s *Store) ready(ctx context.Context, kind string, now time.Time, limit int
 // keyHolders counts the jobs holding a slot of the tenant's key
 // (store.KeyHolds).
 func (s *Store) keyHolders(ctx context.Context, tenant, key string, now time.Time) (int, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
 	n, err := s.jobs.CountDocuments(ctx, bson.D{
 		{Key: fConcurrencyKey, Value: key},
 		{Key: fTenant, Value: tenant},
@@ -201,6 +206,8 @@ func (s *Store) keyHolders(ctx context.Context, tenant, key string, now time.Tim
 // claimOne takes the claim on one candidate if it is still ready at the
 // attempt it was read at.
 func (s *Store) claimOne(ctx context.Context, c readyView, now, until time.Time) (contracts.Job, bool, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
 	filter := bson.D{
 		{Key: fID, Value: c.ID},
 		{Key: fState, Value: string(contracts.StatePending)},

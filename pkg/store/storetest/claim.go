@@ -182,6 +182,7 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 	var (
 		mu   sync.Mutex
 		seen = map[string]int{}
+		errs []error
 		wg   sync.WaitGroup
 	)
 	for range claimers {
@@ -189,18 +190,22 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 			for {
 				got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute),
 					Kinds: map[string]int{"test.kind": 4}})
-				if err != nil || len(got) == 0 {
-					return // a driver looks again when others took its candidates
-				}
 				mu.Lock()
 				for _, j := range got {
 					seen[j.ID]++
 				}
+				if err != nil {
+					errs = append(errs, err)
+				}
 				mu.Unlock()
+				if err != nil || len(got) == 0 {
+					return // a driver looks again when others took its candidates
+				}
 			}
 		})
 	}
 	wg.Wait()
+	require.Empty(t, errs)
 	require.Len(t, seen, jobs, "every job claimed")
 	for id, n := range seen {
 		require.Equal(t, 1, n, "job %s claimed %d times", id, n)
