@@ -17,11 +17,13 @@ const maxKeySkips = 1000
 
 // The statements of a claim.
 const (
-	// readyQuery: the best ready jobs of a kind (?1), ready at ?2, at most ?3.
-	readyQuery = `SELECT id, tenant, concurrency_key, concurrency_limit, fair_at
-		FROM jobs INDEXED BY jobs_ready
-		WHERE state = 'pending' AND kind = ?1
-			AND (claim_until IS NULL OR claim_until <= ?2)
+	// readyQuery: the best ready jobs of a kind (?1), ready at ?2, at most
+	// ?3, after the job at (?4 priority, ?5 fair_at, ?6 id) in ready order
+	// (a page after the first; ?7 = 0 reads from the start).
+	readyQuery = `SELECT id, tenant, concurrency_key, concurrency_limit, priority, fair_at
+		FROM jobs INDEXED BY jobs_unclaimed
+		WHERE state = 'pending' AND kind = ?1 AND claim_until IS NULL
+			AND (?7 = 0 OR priority < ?4 OR (priority = ?4 AND (fair_at > ?5 OR (fair_at = ?5 AND id > ?6))))
 			AND (next_dispatch_at IS NULL OR next_dispatch_at <= ?2)
 		ORDER BY priority DESC, fair_at, id LIMIT ?3`
 	// keyHoldersQuery counts the jobs holding a tenant's key (?1, ?2) at ?3:
@@ -29,6 +31,10 @@ const (
 	keyHoldersQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_concurrency_key
 		WHERE tenant = ?1 AND concurrency_key = ?2 AND concurrency_key != ''
 			AND (state = 'running' OR (state = 'pending' AND claim_until > ?3))`
+	// expireClaimsQuery clears the claims that ended at or before ?1, so
+	// their jobs are in the ready queue again.
+	expireClaimsQuery = `UPDATE jobs INDEXED BY jobs_claimed SET claim_until = NULL
+		WHERE state = 'pending' AND claim_until IS NOT NULL AND claim_until <= ?1`
 	// claimQuery takes the claim on one ready job.
 	claimQuery = `UPDATE jobs SET attempt = attempt + 1, claim_until = ?1, updated_at = ?2
 		WHERE id = ?3 AND state = 'pending' AND (claim_until IS NULL OR claim_until <= ?2)`
@@ -39,7 +45,7 @@ const (
 // candidate is a ready job as the claim reads it.
 type candidate struct {
 	id, tenant, key string
-	limit           int
+	limit, priority int
 	fairAt          float64
 }
 
@@ -63,7 +69,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	}
 	sort.Strings(kinds)
 	stmts := map[string]*sql.Stmt{}
-	for _, q := range []string{readyQuery, keyHoldersQuery, claimQuery, advanceVirtualQuery} {
+	for _, q := range []string{expireClaimsQuery, readyQuery, keyHoldersQuery, claimQuery, advanceVirtualQuery} {
 		st, err := s.wc.get(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: claim jobs: prepare: %w", err)
@@ -77,38 +83,57 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		out = out[:0]
 		held := map[[2]string]int{} // tenant and key → jobs holding it
 		virtual := 0.0
+		expire, err := stmt(tx, expireClaimsQuery)
+		if err != nil {
+			return err
+		}
+		if _, err := expire.ExecContext(ctx, now.UnixNano()); err != nil {
+			return fmt.Errorf("clear expired claims: %w", err)
+		}
 		for _, kind := range kinds {
 			want := min(r.Kinds[kind], store.MaxClaim)
-			cands, err := s.readyIn(ctx, tx, stmt, kind, now, want+maxKeySkips)
-			if err != nil {
-				return err
-			}
-			got := 0
-			for _, c := range cands {
-				if got == want {
-					break
-				}
-				if c.key != "" {
-					k := [2]string{c.tenant, c.key}
-					n, ok := held[k]
-					if !ok {
-						if n, err = s.keyHoldersIn(ctx, tx, stmt, c.tenant, c.key, now); err != nil {
-							return err
-						}
-					}
-					if n >= c.limit {
-						held[k] = n
-						continue
-					}
-					held[k] = n + 1
-				}
-				j, err := s.claimIn(ctx, tx, stmt, c.id, now, r.Until)
+			got, skipped := 0, 0
+			var after *candidate
+			// Read a little more than wanted; read on, page by page, only
+			// while concurrency keys hold jobs back.
+			for got < want && skipped <= maxKeySkips {
+				page := want - got + 8
+				cands, err := s.readyIn(ctx, tx, stmt, kind, now, page, after)
 				if err != nil {
 					return err
 				}
-				out = append(out, j)
-				virtual = max(virtual, c.fairAt)
-				got++
+				for i := range cands {
+					c := cands[i]
+					after = &cands[i]
+					if got == want {
+						break
+					}
+					if c.key != "" {
+						k := [2]string{c.tenant, c.key}
+						n, ok := held[k]
+						if !ok {
+							if n, err = s.keyHoldersIn(ctx, tx, stmt, c.tenant, c.key, now); err != nil {
+								return err
+							}
+						}
+						if n >= c.limit {
+							held[k] = n
+							skipped++
+							continue
+						}
+						held[k] = n + 1
+					}
+					j, err := s.claimIn(ctx, tx, stmt, c.id, now, r.Until)
+					if err != nil {
+						return err
+					}
+					out = append(out, j)
+					virtual = max(virtual, c.fairAt)
+					got++
+				}
+				if len(cands) < page {
+					break // no more ready jobs
+				}
 			}
 		}
 		if len(out) == 0 {
@@ -129,13 +154,23 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	return out, nil
 }
 
-// readyIn reads up to limit ready jobs of kind, best first.
-func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, string) (*sql.Stmt, error), kind string, now time.Time, limit int) ([]candidate, error) {
+// readyIn reads up to limit ready jobs of kind, best first, after the
+// candidate after (nil: from the best).
+func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, string) (*sql.Stmt, error), kind string, now time.Time, limit int, after *candidate) ([]candidate, error) {
 	st, err := stmt(tx, readyQuery)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.QueryContext(ctx, kind, now.UnixNano(), limit)
+	var (
+		paged   int
+		prio    int
+		fairAt  float64
+		afterID string
+	)
+	if after != nil {
+		paged, prio, fairAt, afterID = 1, after.priority, after.fairAt, after.id
+	}
+	rows, err := st.QueryContext(ctx, kind, now.UnixNano(), limit, prio, fairAt, afterID, paged)
 	if err != nil {
 		return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
 	}
@@ -143,7 +178,7 @@ func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, stri
 	var out []candidate
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.tenant, &c.key, &c.limit, &c.fairAt); err != nil {
+		if err := rows.Scan(&c.id, &c.tenant, &c.key, &c.limit, &c.priority, &c.fairAt); err != nil {
 			return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
 		}
 		out = append(out, c)

@@ -110,9 +110,15 @@ var columns = []struct{ table, name, decl string }{
 
 // indexes need the added columns.
 var indexes = []string{
-	// Claim: the ready queue of each kind in ready order.
-	`CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (kind, priority DESC, fair_at, id)
-		WHERE state = 'pending'`,
+	// Claim: the ready queue of each kind in ready order. Claimed jobs
+	// leave it (a claim is the best jobs: scanning past them on every
+	// claim would cost more than moving them out); expired claims are
+	// cleared back into it (jobs_claimed).
+	`DROP INDEX IF EXISTS jobs_ready`,
+	`CREATE INDEX IF NOT EXISTS jobs_unclaimed ON jobs (kind, priority DESC, fair_at, id)
+		WHERE state = 'pending' AND claim_until IS NULL`,
+	`CREATE INDEX IF NOT EXISTS jobs_claimed ON jobs (claim_until)
+		WHERE state = 'pending' AND claim_until IS NOT NULL`,
 	// Claim: the jobs holding a concurrency key's slots.
 	`CREATE INDEX IF NOT EXISTS jobs_concurrency_key ON jobs (tenant, concurrency_key, state)
 		WHERE concurrency_key != ''`,
