@@ -127,7 +127,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // heartbeatWorkers is how many heartbeats one scheduler applies at once.
-const heartbeatWorkers = 8
+// A worker's start heartbeat holds its job until it is answered, so with
+// many slots this bounds dispatch: the store's group commit folds the
+// concurrent ones into one transaction.
+const heartbeatWorkers = 64
 
 // progressWorkers is how many progress reports one scheduler applies at once.
 const progressWorkers = 4
