@@ -22,9 +22,9 @@ type submitOutcome struct {
 	Limit  string // on a 429: contracts.LimitGlobal, LimitTenant, LimitTenantRate or LimitIPRate
 }
 
-// submit posts one probe job of ms milliseconds as tenant, through the
-// public Go client.
-func submit(ctx context.Context, hc *http.Client, gw string, tenant Tenant, ms int64) (submitOutcome, error) {
+// submit posts one probe job of ms milliseconds and the given shape as
+// tenant, through the public Go client.
+func submit(ctx context.Context, hc *http.Client, gw string, tenant Tenant, ms int64, shape jobShape) (submitOutcome, error) {
 	c, err := client.New(gw, client.WithToken(tenant.Token), client.WithHTTPClient(hc))
 	if err != nil {
 		return submitOutcome{}, fmt.Errorf("submit: %w", err)
@@ -33,7 +33,8 @@ func submit(ctx context.Context, hc *http.Client, gw string, tenant Tenant, ms i
 	if err != nil {
 		return submitOutcome{}, fmt.Errorf("submit: encode: %w", err)
 	}
-	j, created, err := c.Submit(ctx, contracts.SubmitRequest{Kind: probeKind, Payload: payload})
+	j, created, err := c.Submit(ctx, contracts.SubmitRequest{Kind: probeKind, Payload: payload,
+		Priority: shape.Priority, ConcurrencyKey: shape.ConcurrencyKey, ConcurrencyLimit: shape.ConcurrencyLimit})
 	var ce *client.Error
 	switch {
 	case errors.As(err, &ce):

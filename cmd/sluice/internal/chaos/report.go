@@ -49,6 +49,10 @@ type Report struct {
 	MaxTail         time.Duration // longest run of a resumed handler between SIGCONT and its fence or return
 	TailOverlaps    int           // such tails during which a newer attempt of the job was live
 	StaleResults    int           // results the schedulers ignored (old attempt), from their /metrics
+	MaxPerKey       int           // most live runs of one tenant's concurrency key at once (journals)
+	KeyOverLimit    []string      // keys whose live runs passed their limit (see order.go)
+	Inversions      int           // first runs started ahead of a waiting job of higher priority (counted, see order.go)
+	FirstRuns       int           // first runs looked at for inversions
 	BadJournal      int           // journal lines that did not decode or pair
 
 	Samples int
@@ -84,6 +88,7 @@ func (r Report) Summary() string {
 	fmt.Fprintf(&b, " | overlapping attempts=%d of %d runs (sigstopped past the fence: %d, returned unfenced after SIGCONT: %d, their results accepted: %d, expiry fences: %d; tail after SIGCONT max %s, %d during a newer attempt; stale results ignored: %d)",
 		len(r.Overlaps), r.Runs, r.Resumed, r.ResumedUnfenced, r.LateAccepted, r.ExpiryFenced,
 		r.MaxTail.Round(10*time.Microsecond), r.TailOverlaps, r.StaleResults)
+	fmt.Fprintf(&b, " | max live per key %d/%d, priority inversions %d of %d first runs", r.MaxPerKey, keyLimit, r.Inversions, r.FirstRuns)
 	fmt.Fprintf(&b, " | samples=%d drain=%s", r.Samples, r.Drain.Round(100*time.Millisecond))
 	return b.String()
 }
@@ -142,6 +147,9 @@ func (r Report) Violations() []string {
 	if len(r.Overlaps) > 0 {
 		n := min(len(r.Overlaps), 5)
 		v = append(v, fmt.Sprintf("%d overlapping attempts, e.g. %s", len(r.Overlaps), strings.Join(r.Overlaps[:n], "; ")))
+	}
+	if len(r.KeyOverLimit) > 0 {
+		v = append(v, fmt.Sprintf("concurrency keys over their limit: %s", strings.Join(r.KeyOverLimit, "; ")))
 	}
 	for fault, want := range r.Planned {
 		if got := r.Kills[fault]; got < want {

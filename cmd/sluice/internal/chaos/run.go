@@ -133,7 +133,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 				if p.LongShare > 0 && rng.float() < p.LongShare {
 					d = rng.dur(p.LongMin, p.LongMax)
 				}
-				out, err := submit(loadCtx, client, gw, c.pickTenant(rng), d.Milliseconds())
+				out, err := submit(loadCtx, client, gw, c.pickTenant(rng), d.Milliseconds(), randomShape(rng))
 				mu.Lock()
 				switch {
 				case err == nil && out.ID != "":
@@ -349,6 +349,20 @@ func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report
 	for _, o := range jr.Overlaps {
 		rep.Overlaps = append(rep.Overlaps, o.String())
 	}
+	jobs := map[string]contracts.Job{}
+	for _, r := range jr.Runs {
+		if _, ok := jobs[r.JobID]; ok {
+			continue
+		}
+		j, err := st.Get(ctx, r.JobID)
+		if err != nil {
+			return fmt.Errorf("chaos: read job %s: %w", r.JobID, err)
+		}
+		jobs[r.JobID] = j
+	}
+	or := checkOrder(jr.Runs, jobs)
+	rep.MaxPerKey, rep.KeyOverLimit = or.MaxPerKey, or.KeyOverLimit
+	rep.Inversions, rep.FirstRuns = or.Inversions, or.FirstRuns
 	for _, r := range jr.Runs {
 		if r.Unfenced {
 			// Its handler returned normally after SIGCONT: was its result taken?

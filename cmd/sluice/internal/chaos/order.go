@@ -1,0 +1,129 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// Ordered dispatch, as measured here.
+//
+// The load gives some jobs a concurrency key (keyShare of them, over
+// chaosKeys keys per tenant, each with limit keyLimit) and every job a
+// random priority. From the probe workers' journals and the jobs in the
+// store the checker then counts:
+//
+//   - the most runs of one tenant's key live at once (live as in
+//     overlap.go: a run ends at its return, its fence, or its process's
+//     death or long freeze): it must never pass the key's limit;
+//   - priority inversions: a job's first run started while a job of
+//     higher priority, admitted at least inversionSlack earlier, had not
+//     started yet. Faults (a requeue after a kill, an offer that failed
+//     and waits the retry interval) make some of these legitimate, so
+//     they are counted and reported, not failed.
+
+// Shape of the keyed load.
+const (
+	keyShare       = 0.25
+	chaosKeys      = 3
+	keyLimit       = 2
+	inversionSlack = 250 * time.Millisecond
+)
+
+// jobShape is what the load asks of one job beyond its sleep.
+type jobShape struct {
+	Priority         int
+	ConcurrencyKey   string
+	ConcurrencyLimit int
+}
+
+// randomShape draws a job's priority and, for keyShare of the jobs, its key.
+func randomShape(rng *lockedRand) jobShape {
+	s := jobShape{Priority: rng.intN(contracts.MaxPriority + 1)}
+	if rng.float() < keyShare {
+		s.ConcurrencyKey = fmt.Sprintf("key-%d", rng.intN(chaosKeys))
+		s.ConcurrencyLimit = keyLimit
+	}
+	return s
+}
+
+// orderReport is what checkOrder found.
+type orderReport struct {
+	// MaxPerKey is the most live runs of one tenant's key at once; KeyOverLimit
+	// lists the keys whose runs went past their limit.
+	MaxPerKey    int
+	KeyOverLimit []string
+	// Inversions counts first runs that started ahead of a waiting job of
+	// higher priority; FirstRuns is how many first runs were looked at.
+	Inversions, FirstRuns int
+}
+
+// checkOrder measures key limits and priority order from the runs and
+// the jobs they belong to.
+func checkOrder(runs []attemptRun, jobs map[string]contracts.Job) orderReport {
+	var rep orderReport
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	byKey := map[[2]string][]edge{}
+	limit := map[[2]string]int{}
+	first := map[string]time.Time{}
+	for _, r := range runs {
+		j, ok := jobs[r.JobID]
+		if !ok {
+			continue
+		}
+		if t, seen := first[r.JobID]; !seen || r.Start.Before(t) {
+			first[r.JobID] = r.Start
+		}
+		if j.ConcurrencyKey == "" || !r.LiveEnd.After(r.Start) {
+			continue
+		}
+		k := [2]string{j.Tenant, j.ConcurrencyKey}
+		byKey[k] = append(byKey[k], edge{r.Start, +1}, edge{r.LiveEnd, -1})
+		limit[k] = j.ConcurrencyLimit
+	}
+	for k, edges := range byKey {
+		sort.Slice(edges, func(i, j int) bool {
+			if edges[i].at.Equal(edges[j].at) {
+				return edges[i].delta < edges[j].delta // an end before a start at the same instant
+			}
+			return edges[i].at.Before(edges[j].at)
+		})
+		live, peak := 0, 0
+		for _, e := range edges {
+			live += e.delta
+			peak = max(peak, live)
+		}
+		rep.MaxPerKey = max(rep.MaxPerKey, peak)
+		if peak > limit[k] {
+			rep.KeyOverLimit = append(rep.KeyOverLimit, fmt.Sprintf("%s/%s: %d live, limit %d", k[0], k[1], peak, limit[k]))
+		}
+	}
+	sort.Strings(rep.KeyOverLimit)
+
+	type started struct {
+		job   contracts.Job
+		first time.Time
+	}
+	var all []started
+	for id, t := range first {
+		all = append(all, started{jobs[id], t})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].first.Before(all[j].first) })
+	rep.FirstRuns = len(all)
+	for i, s := range all {
+		// A later starter of higher priority that was already waiting.
+		for _, w := range all[i+1:] {
+			if w.job.Priority > s.job.Priority && w.job.Kind == s.job.Kind &&
+				w.job.CreatedAt.Before(s.first.Add(-inversionSlack)) && w.job.ConcurrencyKey == "" && w.job.RunAt == nil {
+				rep.Inversions++
+				break
+			}
+		}
+	}
+	return rep
+}
