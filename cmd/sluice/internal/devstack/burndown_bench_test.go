@@ -86,7 +86,7 @@ func BenchmarkBatchAdmission(b *testing.B) {
 	admitted, took := submitBatches(b, base, total, 1000, 8)
 	rate := float64(admitted) / took.Seconds()
 	b.ReportMetric(rate, "admitted/s")
-	fmt.Printf("batch admission: %.0f jobs/s (%d in %s, batches of 1,000 from 8 clients)\n", rate, admitted, took.Round(time.Millisecond))
+	fmt.Printf("batch admission: %.0f jobs/s (%d in %s, batches of 1,000 from 8 clients; target ≥ 50,000)\n", rate, admitted, took.Round(time.Millisecond))
 }
 
 // startWorkers starts n workers of slots slots each against the stack's
@@ -137,6 +137,83 @@ func BenchmarkBurnDown(b *testing.B) {
 	rate := float64(total) / burn.Seconds()
 	b.ReportMetric(rate, "jobs/s")
 	offers, dispatched := offerFigures(b, s)
-	fmt.Printf("burn-down: %d jobs completed in %s = %.0f jobs/s (4 workers × 256 slots; %.3f offers per dispatched job)\n",
+	fmt.Printf("burn-down: %d jobs completed in %s = %.0f jobs/s (4 workers × 256 slots; %.3f offers per dispatched job; target ≥ 10,000)\n",
 		total, burn.Round(time.Millisecond), rate, offers/dispatched)
+	rss := peakRSS()
+	b.ReportMetric(float64(rss)/1024, "peak-rss-MiB")
+	fmt.Printf("peak RSS after 100k jobs, the whole stack and the load in one process: %.1f MiB (target ≤ 128)\n", float64(rss)/1024)
+}
+
+// BenchmarkManyWorkers offers jobs to 1,000 single-slot workers kept about
+// 90 % busy (900 jobs/s of 1 s each) and reports the offers each
+// dispatched job took: the stable order packs load onto the low workers,
+// and the roster's view of who is full keeps offers from going to busy
+// ones.
+func BenchmarkManyWorkers(b *testing.B) {
+	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_CONCURRENCY": "256"})
+	const workers = 1000
+	startWorkersShared(b, s, workers, 1, 8)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st contracts.Stats
+		if httpJSON(base+"/v1/stats", &st) == http.StatusOK && len(st.Workers) == workers {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("workers never all announced")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	before, beforeDispatched := offerFigures(b, s)
+	const perSec, seconds = 900, 8
+	body := sleepBody(1000)
+	tick := time.NewTicker(time.Second / perSec)
+	var wg sync.WaitGroup
+	for range perSec * seconds {
+		<-tick.C
+		wg.Go(func() { hammer(base, 1, time.Minute, 1, body) })
+	}
+	tick.Stop()
+	wg.Wait()
+	waitSucceeded(b, base, perSec*seconds, 2*time.Minute)
+	offers, dispatched := offerFigures(b, s)
+	offers, dispatched = offers-before, dispatched-beforeDispatched
+	b.ReportMetric(offers/dispatched, "offers/dispatch")
+	fmt.Printf("offers per dispatched job, 1,000 single-slot workers ~90%% busy: %.3f (%.0f offers for %.0f dispatches; target ≤ 1.2)\n",
+		offers/dispatched, offers, dispatched)
+}
+
+// startWorkersShared starts n workers of slots slots each, sharing conns
+// NATS connections, and stops them when b ends.
+func startWorkersShared(b *testing.B, s *Stack, n, slots, conns int) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	b.Cleanup(func() { cancel(); wg.Wait() })
+	ncs := make([]*nats.Conn, conns)
+	for i := range ncs {
+		nc, err := nats.Connect(s.NATSURL, nats.Name(fmt.Sprintf("bench-workers-%d", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(nc.Close)
+		ncs[i] = nc
+	}
+	dir := b.TempDir()
+	for i := range n {
+		cfg, err := worker.LoadConfig(map[string]string{
+			"SLUICE_WORKER_ID":                   fmt.Sprintf("w-%04d", i+1),
+			"SLUICE_WORKER_MAX_CONCURRENT_TASKS": fmt.Sprint(slots),
+			"SLUICE_HEARTBEAT_INTERVAL":          "2s",
+			"SLUICE_DATA_DIR":                    dir,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := worker.New(cfg, worker.Deps{NC: ncs[i%conns], Log: zerolog.Nop()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() { _ = w.Run(ctx) })
+	}
 }
