@@ -139,6 +139,7 @@ type Store struct {
 	ws   writeStmts
 
 	writes *writer
+	cp     *checkpointer
 }
 
 var _ store.Store = (*Store)(nil)
@@ -188,7 +189,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: create directory: %w", abs, err)
 	}
 
-	w, err := sql.Open("sqlite", dsn(abs, cfg, true))
+	w, err := sql.Open("sqlite", dsn(abs, cfg, true, false))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
@@ -201,7 +202,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 
-	r, err := sql.Open("sqlite", dsn(abs, cfg, false))
+	r, err := sql.Open("sqlite", dsn(abs, cfg, false, false))
 	if err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
@@ -209,7 +210,13 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	r.SetMaxOpenConns(cfg.readConns)
 	r.SetMaxIdleConns(cfg.readConns)
 	r.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter()}
+	cp, err := startCheckpointer(abs, cfg)
+	if err != nil {
+		_ = w.Close()
+		_ = r.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter(), cp: cp}
 	go s.writeLoop()
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
@@ -219,17 +226,21 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 }
 
 // dsn builds a modernc.org/sqlite URI for path. The writer takes the write
-// lock at BEGIN (_txlock=immediate); readers are query-only.
-func dsn(path string, cfg config, writer bool) string {
+// lock at BEGIN (_txlock=immediate) and leaves checkpoints to the
+// checkpointer connection; readers are query-only.
+func dsn(path string, cfg config, writer, checkpoints bool) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.busyTimeout.Milliseconds()))
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Add("_pragma", "mmap_size(268435456)")
-	if writer {
+	switch {
+	case writer:
 		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "wal_autocheckpoint(0)")
 		q.Set("_txlock", "immediate")
-	} else {
+	case checkpoints:
+	default:
 		q.Add("_pragma", "query_only(1)")
 	}
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
@@ -313,7 +324,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes both connection pools.
 func (s *Store) Close() error {
 	s.writes.stop()
-	err := errors.Join(s.rc.close(), s.wc.close(), s.r.Close(), s.w.Close())
+	err := errors.Join(s.cp.stop(), s.rc.close(), s.wc.close(), s.r.Close(), s.w.Close())
 	if err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
