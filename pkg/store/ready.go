@@ -1,6 +1,7 @@
 package store
 
 import (
+	"sort"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -26,6 +27,25 @@ type ClaimRequest struct {
 	Until time.Time
 	// Kinds says how many jobs of each kind to claim at most.
 	Kinds map[string]int
+}
+
+// Plan is what a driver's Claim works through: the time that decides
+// readiness (Now, or the current time), and the kinds asked for, in name
+// order, each with how many to take (at most MaxClaim).
+func (r ClaimRequest) Plan() (now time.Time, kinds []string, want map[string]int) {
+	now = r.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	want = map[string]int{}
+	for k, n := range r.Kinds {
+		if n > 0 {
+			kinds = append(kinds, k)
+			want[k] = min(n, MaxClaim)
+		}
+	}
+	sort.Strings(kinds)
+	return now, kinds, want
 }
 
 // MaxClaim bounds the jobs one Claim takes of one kind.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -79,24 +78,17 @@ type readyView struct {
 // the last free slot (the embedded driver decides inside one transaction
 // and is exact).
 func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error) {
-	now := r.Now
-	if now.IsZero() {
-		now = time.Now()
+	now, kinds, wants := r.Plan()
+	if len(kinds) == 0 {
+		return nil, nil
 	}
-	kinds := make([]string, 0, len(r.Kinds))
-	for k, n := range r.Kinds {
-		if n > 0 {
-			kinds = append(kinds, k)
-		}
-	}
-	sort.Strings(kinds)
 	// Each step has its own timeout: one claim may take many.
 	var (
 		out     []contracts.Job
 		virtual float64
 	)
 	for _, kind := range kinds {
-		want := min(r.Kinds[kind], store.MaxClaim)
+		want := wants[kind]
 		held := map[[2]string]int{}
 		got := 0
 		// Candidates another scheduler took first are skipped; when that

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -54,20 +53,10 @@ type candidate struct {
 // returns them as they are afterwards, best first per kind, kinds in name
 // order. The system's virtual time moves up to the largest fair_at claimed.
 func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error) {
-	now := r.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	kinds := make([]string, 0, len(r.Kinds))
-	for k, n := range r.Kinds {
-		if n > 0 {
-			kinds = append(kinds, k)
-		}
-	}
+	now, kinds, wants := r.Plan()
 	if len(kinds) == 0 {
 		return nil, nil
 	}
-	sort.Strings(kinds)
 	stmts := map[string]*sql.Stmt{}
 	for _, q := range []string{expireClaimsQuery, readyQuery, keyHoldersQuery, claimQuery, advanceVirtualQuery} {
 		st, err := s.wc.get(ctx, q)
@@ -91,7 +80,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 			return fmt.Errorf("clear expired claims: %w", err)
 		}
 		for _, kind := range kinds {
-			want := min(r.Kinds[kind], store.MaxClaim)
+			want := wants[kind]
 			got, skipped := 0, 0
 			var after *candidate
 			// Read a little more than wanted; read on, page by page, only

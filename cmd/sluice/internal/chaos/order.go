@@ -64,11 +64,7 @@ type orderReport struct {
 // the jobs they belong to.
 func checkOrder(runs []attemptRun, jobs map[string]contracts.Job) orderReport {
 	var rep orderReport
-	type edge struct {
-		at    time.Time
-		delta int
-	}
-	byKey := map[[2]string][]edge{}
+	byKey := map[[2]string][]window{}
 	limit := map[[2]string]int{}
 	first := map[string]time.Time{}
 	for _, r := range runs {
@@ -83,21 +79,11 @@ func checkOrder(runs []attemptRun, jobs map[string]contracts.Job) orderReport {
 			continue
 		}
 		k := [2]string{j.Tenant, j.ConcurrencyKey}
-		byKey[k] = append(byKey[k], edge{r.Start, +1}, edge{r.LiveEnd, -1})
+		byKey[k] = append(byKey[k], window{from: r.Start, to: r.LiveEnd})
 		limit[k] = j.ConcurrencyLimit
 	}
-	for k, edges := range byKey {
-		sort.Slice(edges, func(i, j int) bool {
-			if edges[i].at.Equal(edges[j].at) {
-				return edges[i].delta < edges[j].delta // an end before a start at the same instant
-			}
-			return edges[i].at.Before(edges[j].at)
-		})
-		live, peak := 0, 0
-		for _, e := range edges {
-			live += e.delta
-			peak = max(peak, live)
-		}
+	for k, ws := range byKey {
+		peak := maxOverlap(ws)
 		rep.MaxPerKey = max(rep.MaxPerKey, peak)
 		if peak > limit[k] {
 			rep.KeyOverLimit = append(rep.KeyOverLimit, fmt.Sprintf("%s/%s: %d live, limit %d", k[0], k[1], peak, limit[k]))

@@ -89,34 +89,11 @@ func BenchmarkBatchAdmission(b *testing.B) {
 	fmt.Printf("batch admission: %.0f jobs/s (%d in %s, batches of 1,000 from 8 clients; target ≥ 50,000)\n", rate, admitted, took.Round(time.Millisecond))
 }
 
-// startWorkers starts n workers of slots slots each against the stack's
-// NATS server, as separate services would, and stops them when b ends.
+// startWorkers starts n workers of slots slots each, each on its own NATS
+// connection as separate services would be, and stops them when b ends.
 func startWorkers(b *testing.B, s *Stack, n, slots int) {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	b.Cleanup(func() { cancel(); wg.Wait() })
-	for i := range n {
-		cfg, err := worker.LoadConfig(map[string]string{
-			"SLUICE_WORKER_ID":                   fmt.Sprintf("burn-%02d", i+1),
-			"SLUICE_WORKER_MAX_CONCURRENT_TASKS": fmt.Sprint(slots),
-			"SLUICE_HEARTBEAT_INTERVAL":          "1s",
-			"SLUICE_DATA_DIR":                    b.TempDir(),
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		nc, err := nats.Connect(s.NATSURL, nats.Name(cfg.WorkerID))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(nc.Close)
-		w, err := worker.New(cfg, worker.Deps{NC: nc, Log: zerolog.Nop()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		wg.Go(func() { _ = w.Run(ctx) })
-	}
+	startWorkersShared(b, s, n, slots, n)
 }
 
 // BenchmarkBurnDown admits 100,000 no-op jobs through the batch endpoint
@@ -204,7 +181,7 @@ func startWorkersShared(b *testing.B, s *Stack, n, slots, conns int) {
 		cfg, err := worker.LoadConfig(map[string]string{
 			"SLUICE_WORKER_ID":                   fmt.Sprintf("w-%04d", i+1),
 			"SLUICE_WORKER_MAX_CONCURRENT_TASKS": fmt.Sprint(slots),
-			"SLUICE_HEARTBEAT_INTERVAL":          "2s",
+			"SLUICE_HEARTBEAT_INTERVAL":          "1s",
 			"SLUICE_DATA_DIR":                    dir,
 		})
 		if err != nil {
