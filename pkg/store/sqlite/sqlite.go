@@ -233,7 +233,9 @@ func dsn(path string, cfg config, writer, checkpoints bool) string {
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.busyTimeout.Milliseconds()))
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "temp_store(MEMORY)")
-	q.Add("_pragma", "mmap_size(268435456)")
+	// No memory map: its pages count in the process's resident memory
+	// (+110 MiB after 100k jobs) and bought no measurable speed.
+	q.Add("_pragma", "mmap_size(0)")
 	switch {
 	case writer:
 		q.Add("_pragma", "journal_mode(WAL)")
