@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -19,7 +20,10 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectResult).Msg("malformed result dropped")
 		return consume.Poison()
 	}
-	log := a.log.With().Str(observe.FieldJobID, res.JobID).Int64(observe.FieldAttempt, res.Attempt).Str(observe.FieldWorkerID, res.WorkerID).Logger()
+	// The result's fields go on each event: no child logger per result.
+	fields := func(e *zerolog.Event) *zerolog.Event {
+		return e.Str(observe.FieldJobID, res.JobID).Int64(observe.FieldAttempt, res.Attempt).Str(observe.FieldWorkerID, res.WorkerID)
+	}
 	for range maxPasses {
 		job, err := a.jobs.Get(ctx, res.JobID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -27,12 +31,12 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 			return consume.Ack()
 		}
 		if err != nil {
-			log.Warn().Err(err).Msg("store unavailable; result retried")
+			fields(a.log.Warn()).Err(err).Msg("store unavailable; result retried")
 			return consume.RetryIn(storeRetry)
 		}
 		if !Current(job, res.Attempt, res.WorkerID) {
 			a.m.Results.WithLabelValues("stale").Inc()
-			log.Info().Str("state", string(job.State)).Int64("current_attempt", job.Attempt).Msg("result for an old attempt ignored")
+			fields(a.log.Info()).Str("state", string(job.State)).Int64("current_attempt", job.Attempt).Msg("result for an old attempt ignored")
 			return consume.Ack()
 		}
 		now := a.now()
@@ -59,16 +63,16 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 			continue
 		}
 		if err != nil {
-			log.Warn().Err(err).Msg("store unavailable; result retried")
+			fields(a.log.Warn()).Err(err).Msg("store unavailable; result retried")
 			return consume.RetryIn(storeRetry)
 		}
 		a.ev.State(out)
 		if ch.State == contracts.StatePending {
 			a.m.Results.WithLabelValues("retried").Inc()
-			log.Info().Str("error", res.Error).Time("next_dispatch_at", *ch.NextDispatchAt).Msg("run failed; job runs again after a backoff")
+			fields(a.log.Info()).Str("error", res.Error).Time("next_dispatch_at", *ch.NextDispatchAt).Msg("run failed; job runs again after a backoff")
 			if err := a.notify.Due(ctx, job.ID); err != nil {
 				// The job is pending in the store; the dispatcher finds it when due.
-				log.Warn().Err(err).Msg("due not published after a failed run")
+				fields(a.log.Warn()).Err(err).Msg("due not published after a failed run")
 			}
 			return consume.Ack()
 		}

@@ -202,8 +202,8 @@ func (d *Dispatcher) done(kind string) {
 	}
 }
 
-// logJob is the dispatcher's logger with a job's fields.
-func (d *Dispatcher) logJob(j contracts.Job) *zerolog.Logger {
-	l := d.log.With().Str(observe.FieldJobID, j.ID).Int64(observe.FieldAttempt, j.Attempt).Logger()
-	return &l
+// jobFields adds a job's fields to a log event (nil when the level is off,
+// which zerolog's events accept): no child logger per dispatch.
+func jobFields(e *zerolog.Event, j contracts.Job) *zerolog.Event {
+	return e.Str(observe.FieldJobID, j.ID).Int64(observe.FieldAttempt, j.Attempt)
 }

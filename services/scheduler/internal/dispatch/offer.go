@@ -54,7 +54,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, job contracts.Job) {
 		case picker.Accepted:
 			d.m.Dispatches.WithLabelValues("dispatched").Inc()
 			d.m.OffersPerDispatch.Observe(float64(offers))
-			d.logJob(job).Debug().Str(observe.FieldWorkerID, id).Msg("job accepted")
+			jobFields(d.log.Debug(), job).Str(observe.FieldWorkerID, id).Msg("job accepted")
 			return
 		case picker.Busy, picker.NotSent:
 		default:
@@ -79,7 +79,7 @@ func (d *Dispatcher) release(ctx context.Context, job contracts.Job, failed bool
 		// A worker's start heartbeat won (an offer that timed out was
 		// accepted after all), or the job was cancelled meanwhile.
 	case err != nil:
-		d.logJob(job).Warn().Err(err).Msg("dispatch claim not given back; it expires")
+		jobFields(d.log.Warn(), job).Err(err).Msg("dispatch claim not given back; it expires")
 	default:
 		d.m.Dispatches.WithLabelValues("overflow").Inc()
 	}
@@ -92,7 +92,7 @@ func (d *Dispatcher) fail(ctx context.Context, job contracts.Job, msg, outcome s
 		store.Change{Now: d.now(), State: contracts.StateFailed, Error: &msg})
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-			d.logJob(job).Warn().Err(err).Msg("job not failed; the store did not answer")
+			jobFields(d.log.Warn(), job).Err(err).Msg("job not failed; the store did not answer")
 		}
 		return false
 	}
@@ -101,7 +101,7 @@ func (d *Dispatcher) fail(ctx context.Context, job contracts.Job, msg, outcome s
 	if contracts.ClassOf(msg) == contracts.ClassCapacity {
 		d.m.CapacityFailures.Inc()
 	}
-	d.logJob(job).Info().Str("error", msg).Msg("job failed before dispatch")
+	jobFields(d.log.Info(), job).Str("error", msg).Msg("job failed before dispatch")
 	return true
 }
 
