@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -49,4 +50,30 @@ func TestCheckOrder(t *testing.T) {
 	jobs["high"] = job("high", "", 9, 900)
 	rep = checkOrder([]attemptRun{run("low", 1000, 1100), run("high", 1200, 1300)}, jobs)
 	require.Zero(t, rep.Inversions)
+}
+
+// TestCorrectSample: a row the store still shows running whose handler
+// the worker had fenced early does not count past the run's live end.
+func TestCorrectSample(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0).UTC()
+	at := func(ms int) *time.Time { v := t0.Add(time.Duration(ms) * time.Millisecond); return &v }
+	job := func(id string, attempt int64, startMS, ms int) contracts.Job {
+		return contracts.Job{ID: id, Attempt: attempt, Worker: "w1", State: contracts.StateRunning,
+			StartedAt: at(startMS), Payload: []byte(fmt.Sprintf(`{"ms":%d}`, ms))}
+	}
+	running := []contracts.Job{job("long", 3, 0, 2000), job("a", 1, 1000, 300), job("b", 1, 1100, 300)}
+	run := func(id string, attempt int64, from, liveEnd int) attemptRun {
+		return attemptRun{JobID: id, Attempt: attempt, Worker: "w1", Start: *at(from), LiveEnd: *at(liveEnd)}
+	}
+	// The long job's worker fenced it at 900 ms: two at once, not three.
+	perWorker, total := correctSample(running, []attemptRun{run("long", 3, 0, 900), run("a", 1, 1000, 1300), run("b", 1, 1100, 1400)})
+	require.Equal(t, 2, perWorker)
+	require.Equal(t, 2, total)
+	// Had it run on, three at once.
+	perWorker, _ = correctSample(running, []attemptRun{run("long", 3, 0, 2000), run("a", 1, 1000, 1300), run("b", 1, 1100, 1400)})
+	require.Equal(t, 3, perWorker)
+	// A row whose handler never started counts for nothing.
+	perWorker, _ = correctSample(running, []attemptRun{run("a", 1, 1000, 1300), run("b", 1, 1100, 1400)})
+	require.Equal(t, 2, perWorker)
 }

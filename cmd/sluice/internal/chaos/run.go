@@ -102,6 +102,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	var (
 		mu       sync.Mutex
 		admitted = map[string]bool{}
+		over     []storeSample // samples over a limit as the store showed it
 	)
 	loadStart := time.Now()
 	loadCtx, stopLoad := context.WithTimeout(ctx, p.Load)
@@ -170,7 +171,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 				return
 			case <-t.C:
 			}
-			s, err := sampleStore(sampleCtx, st, c.workerStarts(), c.cfg.WorkerLimit)
+			s, err := sampleStore(sampleCtx, st, c.workerStarts(), c.cfg.WorkerLimit, rep.TotalLimit)
 			if err != nil {
 				continue
 			}
@@ -193,8 +194,14 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 			for t, n := range s.TenantActive {
 				rep.MaxTenantActive[t] = max(rep.MaxTenantActive[t], n)
 			}
-			rep.MaxPerWorker = max(rep.MaxPerWorker, s.PerWorker)
-			rep.MaxRunning = max(rep.MaxRunning, s.Total)
+			if s.Running != nil {
+				// Over a limit as the store shows it: measured again
+				// against the journals once the run is over.
+				over = append(over, s)
+			} else {
+				rep.MaxPerWorker = max(rep.MaxPerWorker, s.PerWorker)
+				rep.MaxRunning = max(rep.MaxRunning, s.Total)
+			}
 			rep.MaxActiveAPI = max(rep.MaxActiveAPI, api)
 			rep.MaxInFlight = max(rep.MaxInFlight, inFlight)
 			mu.Unlock()
@@ -284,9 +291,18 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 		return rep, fmt.Errorf("chaos: final stats: %w", err)
 	}
 	rep.Stuck = counts.Active()
-	if err := c.checkJournals(ctx, st, &rep, p.Logf); err != nil {
+	runs, err := c.checkJournals(ctx, st, &rep, p.Logf)
+	if err != nil {
 		return rep, err
 	}
+	mu.Lock()
+	for _, s := range over {
+		perWorker, total := correctSample(s.Running, runs)
+		p.Logf("chaos: a sample over a limit as the store showed it (per worker %d, total %d) is %d and %d by the journals", s.PerWorker, s.Total, perWorker, total)
+		rep.MaxPerWorker = max(rep.MaxPerWorker, perWorker)
+		rep.MaxRunning = max(rep.MaxRunning, total)
+	}
+	mu.Unlock()
 	rep.ExpiryFenced = c.countInWorkerLogs(expiryFenceMessage)
 	return rep, nil
 }
@@ -323,10 +339,10 @@ func (c *Cluster) pickTenant(rng *lockedRand) Tenant {
 
 // checkJournals reads the probe workers' journals and fills the overlap
 // part of rep; st tells whether a late result was accepted.
-func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report, logf func(string, ...any)) error {
+func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report, logf func(string, ...any)) ([]attemptRun, error) {
 	entries, bad, err := journal.ReadDir(c.JournalDir)
 	if err != nil {
-		return fmt.Errorf("chaos: %w", err)
+		return nil, fmt.Errorf("chaos: %w", err)
 	}
 	procs := map[int]procLife{}
 	for _, w := range c.workers() {
@@ -356,7 +372,7 @@ func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report
 		}
 		j, err := st.Get(ctx, r.JobID)
 		if err != nil {
-			return fmt.Errorf("chaos: read job %s: %w", r.JobID, err)
+			return nil, fmt.Errorf("chaos: read job %s: %w", r.JobID, err)
 		}
 		jobs[r.JobID] = j
 	}
@@ -376,7 +392,7 @@ func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report
 				r.JobID, r.Attempt, r.Worker, clock(r.Start), clock(r.LiveEnd), clock(r.Tail.from), clock(r.End), r.CtxErr, r.Unfenced)
 		}
 	}
-	return nil
+	return jr.Runs, nil
 }
 
 func (c *Cluster) waitReady(ctx context.Context, client *http.Client, within time.Duration) error {

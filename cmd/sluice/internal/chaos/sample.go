@@ -19,6 +19,9 @@ type storeSample struct {
 	PerWorker    int            // most run windows of one worker at once
 	Total        int            // most run windows of all workers at once
 	Detail       string         // set when a worker is over the limit
+	// Running holds the rows counted, kept only when a limit was passed,
+	// for the check against the journals at the end (see correctSample).
+	Running []contracts.Job
 }
 
 // sampleStore reads active jobs (globally and by tenant, from one count
@@ -35,8 +38,12 @@ type storeSample struct {
 // before its handler starts, and the worker takes a new job only after a
 // handler returned, so windows of jobs that ran one after the other on the
 // same slot never overlap, while a worker that accepts past its limit makes
-// limit+1 windows overlap.
-func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Time, limit int) (storeSample, error) {
+// limit+1 windows overlap. A handler can still stop before its window ends
+// (its worker fenced it when heartbeats went unanswered, a cancel, a lost
+// lease) and free its slot while the store shows it running: a sample over
+// a limit keeps its rows and is measured again against the journals at the
+// end (correctSample).
+func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Time, limit, totalLimit int) (storeSample, error) {
 	counts, err := st.Stats(ctx)
 	if err != nil {
 		return storeSample{}, fmt.Errorf("chaos: sample stats: %w", err)
@@ -82,7 +89,68 @@ func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Tim
 			s.Detail = b.String()
 		}
 	}
+	if s.Detail != "" || s.Total > totalLimit {
+		for _, jobs := range byWorker {
+			s.Running = append(s.Running, jobs...)
+		}
+	}
 	return s, nil
+}
+
+// correctSample measures a sample that passed a limit again with what the
+// journals know: a row the store still showed running may belong to a
+// handler that had already stopped (its worker fenced it on an
+// unacknowledged lease, a cancel, a lost lease) and freed its slot, which
+// the store learns only when the result or the reaper comes. Each window
+// then ends at the run's live end (overlap.go), or is empty when no run of
+// that attempt on that worker started. It returns the corrected most per
+// worker and in total.
+func correctSample(running []contracts.Job, runs []attemptRun) (perWorker, total int) {
+	type key struct {
+		job     string
+		attempt int64
+		worker  string
+	}
+	live := map[key][]attemptRun{}
+	for _, r := range runs {
+		k := key{r.JobID, r.Attempt, r.Worker}
+		live[k] = append(live[k], r)
+	}
+	byWorker := map[string][]window{}
+	var all []window
+	for _, j := range running {
+		w := windowOf(j)
+		end := w.from
+		for _, r := range live[key{j.ID, j.Attempt, j.Worker}] {
+			if !r.LiveEnd.Before(w.from) {
+				end = maxTime(end, minTime(w.to, r.LiveEnd))
+			}
+		}
+		w.to = end
+		if !w.to.After(w.from) {
+			continue
+		}
+		byWorker[j.Worker] = append(byWorker[j.Worker], w)
+		all = append(all, w)
+	}
+	for _, ws := range byWorker {
+		perWorker = max(perWorker, maxOverlap(ws))
+	}
+	return perWorker, maxOverlap(all)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // window is the span a job's handler ran at least.
