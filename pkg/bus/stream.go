@@ -119,14 +119,9 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg jetstream.C
 // it recreates it once and tries again. msgID, when set, lets JetStream
 // drop duplicates within its window; correctness never depends on it.
 func Publish(ctx context.Context, js jetstream.JetStream, subject string, v any, msgID string) error {
-	data, err := json.Marshal(v)
+	msg, opts, err := Message{Subject: subject, Value: v, ID: msgID}.encode()
 	if err != nil {
-		return fmt.Errorf("publish %s: encode: %w", subject, err)
-	}
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-	var opts []jetstream.PublishOpt
-	if msgID != "" {
-		opts = append(opts, jetstream.WithMsgID(msgID))
+		return err
 	}
 	_, err = js.PublishMsg(ctx, msg, opts...)
 	if err == nil {
@@ -156,6 +151,19 @@ type Message struct {
 	ID      string
 }
 
+// encode is m as a NATS message and its publish options.
+func (m Message) encode() (*nats.Msg, []jetstream.PublishOpt, error) {
+	data, err := json.Marshal(m.Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("publish %s: encode: %w", m.Subject, err)
+	}
+	var opts []jetstream.PublishOpt
+	if m.ID != "" {
+		opts = append(opts, jetstream.WithMsgID(m.ID))
+	}
+	return &nats.Msg{Subject: m.Subject, Data: data, Header: nats.Header{}}, opts, nil
+}
+
 // PublishAll publishes msgs to JetStream with all of them in flight at
 // once and waits for every acknowledgement (or ctx). It returns one error
 // per message, nil where JetStream stored it. A missing stream is created
@@ -169,19 +177,14 @@ func PublishAll(ctx context.Context, js jetstream.JetStream, msgs []Message) []e
 	for round := 0; round < 2 && len(todo) > 0; round++ {
 		futures := make(map[int]jetstream.PubAckFuture, len(todo))
 		for _, i := range todo {
-			m := msgs[i]
-			data, err := json.Marshal(m.Value)
+			msg, opts, err := msgs[i].encode()
 			if err != nil {
-				errs[i] = fmt.Errorf("publish %s: encode: %w", m.Subject, err)
+				errs[i] = err
 				continue
 			}
-			var opts []jetstream.PublishOpt
-			if m.ID != "" {
-				opts = append(opts, jetstream.WithMsgID(m.ID))
-			}
-			f, err := js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: data, Header: nats.Header{}}, opts...)
+			f, err := js.PublishMsgAsync(msg, opts...)
 			if err != nil {
-				errs[i] = fmt.Errorf("publish %s: %w", m.Subject, err)
+				errs[i] = fmt.Errorf("publish %s: %w", msg.Subject, err)
 				continue
 			}
 			futures[i] = f

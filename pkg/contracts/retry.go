@@ -69,21 +69,8 @@ func Retryable(msg string, permanent bool) bool {
 	return true
 }
 
-// RetryDecision is what becomes of a job whose run just failed.
-type RetryDecision struct {
-	// Retry is true when the job goes back to pending for another run.
-	Retry bool
-	// Error is the job error: the run's, or for a job out of runs the
-	// run's error with how many runs it had.
-	Error string
-}
-
-// DecideRetry applies the retry rule to a job whose run failed with msg:
-// it runs again while its runs are under max_attempts and the error is
-// Retryable.
-func DecideRetry(j Job, msg string, permanent bool) RetryDecision {
-	if Retryable(msg, permanent) && j.Runs < j.MaxAttempts {
-		return RetryDecision{Retry: true, Error: msg}
-	}
-	return RetryDecision{Error: msg}
+// RunsAgain is the retry rule for a job whose run failed with msg: it runs
+// again while its runs are under max_attempts and the error is Retryable.
+func RunsAgain(j Job, msg string, permanent bool) bool {
+	return Retryable(msg, permanent) && j.Runs < j.MaxAttempts
 }

@@ -3,8 +3,6 @@ package store
 import (
 	"sort"
 	"time"
-
-	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // The ready queue. The store is also the queue dispatch takes jobs from:
@@ -51,25 +49,49 @@ func (r ClaimRequest) Plan() (now time.Time, kinds []string, want map[string]int
 // MaxClaim bounds the jobs one Claim takes of one kind.
 const MaxClaim = 1024
 
-// Ready reports whether a pending job may be claimed at now, leaving out
-// its concurrency key (which needs the other jobs; see KeyHolds).
-func Ready(j contracts.Job, now time.Time) bool {
-	return j.State == contracts.StatePending &&
-		(j.ClaimUntil == nil || !j.ClaimUntil.After(now)) &&
-		(j.NextDispatchAt == nil || !j.NextDispatchAt.After(now))
+// KeySlots keeps, during one Claim, how many jobs hold each tenant's
+// concurrency key: a running job, or a pending job under a live dispatch
+// claim (it is being offered and may start any moment). Each key is counted
+// once, through count, the first time a candidate has it; the claims made
+// afterwards are added here.
+type KeySlots struct {
+	count func(tenant, key string) (int, error)
+	held  map[[2]string]int
 }
 
-// KeyHolds reports whether j takes one of its concurrency key's slots at
-// now: it runs, or it is pending under a live dispatch claim (it is being
-// offered and may start any moment).
-func KeyHolds(j contracts.Job, now time.Time) bool {
-	switch j.State {
-	case contracts.StateRunning:
-		return true
-	case contracts.StatePending:
-		return j.ClaimUntil != nil && j.ClaimUntil.After(now)
+// NewKeySlots returns an empty tally that counts a key's holders with count.
+func NewKeySlots(count func(tenant, key string) (int, error)) *KeySlots {
+	return &KeySlots{count: count, held: map[[2]string]int{}}
+}
+
+// Take reserves one slot of the tenant's key for a job about to be claimed
+// and reports whether there was one under limit. A job without a key always
+// gets one.
+func (k *KeySlots) Take(tenant, key string, limit int) (bool, error) {
+	if key == "" {
+		return true, nil
 	}
-	return false
+	id := [2]string{tenant, key}
+	n, ok := k.held[id]
+	if !ok {
+		var err error
+		if n, err = k.count(tenant, key); err != nil {
+			return false, err
+		}
+		k.held[id] = n
+	}
+	if n >= limit {
+		return false, nil
+	}
+	k.held[id] = n + 1
+	return true, nil
+}
+
+// Give returns a slot Take reserved for a claim that did not happen.
+func (k *KeySlots) Give(tenant, key string) {
+	if key != "" {
+		k.held[[2]string{tenant, key}]--
+	}
 }
 
 // FairAt is the fair-queue stamp of a tenant's new job (start-time fair

@@ -24,7 +24,7 @@ import (
 const maxKeySkips = 1000
 
 // maxClaimRounds bounds the finds of one kind in one Claim.
-const maxClaimRounds = 3
+const maxClaimRounds = 4
 
 // stampFair gives a tenant's new job its fair-queue stamp: the tenant's
 // clock first catches up with the system's virtual time ($max), then moves
@@ -73,10 +73,10 @@ type readyView struct {
 // so a job another scheduler claimed meanwhile is skipped. The system's
 // virtual time then moves up to the largest fair_at claimed.
 //
-// A concurrency key is checked by counting its holders before each claim;
-// two schedulers claiming jobs of one key at the same moment may each see
-// the last free slot (the embedded driver decides inside one transaction
-// and is exact).
+// A concurrency key is checked by counting its holders before the first
+// claim of it (store.KeySlots); two schedulers claiming jobs of one key at
+// the same moment may each see the last free slot (the embedded driver
+// decides inside one transaction and is exact).
 func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error) {
 	now, kinds, wants := r.Plan()
 	if len(kinds) == 0 {
@@ -87,35 +87,33 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		out     []contracts.Job
 		virtual float64
 	)
+	slots := store.NewKeySlots(func(tenant, key string) (int, error) {
+		return s.keyHolders(ctx, tenant, key, now)
+	})
 	for _, kind := range kinds {
 		want := wants[kind]
-		held := map[[2]string]int{}
-		got := 0
-		// Candidates another scheduler took first are skipped; when that
-		// left the claim short, look again (a few rounds at most).
-		for round := 0; round < maxClaimRounds && got < want; round++ {
-			cands, err := s.ready(ctx, kind, now, want-got+maxKeySkips)
+		got, skipped := 0, 0
+		// Each round reads from the best: a little more than still wanted,
+		// plus the jobs held back by their keys so far. Candidates another
+		// scheduler took first are skipped and the next round looks again.
+		for round := 0; round < maxClaimRounds && got < want && skipped <= maxKeySkips; round++ {
+			limit := want - got + 8 + skipped
+			cands, err := s.ready(ctx, kind, now, limit)
 			if err != nil {
 				return out, fmt.Errorf("mongo: claim jobs: %w", err)
 			}
-			missed := false
+			missed, skippedNow := false, 0
 			for _, c := range cands {
 				if got == want {
 					break
 				}
-				if c.Key != "" {
-					k := [2]string{c.Tenant, c.Key}
-					n, ok := held[k]
-					if !ok {
-						if n, err = s.keyHolders(ctx, c.Tenant, c.Key, now); err != nil {
-							return out, fmt.Errorf("mongo: claim jobs: %w", err)
-						}
-					}
-					if n >= c.Limit {
-						held[k] = n
-						continue
-					}
-					held[k] = n + 1
+				ok, err := slots.Take(c.Tenant, c.Key, c.Limit)
+				if err != nil {
+					return out, fmt.Errorf("mongo: claim jobs: %w", err)
+				}
+				if !ok {
+					skippedNow++
+					continue
 				}
 				j, ok, err := s.claimOne(ctx, c, now, r.Until)
 				if err != nil {
@@ -123,17 +121,16 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 				}
 				if !ok {
 					missed = true
-					if c.Key != "" {
-						held[[2]string{c.Tenant, c.Key}]--
-					}
+					slots.Give(c.Tenant, c.Key)
 					continue
 				}
 				out = append(out, j)
 				virtual = max(virtual, c.FairAt)
 				got++
 			}
-			if !missed {
-				break
+			skipped = skippedNow
+			if len(cands) < limit || (!missed && skippedNow == 0) {
+				break // no more ready jobs, or nothing held any back
 			}
 		}
 	}
@@ -176,8 +173,8 @@ func (s *Store) ready(ctx context.Context, kind string, now time.Time, limit int
 	return out, nil
 }
 
-// keyHolders counts the jobs holding a slot of the tenant's key
-// (store.KeyHolds).
+// keyHolders counts the jobs holding a slot of the tenant's key (see
+// store.KeySlots).
 func (s *Store) keyHolders(ctx context.Context, tenant, key string, now time.Time) (int, error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()

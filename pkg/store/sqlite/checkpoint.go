@@ -29,7 +29,7 @@ type checkpointer struct {
 // startCheckpointer opens a connection to path and checkpoints every
 // checkpointEvery.
 func startCheckpointer(path string, cfg config) (*checkpointer, error) {
-	db, err := sql.Open("sqlite", dsn(path, cfg, false, true))
+	db, err := sql.Open("sqlite", dsn(path, cfg, roleCheckpointer))
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,8 @@ const (
 			AND (?7 = 0 OR priority < ?4 OR (priority = ?4 AND (fair_at > ?5 OR (fair_at = ?5 AND id > ?6))))
 			AND (next_dispatch_at IS NULL OR next_dispatch_at <= ?2)
 		ORDER BY priority DESC, fair_at, id LIMIT ?3`
-	// keyHoldersQuery counts the jobs holding a tenant's key (?1, ?2) at ?3:
-	// store.KeyHolds.
+	// keyHoldersQuery counts the jobs holding a tenant's key (?1, ?2) at ?3
+	// (see store.KeySlots).
 	keyHoldersQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_concurrency_key
 		WHERE tenant = ?1 AND concurrency_key = ?2 AND concurrency_key != ''
 			AND (state = 'running' OR (state = 'pending' AND claim_until > ?3))`
@@ -57,26 +57,14 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	if len(kinds) == 0 {
 		return nil, nil
 	}
-	stmts := map[string]*sql.Stmt{}
-	for _, q := range []string{expireClaimsQuery, readyQuery, keyHoldersQuery, claimQuery, advanceVirtualQuery} {
-		st, err := s.wc.get(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: claim jobs: prepare: %w", err)
-		}
-		stmts[q] = st
-	}
-	stmt := func(tx *sql.Tx, q string) (*sql.Stmt, error) { return stmtIn(ctx, tx, stmts[q], q) }
-
 	var out []contracts.Job
 	err := s.write(ctx, "claim jobs", func(tx *sql.Tx) error {
 		out = out[:0]
-		held := map[[2]string]int{} // tenant and key → jobs holding it
+		slots := store.NewKeySlots(func(tenant, key string) (int, error) {
+			return s.keyHoldersIn(ctx, tx, tenant, key, now)
+		})
 		virtual := 0.0
-		expire, err := stmt(tx, expireClaimsQuery)
-		if err != nil {
-			return err
-		}
-		if _, err := expire.ExecContext(ctx, now.UnixNano()); err != nil {
+		if _, err := tx.StmtContext(ctx, s.ws.expireClaims).ExecContext(ctx, now.UnixNano()); err != nil {
 			return fmt.Errorf("clear expired claims: %w", err)
 		}
 		for _, kind := range kinds {
@@ -87,7 +75,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 			// while concurrency keys hold jobs back.
 			for got < want && skipped <= maxKeySkips {
 				page := want - got + 8
-				cands, err := s.readyIn(ctx, tx, stmt, kind, now, page, after)
+				cands, err := s.readyIn(ctx, tx, kind, now, page, after)
 				if err != nil {
 					return err
 				}
@@ -97,22 +85,15 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					if got == want {
 						break
 					}
-					if c.key != "" {
-						k := [2]string{c.tenant, c.key}
-						n, ok := held[k]
-						if !ok {
-							if n, err = s.keyHoldersIn(ctx, tx, stmt, c.tenant, c.key, now); err != nil {
-								return err
-							}
-						}
-						if n >= c.limit {
-							held[k] = n
-							skipped++
-							continue
-						}
-						held[k] = n + 1
+					ok, err := slots.Take(c.tenant, c.key, c.limit)
+					if err != nil {
+						return err
 					}
-					j, err := s.claimIn(ctx, tx, stmt, c.id, now, r.Until)
+					if !ok {
+						skipped++
+						continue
+					}
+					j, err := s.claimIn(ctx, tx, c.id, now, r.Until)
 					if err != nil {
 						return err
 					}
@@ -128,11 +109,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		if len(out) == 0 {
 			return nil
 		}
-		st, err := stmt(tx, advanceVirtualQuery)
-		if err != nil {
-			return err
-		}
-		if _, err := st.ExecContext(ctx, virtual, store.GlobalScope); err != nil {
+		if _, err := tx.StmtContext(ctx, s.ws.advanceVirtual).ExecContext(ctx, virtual, store.GlobalScope); err != nil {
 			return fmt.Errorf("advance the virtual time: %w", err)
 		}
 		return nil
@@ -145,11 +122,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 
 // readyIn reads up to limit ready jobs of kind, best first, after the
 // candidate after (nil: from the best).
-func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, string) (*sql.Stmt, error), kind string, now time.Time, limit int, after *candidate) ([]candidate, error) {
-	st, err := stmt(tx, readyQuery)
-	if err != nil {
-		return nil, err
-	}
+func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, kind string, now time.Time, limit int, after *candidate) ([]candidate, error) {
 	var (
 		paged   int
 		prio    int
@@ -159,7 +132,7 @@ func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, stri
 	if after != nil {
 		paged, prio, fairAt, afterID = 1, after.priority, after.fairAt, after.id
 	}
-	rows, err := st.QueryContext(ctx, kind, now.UnixNano(), limit, prio, fairAt, afterID, paged)
+	rows, err := tx.StmtContext(ctx, s.ws.ready).QueryContext(ctx, kind, now.UnixNano(), limit, prio, fairAt, afterID, paged)
 	if err != nil {
 		return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
 	}
@@ -179,25 +152,17 @@ func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, stri
 }
 
 // keyHoldersIn counts the jobs holding a slot of the tenant's key.
-func (s *Store) keyHoldersIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, string) (*sql.Stmt, error), tenant, key string, now time.Time) (int, error) {
-	st, err := stmt(tx, keyHoldersQuery)
-	if err != nil {
-		return 0, err
-	}
+func (s *Store) keyHoldersIn(ctx context.Context, tx *sql.Tx, tenant, key string, now time.Time) (int, error) {
 	var n int
-	if err := st.QueryRowContext(ctx, tenant, key, now.UnixNano()).Scan(&n); err != nil {
+	if err := tx.StmtContext(ctx, s.ws.keyHolders).QueryRowContext(ctx, tenant, key, now.UnixNano()).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count the holders of key %q: %w", key, err)
 	}
 	return n, nil
 }
 
 // claimIn claims one ready job and reads it back.
-func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, stmt func(*sql.Tx, string) (*sql.Stmt, error), id string, now, until time.Time) (contracts.Job, error) {
-	st, err := stmt(tx, claimQuery)
-	if err != nil {
-		return contracts.Job{}, err
-	}
-	res, err := st.ExecContext(ctx, until.UnixNano(), now.UnixNano(), id)
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, id string, now, until time.Time) (contracts.Job, error) {
+	res, err := tx.StmtContext(ctx, s.ws.claim).ExecContext(ctx, until.UnixNano(), now.UnixNano(), id)
 	if err != nil {
 		return contracts.Job{}, fmt.Errorf("claim job %s: %w", id, err)
 	}

@@ -189,7 +189,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: create directory: %w", abs, err)
 	}
 
-	w, err := sql.Open("sqlite", dsn(abs, cfg, true, false))
+	w, err := sql.Open("sqlite", dsn(abs, cfg, roleWriter))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
@@ -202,7 +202,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 
-	r, err := sql.Open("sqlite", dsn(abs, cfg, false, false))
+	r, err := sql.Open("sqlite", dsn(abs, cfg, roleReader))
 	if err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
@@ -225,10 +225,21 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// dsn builds a modernc.org/sqlite URI for path. The writer takes the write
-// lock at BEGIN (_txlock=immediate) and leaves checkpoints to the
-// checkpointer connection; readers are query-only.
-func dsn(path string, cfg config, writer, checkpoints bool) string {
+// connRole is what a connection pool is for.
+type connRole int
+
+const (
+	// roleReader connections are query-only.
+	roleReader connRole = iota
+	// roleWriter takes the write lock at BEGIN (_txlock=immediate) and
+	// leaves checkpoints to the checkpointer.
+	roleWriter
+	// roleCheckpointer runs the background checkpoints (checkpoint.go).
+	roleCheckpointer
+)
+
+// dsn builds a modernc.org/sqlite URI for path and a connection of role.
+func dsn(path string, cfg config, role connRole) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.busyTimeout.Milliseconds()))
 	q.Add("_pragma", "synchronous(FULL)")
@@ -236,13 +247,12 @@ func dsn(path string, cfg config, writer, checkpoints bool) string {
 	// No memory map: its pages count in the process's resident memory
 	// (+110 MiB after 100k jobs) and bought no measurable speed.
 	q.Add("_pragma", "mmap_size(0)")
-	switch {
-	case writer:
+	switch role {
+	case roleWriter:
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "wal_autocheckpoint(0)")
 		q.Set("_txlock", "immediate")
-	case checkpoints:
-	default:
+	case roleReader:
 		q.Add("_pragma", "query_only(1)")
 	}
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()

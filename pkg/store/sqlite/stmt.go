@@ -86,6 +86,12 @@ type writeStmts struct {
 	leaseState    *sql.Stmt
 	renew         *sql.Stmt
 	promote       *sql.Stmt
+	// Claim's statements.
+	expireClaims   *sql.Stmt
+	ready          *sql.Stmt
+	keyHolders     *sql.Stmt
+	claim          *sql.Stmt
+	advanceVirtual *sql.Stmt
 }
 
 // prepareWrites prepares the writer's fixed statements into its cache.
@@ -108,6 +114,11 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.leaseState, leaseStateQuery},
 		{&ws.renew, renewQuery},
 		{&ws.promote, promoteQuery},
+		{&ws.expireClaims, expireClaimsQuery},
+		{&ws.ready, readyQuery},
+		{&ws.keyHolders, keyHoldersQuery},
+		{&ws.claim, claimQuery},
+		{&ws.advanceVirtual, advanceVirtualQuery},
 	} {
 		if *p.dst, err = c.get(ctx, p.query); err != nil {
 			return writeStmts{}, err

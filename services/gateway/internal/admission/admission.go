@@ -249,10 +249,19 @@ func (a *Admitter) rejected(tenant, code, limit, msg string) Outcome {
 func (a *Admitter) publishDue(ctx context.Context, job contracts.Job) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	err := bus.Publish(pctx, a.js, contracts.SubjectDue, contracts.Due{JobID: job.ID}, "due-"+job.ID)
-	if err == nil {
-		return
+	due := dueOf(job)
+	if err := bus.Publish(pctx, a.js, due.Subject, due.Value, due.ID); err != nil {
+		a.dueFailed(job, err)
 	}
+}
+
+// dueOf is the due message of a job.
+func dueOf(job contracts.Job) bus.Message {
+	return bus.Message{Subject: contracts.SubjectDue, Value: contracts.Due{JobID: job.ID}, ID: "due-" + job.ID}
+}
+
+// dueFailed logs and counts a due message that was not published.
+func (a *Admitter) dueFailed(job contracts.Job, err error) {
 	a.metrics.PublishFailure()
 	a.log.Warn().Err(err).
 		Str(observe.FieldJobID, job.ID).

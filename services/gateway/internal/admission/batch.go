@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
-	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
@@ -95,18 +94,11 @@ func (a *Admitter) publishDueAll(ctx context.Context, jobs []contracts.Job) {
 	defer cancel()
 	msgs := make([]bus.Message, len(jobs))
 	for i, j := range jobs {
-		msgs[i] = bus.Message{Subject: contracts.SubjectDue, Value: contracts.Due{JobID: j.ID}, ID: "due-" + j.ID}
+		msgs[i] = dueOf(j)
 	}
-	errs := bus.PublishAll(pctx, a.js, msgs)
-	for i, err := range errs {
-		if err == nil {
-			continue
+	for i, err := range bus.PublishAll(pctx, a.js, msgs) {
+		if err != nil {
+			a.dueFailed(jobs[i], err)
 		}
-		a.metrics.PublishFailure()
-		a.log.Warn().Err(err).
-			Str(observe.FieldJobID, jobs[i].ID).
-			Str(observe.FieldTenant, jobs[i].Tenant).
-			Str(observe.FieldSubject, contracts.SubjectDue).
-			Msg("due message not published; the reaper will republish the pending job")
 	}
 }

@@ -14,23 +14,8 @@ import (
 // submit is POST /v1/jobs: 415 unless the body is JSON, 413 when it is too
 // large, then the shared admission path (400, 422, 429, 503, 200 or 202).
 func (a *api) submit(w http.ResponseWriter, r *http.Request, tenant string) {
-	if !isJSON(r.Header.Values("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, contracts.CodeUnsupportedMedia,
-			"Content-Type must be application/json")
-		return
-	}
-	if r.ContentLength > a.MaxBodyBytes {
-		writeOutcome(w, admission.TooLarge(a.MaxBodyBytes))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeOutcome(w, admission.TooLarge(a.MaxBodyBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, "cannot read the request body")
+	body, ok := readJSONBody(w, r, a.MaxBodyBytes)
+	if !ok {
 		return
 	}
 	o := a.Admitter.Submit(r.Context(), tenant, body)
@@ -43,27 +28,12 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request, tenant string) {
 // 1 to 1,000 submit bodies; otherwise 200 with one result per job, each
 // what a single submit would have answered.
 func (a *api) submitBatch(w http.ResponseWriter, r *http.Request, tenant string) {
-	if !isJSON(r.Header.Values("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, contracts.CodeUnsupportedMedia,
-			"Content-Type must be application/json")
-		return
-	}
 	limit := a.MaxBatchBytes
 	if limit <= 0 {
 		limit = a.MaxBodyBytes
 	}
-	if r.ContentLength > limit {
-		writeOutcome(w, admission.TooLarge(limit))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeOutcome(w, admission.TooLarge(limit))
-			return
-		}
-		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, "cannot read the request body")
+	body, ok := readJSONBody(w, r, limit)
+	if !ok {
 		return
 	}
 	bo := a.Admitter.SubmitBatch(r.Context(), tenant, body)
@@ -80,6 +50,32 @@ func (a *api) submitBatch(w http.ResponseWriter, r *http.Request, tenant string)
 		reply.Results[i] = o.Reply()
 	}
 	writeJSON(w, http.StatusOK, reply)
+}
+
+// readJSONBody reads a JSON request body of at most limit bytes. When it
+// cannot (415 not JSON, 413 too large, 400 unreadable) it answers the
+// request itself and reports false.
+func readJSONBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	if !isJSON(r.Header.Values("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, contracts.CodeUnsupportedMedia,
+			"Content-Type must be application/json")
+		return nil, false
+	}
+	if r.ContentLength > limit {
+		writeOutcome(w, admission.TooLarge(limit))
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeOutcome(w, admission.TooLarge(limit))
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, "cannot read the request body")
+		return nil, false
+	}
+	return body, true
 }
 
 // isJSON reports whether the Content-Type header (given once) is

@@ -51,9 +51,10 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 		if !a.stale(job, now) {
 			return consume.Ack()
 		}
-		if job.Runs >= job.MaxAttempts {
-			return a.fail(ctx, job, now, contracts.JobError(contracts.ClassStale, fmt.Sprintf(
-				"worker %s stopped heartbeating; the job ran %d times (max_attempts %d)", job.Worker, job.Runs, job.MaxAttempts)), rq.Reason, log)
+		msg := contracts.JobError(contracts.ClassStale, fmt.Sprintf(
+			"worker %s stopped heartbeating; the job ran %d times (max_attempts %d)", job.Worker, job.Runs, job.MaxAttempts))
+		if !contracts.RunsAgain(job, msg, false) {
+			return a.fail(ctx, job, now, msg, rq.Reason, log)
 		}
 	}
 	return a.requeueRunning(ctx, job, now, rq.Reason, log)

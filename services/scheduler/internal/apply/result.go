@@ -54,7 +54,7 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 			ch.Errors = contracts.AppendRunError(job.Errors, contracts.RunError{Run: runs, Attempt: job.Attempt, Error: res.Error, At: now})
 			counted := job
 			counted.Runs = runs
-			if contracts.DecideRetry(counted, res.Error, res.Permanent).Retry {
+			if contracts.RunsAgain(counted, res.Error, res.Permanent) {
 				ch = a.retryChange(job, runs, ch)
 			}
 		}

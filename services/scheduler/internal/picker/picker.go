@@ -125,10 +125,7 @@ func (p *Picker) Room() map[string]int {
 		if w.Draining {
 			continue
 		}
-		free := UnlimitedRoom
-		if w.Capacity > 0 {
-			free = w.Capacity - w.InFlight - p.pending[w.ID]
-		}
+		free := freeSlots(w, p.pending[w.ID])
 		if free <= 0 {
 			continue
 		}
@@ -139,9 +136,17 @@ func (p *Picker) Room() map[string]int {
 	return room
 }
 
-func hasRoom(w contracts.WorkerInfo, pending int) bool {
-	return w.Capacity == 0 || w.InFlight+pending < w.Capacity
+// freeSlots is how many more jobs a worker takes as far as the view knows,
+// less the offers to it in flight; a worker with no limit counts
+// UnlimitedRoom.
+func freeSlots(w contracts.WorkerInfo, pending int) int {
+	if w.Capacity == 0 {
+		return UnlimitedRoom
+	}
+	return w.Capacity - w.InFlight - pending
 }
+
+func hasRoom(w contracts.WorkerInfo, pending int) bool { return freeSlots(w, pending) > 0 }
 
 // Reserve takes one of a worker's free slots (as far as the view knows)
 // for an offer about to be sent; false means it has none left. Every
