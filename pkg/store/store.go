@@ -38,6 +38,15 @@ type Store interface {
 	// its dedup key.
 	Transition(ctx context.Context, exp Expect, ch Change) (contracts.Job, error)
 
+	// Update reads the job, asks decide for a change and applies it as a
+	// compare-and-set on the state and attempt it read, as Transition
+	// would, and returns the job as it is afterwards. The embedded driver
+	// does it in one write transaction (no miss is possible); the MongoDB
+	// driver reads, decides and compares again after a miss. A decide
+	// error changes nothing and is returned wrapped; a missing job is
+	// ErrNotFound.
+	Update(ctx context.Context, id string, decide Decide) (contracts.Job, error)
+
 	// Heartbeat renews the leases workerID holds and records pending claims
 	// the worker accepted as running. Each lease ends in exactly one of the
 	// outcome's lists.

@@ -176,3 +176,10 @@ func (s *Store) explainMiss(ctx context.Context, exp store.Expect) error {
 			v.State, v.Attempt, exp.State, exp.Attempt, store.ErrConflict)
 	}
 }
+
+// Update reads the job, asks decide for a change and applies it as a
+// compare-and-set on the state and attempt read; after a miss it reads and
+// asks again (see store.UpdateByTransition).
+func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (contracts.Job, error) {
+	return store.UpdateByTransition(ctx, s, id, decide)
+}

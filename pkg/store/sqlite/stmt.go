@@ -53,6 +53,15 @@ func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// lookup returns the prepared statement for query, or nil when it is not
+// prepared yet. Unlike get it never prepares, so it may be called inside
+// a transaction.
+func (c *stmtCache) lookup(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[query]
+}
+
 // close closes every cached statement.
 func (c *stmtCache) close() error {
 	c.mu.Lock()

@@ -78,6 +78,81 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 	return out, nil
 }
 
+// Update reads the job, asks decide for a change and applies it, all in
+// one write transaction: the write lock keeps the row as read until the
+// UPDATE, which still compares the state and attempt read. The job
+// afterwards is the change applied to the row read (store.Change.Apply),
+// so nothing is read back.
+func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (contracts.Job, error) {
+	op := "update job " + id
+	var (
+		out   contracts.Job
+		query string
+	)
+	err := s.write(ctx, op, func(tx *sql.Tx) error {
+		before, err := s.jobIn(ctx, tx, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		ch, err := decide(before)
+		if err != nil {
+			return errDecided{err}
+		}
+		exp := store.Expect{ID: id, State: before.State, Attempt: before.Attempt}
+		if err := ch.Check(exp); err != nil {
+			return err
+		}
+		if ch.Now.IsZero() {
+			ch.Now = time.Now()
+		}
+		var args []any
+		query, args, err = buildUpdate(exp, ch)
+		if err != nil {
+			return err
+		}
+		// A statement not prepared yet is prepared for this transaction
+		// alone (the cache cannot prepare on the busy writer), and cached
+		// below for the next time.
+		update, err := stmtIn(ctx, tx, s.wc.lookup(query), query)
+		if err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+		res, err := update.ExecContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("update: %w", err)
+		} else if n == 0 {
+			return explainMiss(ctx, tx, exp)
+		}
+		if ch.State.Final() && exp.State.Active() {
+			if err := s.addActive(ctx, tx, before.Tenant, -1); err != nil {
+				return err
+			}
+		}
+		out = ch.Apply(before)
+		return nil
+	})
+	if query != "" {
+		_, _ = s.wc.get(ctx, query) // warm the cache; a failure only costs a parse next time
+	}
+	if err != nil {
+		return contracts.Job{}, err
+	}
+	return out, nil
+}
+
+// errDecided carries a Decide error through the write loop, which must see
+// it as one that wrote nothing; it unwraps to the Decide error.
+type errDecided struct{ err error }
+
+func (e errDecided) Error() string { return e.err.Error() }
+func (e errDecided) Unwrap() error { return e.err }
+
 // buildUpdate turns a compare-and-set into one UPDATE statement.
 func buildUpdate(exp store.Expect, ch store.Change) (string, []any, error) {
 	var (

@@ -198,5 +198,5 @@ func (s *Store) runAlone(r *writeReq) error {
 // returns before it writes anything.
 func wroteNothing(err error) bool {
 	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) ||
-		errors.Is(err, store.ErrBadTransition) || errors.Is(err, sql.ErrNoRows)
+		errors.Is(err, store.ErrBadTransition) || errors.Is(err, sql.ErrNoRows) || errors.As(err, new(errDecided))
 }

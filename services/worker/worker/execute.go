@@ -7,14 +7,8 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
-	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/worker/internal/progress"
 )
-
-// startHeartbeatTimeout bounds one try of the start heartbeat.
-const startHeartbeatTimeout = 2 * time.Second
 
 // resultHeadroom is the part of a NATS message kept free for the result's
 // envelope and error when bounding a handler's result.
@@ -68,33 +62,6 @@ func (w *Worker) call(ctx context.Context, t *task) (res Result, err error) {
 		}
 	}()
 	return t.handler(ctx, t.job)
-}
-
-// claim sends the start heartbeat for the attempt and waits, retrying, for
-// the scheduler's acknowledgement: once acknowledged the job is recorded
-// running, so the handler may start. It reports false when no
-// acknowledgement came within the claim wait; when jctx ends first (the
-// lease was lost, cancelled, or the worker shuts down) it reports true and
-// the caller reads the cause from jctx.
-func (w *Worker) claim(jctx context.Context, t *task) bool {
-	ctx, cancel := context.WithTimeout(jctx, w.cfg.ClaimWait)
-	defer cancel()
-	b := backoff.WithContext(backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(50*time.Millisecond),
-		backoff.WithMaxInterval(time.Second),
-		backoff.WithMaxElapsedTime(0),
-	), ctx)
-	leases := []contracts.Lease{t.lease}
-	err := backoff.Retry(func() error {
-		sent := w.now()
-		ack, err := w.requestHeartbeat(ctx, leases, startHeartbeatTimeout)
-		if err != nil {
-			return err
-		}
-		w.applyAck(leases, ack, sent)
-		return nil
-	}, b)
-	return err == nil || jctx.Err() != nil
 }
 
 // release frees the attempt's slot exactly once, stops renewing its lease

@@ -55,6 +55,8 @@ type Worker struct {
 	// announceSig asks the announce loop to announce now; a burst of
 	// signals coalesces into one announcement of the latest state.
 	announceSig chan struct{}
+	// starts queues the attempts waiting for their start heartbeat (see startLoop).
+	starts chan startReq
 
 	// jobs owns every job goroutine; Add happens under mu while not draining.
 	jobs sync.WaitGroup
@@ -107,6 +109,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		slots:       slots.New(cfg.MaxConcurrent),
 		leases:      lease.NewTable(),
 		announceSig: make(chan struct{}, 1),
+		starts:      make(chan startReq),
 		handlers:    map[string]Handler{},
 		changed:     make(chan struct{}),
 	}
@@ -229,6 +232,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	var loops sync.WaitGroup
 	loops.Go(func() { w.announceLoop(loopCtx) })
 	loops.Go(func() { w.heartbeatLoop(loopCtx) })
+	for range startSenders {
+		loops.Go(func() { w.startLoop(loopCtx) })
+	}
 
 	reason := w.awaitStop(ctx)
 	w.log.Info().Str("reason", reason.String()).Int("in_flight", w.InFlight()).Msg("worker draining")

@@ -20,6 +20,7 @@ import (
 type Jobs interface {
 	Get(ctx context.Context, id string) (contracts.Job, error)
 	Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error)
+	Update(ctx context.Context, id string, decide store.Decide) (contracts.Job, error)
 	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (store.HeartbeatOutcome, error)
 }
 
@@ -60,6 +61,3 @@ func New(cfg Config, jobs Jobs, n Notifier, ev *events.Publisher, now func() tim
 
 // storeRetry is how soon a message comes back when the store did not answer.
 const storeRetry = time.Second
-
-// maxPasses bounds re-reads after compare-and-set misses in one delivery.
-const maxPasses = 5

@@ -24,63 +24,74 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 	fields := func(e *zerolog.Event) *zerolog.Event {
 		return e.Str(observe.FieldJobID, res.JobID).Int64(observe.FieldAttempt, res.Attempt).Str(observe.FieldWorkerID, res.WorkerID)
 	}
-	for range maxPasses {
-		job, err := a.jobs.Get(ctx, res.JobID)
-		if errors.Is(err, store.ErrNotFound) {
-			a.m.Results.WithLabelValues("stale").Inc()
-			return consume.Ack()
-		}
-		if err != nil {
-			fields(a.log.Warn()).Err(err).Msg("store unavailable; result retried")
-			return consume.RetryIn(storeRetry)
-		}
+	var (
+		before contracts.Job
+		ch     store.Change
+	)
+	out, err := a.jobs.Update(ctx, res.JobID, func(job contracts.Job) (store.Change, error) {
+		before = job
 		if !Current(job, res.Attempt, res.WorkerID) {
-			a.m.Results.WithLabelValues("stale").Inc()
-			fields(a.log.Info()).Str("state", string(job.State)).Int64("current_attempt", job.Attempt).Msg("result for an old attempt ignored")
-			return consume.Ack()
+			return store.Change{}, errStale
 		}
-		now := a.now()
-		// A run counts from its start heartbeat; a result that beats it
-		// still ends a run.
-		ch := store.Change{Now: now, State: res.State, Result: res.Result, IncRuns: job.State == contracts.StatePending}
-		if res.Error != "" {
-			ch.Error = &res.Error
+		ch = a.resultChange(job, res)
+		return ch, nil
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		a.m.Results.WithLabelValues("stale").Inc()
+		return consume.Ack()
+	case errors.Is(err, errStale):
+		a.m.Results.WithLabelValues("stale").Inc()
+		fields(a.log.Info()).Str("state", string(before.State)).Int64("current_attempt", before.Attempt).Msg("result for an old attempt ignored")
+		return consume.Ack()
+	case errors.Is(err, store.ErrConflict):
+		return consume.RetryIn(0)
+	case err != nil:
+		fields(a.log.Warn()).Err(err).Msg("store unavailable; result retried")
+		return consume.RetryIn(storeRetry)
+	}
+	a.ev.State(out)
+	if ch.State == contracts.StatePending {
+		a.m.Results.WithLabelValues("retried").Inc()
+		fields(a.log.Info()).Str("error", res.Error).Time("next_dispatch_at", *ch.NextDispatchAt).Msg("run failed; job runs again after a backoff")
+		if err := a.notify.Due(ctx, res.JobID); err != nil {
+			// The job is pending in the store; the dispatcher finds it when due.
+			fields(a.log.Warn()).Err(err).Msg("due not published after a failed run")
 		}
-		if res.State == contracts.StateFailed {
-			runs := job.Runs
-			if job.State == contracts.StatePending {
-				runs++
-			}
-			ch.Errors = contracts.AppendRunError(job.Errors, contracts.RunError{Run: runs, Attempt: job.Attempt, Error: res.Error, At: now})
-			counted := job
-			counted.Runs = runs
-			if contracts.RunsAgain(counted, res.Error, res.Permanent) {
-				ch = a.retryChange(job, runs, ch)
-			}
-		}
-		out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt}, ch)
-		if errors.Is(err, store.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			fields(a.log.Warn()).Err(err).Msg("store unavailable; result retried")
-			return consume.RetryIn(storeRetry)
-		}
-		a.ev.State(out)
-		if ch.State == contracts.StatePending {
-			a.m.Results.WithLabelValues("retried").Inc()
-			fields(a.log.Info()).Str("error", res.Error).Time("next_dispatch_at", *ch.NextDispatchAt).Msg("run failed; job runs again after a backoff")
-			if err := a.notify.Due(ctx, job.ID); err != nil {
-				// The job is pending in the store; the dispatcher finds it when due.
-				fields(a.log.Warn()).Err(err).Msg("due not published after a failed run")
-			}
-			return consume.Ack()
-		}
-		a.m.Results.WithLabelValues("applied").Inc()
-		a.m.Finished(res.State, job.StartedAt, ch.Now)
 		return consume.Ack()
 	}
-	return consume.RetryIn(0)
+	a.m.Results.WithLabelValues("applied").Inc()
+	a.m.Finished(res.State, before.StartedAt, ch.Now)
+	return consume.Ack()
+}
+
+// errStale is the decision on a result that no longer speaks for its job.
+var errStale = errors.New("result for an old attempt")
+
+// resultChange is the change a current result makes to job: its final
+// state, or a retry when the run failed and may run again.
+func (a *Applier) resultChange(job contracts.Job, res contracts.Result) store.Change {
+	now := a.now()
+	// A run counts from its start heartbeat; a result that beats it
+	// still ends a run.
+	ch := store.Change{Now: now, State: res.State, Result: res.Result, IncRuns: job.State == contracts.StatePending}
+	if res.Error != "" {
+		ch.Error = &res.Error
+	}
+	if res.State != contracts.StateFailed {
+		return ch
+	}
+	runs := job.Runs
+	if job.State == contracts.StatePending {
+		runs++
+	}
+	ch.Errors = contracts.AppendRunError(job.Errors, contracts.RunError{Run: runs, Attempt: job.Attempt, Error: res.Error, At: now})
+	counted := job
+	counted.Runs = runs
+	if contracts.RunsAgain(counted, res.Error, res.Permanent) {
+		ch = a.retryChange(job, runs, ch)
+	}
+	return ch
 }
 
 // Current reports whether a report for attempt from workerID still speaks
