@@ -110,3 +110,9 @@ func (j Job) Stale(now time.Time, threshold time.Duration) bool {
 	last := j.LastSignOfLife()
 	return last == nil || now.Sub(*last) >= threshold
 }
+
+// Delayed reports whether the job may not run yet at now: its run_at is
+// still to come.
+func (j Job) Delayed(now time.Time) bool {
+	return j.RunAt != nil && j.RunAt.After(now)
+}

@@ -41,6 +41,11 @@ const (
 	// SubjectDiscover asks every worker to announce itself at once.
 	SubjectDiscover = "sluice.worker.discover"
 
+	// SubjectWake tells the schedulers that ready jobs were admitted, so
+	// they claim at once instead of at their next poll. It carries no
+	// body and nothing depends on it arriving: the store is the queue.
+	SubjectWake = "sluice.dispatch.wake"
+
 	// QueueScheduler is the queue group scheduler replicas share for heartbeats.
 	QueueScheduler = "sluice-scheduler"
 

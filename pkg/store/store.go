@@ -66,6 +66,10 @@ type Store interface {
 	// next_dispatch_at is older than q.DispatchBefore.
 	Stale(ctx context.Context, q StaleQuery) ([]contracts.Job, error)
 
+	// PendingKinds returns, in name order, the kinds that have pending jobs
+	// holding no dispatch claim: the kinds waiting for a worker.
+	PendingKinds(ctx context.Context) ([]string, error)
+
 	// Purge deletes up to limit finished jobs that finished before the given
 	// time and says how many went.
 	Purge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)
@@ -190,7 +194,12 @@ type StaleQuery struct {
 	// DeadlineBefore finds pending jobs, holding no live claim, whose
 	// dispatch deadline is at or before it: the dispatch deadline sweep.
 	DeadlineBefore time.Time
-	Limit          int
+	// Kind, when set, also finds pending jobs of that kind holding no
+	// dispatch claim, whatever their times (up to Limit of them, in ready
+	// order, each ordered by its created_at): the sweep of kinds no worker
+	// runs.
+	Kind  string
+	Limit int
 }
 
 // HeartbeatOutcome sorts a heartbeat's leases.

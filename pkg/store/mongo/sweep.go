@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -107,6 +108,17 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 			key:    func(j contracts.Job) time.Time { return j.DispatchDeadline },
 		})
 	}
+	if q.Kind != "" {
+		parts = append(parts, stalePart{
+			filter: bson.D{
+				{Key: fState, Value: string(contracts.StatePending)},
+				{Key: fKind, Value: q.Kind},
+				{Key: fClaimUntil, Value: nil},
+			},
+			sortBy: fCreatedAt,
+			key:    func(j contracts.Job) time.Time { return j.CreatedAt },
+		})
+	}
 	if len(parts) == 0 {
 		return nil, nil
 	}
@@ -126,6 +138,36 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 		}
 	}
 	return found.Jobs(limit), nil
+}
+
+// PendingKinds returns the kinds of the pending jobs holding no claim, in
+// name order: one $match + $group aggregation (FerretDB's distinct takes
+// no time limit).
+func (s *Store) PendingKinds(ctx context.Context) ([]string, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	cur, err := s.jobs.Aggregate(ctx, bson.A{
+		bson.D{{Key: "$match", Value: bson.D{
+			{Key: fState, Value: string(contracts.StatePending)},
+			{Key: fClaimUntil, Value: nil},
+		}}},
+		bson.D{{Key: "$group", Value: bson.D{{Key: fID, Value: "$" + fKind}}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mongo: list pending kinds: %w", err)
+	}
+	var rows []struct {
+		Kind string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("mongo: list pending kinds: %w", err)
+	}
+	kinds := make([]string, 0, len(rows))
+	for _, r := range rows {
+		kinds = append(kinds, r.Kind)
+	}
+	sort.Strings(kinds)
+	return kinds, nil
 }
 
 // Purge deletes up to limit final jobs that finished before finishedBefore,

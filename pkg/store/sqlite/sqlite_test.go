@@ -227,6 +227,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 		staleBeatQuery:                    "INDEX jobs_running_beat",
 		staleStartedQuery:                 "INDEX jobs_running_started",
 		staleDispatchQuery:                "INDEX jobs_pending_dispatch",
+		staleKindQuery:                    "INDEX jobs_unclaimed (kind=?)",
+		pendingKindsQuery:                 "INDEX jobs_unclaimed (kind>?)",
 		purgeQuery:                        "INDEX jobs_finished",
 		activeByTenantQuery:               "COVERING INDEX jobs_active_tenant",
 		activeByKeyQuery:                  "INDEX jobs_active_key",

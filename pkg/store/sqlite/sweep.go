@@ -40,6 +40,22 @@ const (
 		WHERE state = 'pending' AND dispatch_deadline <= ?
 			AND (claim_until IS NULL OR claim_until <= ?)
 		ORDER BY dispatch_deadline LIMIT ?`
+	// staleKindQuery: pending jobs of kind ? holding no claim, in ready
+	// order (their index's).
+	staleKindQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_unclaimed
+		WHERE state = 'pending' AND claim_until IS NULL AND kind = ?
+		ORDER BY priority DESC, fair_at, id LIMIT ?`
+	// pendingKindsQuery lists the kinds of the unclaimed pending jobs by
+	// seeking from one kind to the next in their index, however many jobs
+	// each kind has.
+	pendingKindsQuery = `WITH RECURSIVE k(kind) AS (
+			SELECT (SELECT min(kind) FROM jobs INDEXED BY jobs_unclaimed
+				WHERE state = 'pending' AND claim_until IS NULL)
+			UNION ALL
+			SELECT (SELECT min(kind) FROM jobs INDEXED BY jobs_unclaimed
+				WHERE state = 'pending' AND claim_until IS NULL AND kind > k.kind)
+			FROM k WHERE k.kind IS NOT NULL)
+		SELECT kind FROM k WHERE kind IS NOT NULL`
 	// purgeQuery deletes final jobs finished before ?, oldest first, at most ?.
 	purgeQuery = `DELETE FROM jobs WHERE id IN (
 		SELECT id FROM jobs INDEXED BY jobs_finished
@@ -111,6 +127,13 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 			key:   func(j contracts.Job) time.Time { return j.DispatchDeadline },
 		})
 	}
+	if q.Kind != "" {
+		parts = append(parts, part{
+			query: staleKindQuery,
+			args:  []any{q.Kind, limit},
+			key:   func(j contracts.Job) time.Time { return j.CreatedAt },
+		})
+	}
 	if len(parts) == 0 {
 		return nil, nil
 	}
@@ -136,6 +159,31 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 		return nil, err
 	}
 	return found.Jobs(limit), nil
+}
+
+// PendingKinds returns the kinds of the pending jobs holding no claim, in
+// name order: one index seek per kind.
+func (s *Store) PendingKinds(ctx context.Context) ([]string, error) {
+	var kinds []string
+	err := s.read(ctx, "list pending kinds", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, pendingKindsQuery)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = rows.Close() }()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return err
+			}
+			kinds = append(kinds, k)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return kinds, nil
 }
 
 // Purge deletes up to limit final jobs that finished before finishedBefore,

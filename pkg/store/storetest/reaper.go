@@ -15,6 +15,46 @@ var reaperTests = []test{
 	{"StaleOrderAndLimit", testStaleOrderAndLimit},
 	{"PurgeBatches", testPurgeBatches},
 	{"ReconcileConsistent", testReconcileConsistent},
+	{"PendingKindsAndStaleKind", testPendingKinds},
+}
+
+// testPendingKinds checks the no-worker sweep's two reads: the kinds with
+// unclaimed pending jobs, and the unclaimed pending jobs of one kind.
+func testPendingKinds(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	kinds, err := s.PendingKinds(ctx)
+	require.NoError(t, err)
+	require.Empty(t, kinds)
+
+	newJob := func(kind string, created time.Time) contracts.Job {
+		j := NewJob("acme", created)
+		j.Kind = kind
+		return admit(t, s, j)
+	}
+	b1 := newJob("b.kind", at(2*time.Second))
+	b0 := newJob("b.kind", at(time.Second))
+	newJob("a.kind", at(time.Second))
+	newJob("c.kind", at(time.Second))
+	_, err = s.Claim(ctx, store.ClaimRequest{Now: at(3 * time.Second), Until: at(time.Minute), Kinds: map[string]int{"c.kind": 1}})
+	require.NoError(t, err)
+	start(t, s, newJob("d.kind", at(time.Second)), "w1", at(3*time.Second))
+	finish(t, s, start(t, s, newJob("e.kind", at(time.Second)), "w1", at(3*time.Second)), contracts.StateSucceeded, at(4*time.Second))
+
+	kinds, err = s.PendingKinds(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a.kind", "b.kind"}, kinds, "claimed, running and final jobs' kinds are not waiting")
+
+	got, err := s.Stale(ctx, store.StaleQuery{Now: at(5 * time.Second), Kind: "b.kind", Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{b0.ID, b1.ID}, ids(got), "only that kind, oldest first")
+	got, err = s.Stale(ctx, store.StaleQuery{Now: at(5 * time.Second), Kind: "b.kind", Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	for _, k := range []string{"c.kind", "d.kind", "e.kind", "no.kind"} {
+		got, err = s.Stale(ctx, store.StaleQuery{Now: at(5 * time.Second), Kind: k, Limit: 10})
+		require.NoError(t, err)
+		require.Empty(t, got, k)
+	}
 }
 
 // run puts a new job running since started with its last heartbeat at beat

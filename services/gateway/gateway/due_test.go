@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -37,15 +38,28 @@ func (b *bundle) dueIDs(ctx context.Context) []string {
 	return ids
 }
 
-func TestDuePublished(t *testing.T) {
+func TestWakeAndDuePublished(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	j := b.submit(tokenA, `{"kind":"due"}`).job(t)
+	wakes, err := b.nc.SubscribeSync(contracts.SubjectWake)
+	require.NoError(t, err)
+	require.NoError(t, b.nc.Flush())
+
+	// A ready job wakes the schedulers; it needs no due message, the store
+	// is the queue.
+	ready := b.submit(tokenA, `{"kind":"due","key":"r"}`).job(t)
+	_, err = wakes.NextMsg(5 * time.Second)
+	require.NoError(t, err, "wake-up for a ready job")
+	// A delayed job gets its durable wake-up: a due message.
+	delayed := b.submit(tokenA, `{"kind":"due","run_at":"1h"}`).job(t)
 	// A joined submit publishes nothing new.
-	_ = b.submit(tokenA, `{"kind":"due"}`)
+	_ = b.submit(tokenA, `{"kind":"due","key":"r"}`)
+	require.NoError(t, b.nc.Flush())
 	ids := b.dueIDs(t.Context())
-	require.Contains(t, ids, j.ID)
-	require.Len(t, ids, 2)
+	require.Equal(t, []string{delayed.ID}, ids)
+	require.NotContains(t, ids, ready.ID)
+	_, err = wakes.NextMsg(100 * time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrTimeout, "no wake-up for a delayed or a joined job")
 }
 
 func TestDueStreamDeleted(t *testing.T) {
@@ -75,7 +89,7 @@ func TestDuePublishFailureStillAdmits(t *testing.T) {
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(srv.Close)
 
-	r := b.doOn(srv.URL, req{method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: `{"kind":"lost"}`})
+	r := b.doOn(srv.URL, req{method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: `{"kind":"lost","run_at":"1h"}`})
 	require.Equal(t, http.StatusAccepted, r.status, string(r.body))
 	j := r.job(t)
 	_, err = b.st.Get(t.Context(), j.ID)
@@ -85,7 +99,7 @@ func TestDuePublishFailureStillAdmits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP sluice_gateway_due_publish_failures_total Admitted jobs whose due message could not be published (the reaper republishes them).
+# HELP sluice_gateway_due_publish_failures_total Delayed jobs whose due message could not be published (a scheduler's poll finds them when due).
 # TYPE sluice_gateway_due_publish_failures_total counter
 sluice_gateway_due_publish_failures_total 1
 `), "sluice_gateway_due_publish_failures_total"))

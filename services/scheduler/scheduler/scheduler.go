@@ -98,6 +98,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.roster.Subscribe(ctx, s.deps.NC); err != nil {
 		return err
 	}
+	// Every replica hears the gateways' wake-ups (no queue group): each
+	// claims what its workers have room for.
+	wake, err := s.deps.NC.Subscribe(contracts.SubjectWake, func(*nats.Msg) { s.dispatch.Wake() })
+	if err != nil {
+		return fmt.Errorf("scheduler: subscribe %s: %w", contracts.SubjectWake, err)
+	}
+	defer func() { _ = wake.Unsubscribe() }()
 	s.deps.Log.Info().Msg("scheduler started")
 	g, gctx := errgroup.WithContext(ctx)
 	consumer := func(name, subject string, conc int, h consume.Handler) {

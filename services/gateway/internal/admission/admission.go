@@ -138,7 +138,11 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 	}
 	o := a.settle(tenant, got, adm)
 	if o.Status == http.StatusAccepted {
-		a.publishDue(ctx, got)
+		if got.Delayed(a.now()) {
+			a.publishDue(ctx, got)
+		} else {
+			a.wake()
+		}
 	}
 	return o
 }
@@ -243,9 +247,18 @@ func (a *Admitter) rejected(tenant, code, limit, msg string) Outcome {
 	return o
 }
 
-// publishDue announces an admitted job to the schedulers. A failure is only
-// logged and counted: the job is in the store, and the reaper republishes
-// pending jobs whose due message never arrived.
+// wake tells the schedulers that ready jobs were admitted. The store is
+// the queue: a wake-up that does not arrive only delays the jobs until a
+// scheduler's next poll, so a failure is only logged.
+func (a *Admitter) wake() {
+	if err := a.js.Conn().Publish(contracts.SubjectWake, nil); err != nil {
+		a.log.Debug().Err(err).Str(observe.FieldSubject, contracts.SubjectWake).Msg("wake-up not published")
+	}
+}
+
+// publishDue hands a delayed job's durable wake-up to the schedulers: its
+// due message, held until run_at. A failure is only logged and counted:
+// the job is in the store, and a scheduler's poll finds it when it is due.
 func (a *Admitter) publishDue(ctx context.Context, job contracts.Job) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
@@ -267,5 +280,5 @@ func (a *Admitter) dueFailed(job contracts.Job, err error) {
 		Str(observe.FieldJobID, job.ID).
 		Str(observe.FieldTenant, job.Tenant).
 		Str(observe.FieldSubject, contracts.SubjectDue).
-		Msg("due message not published; the reaper will republish the pending job")
+		Msg("due message not published; a scheduler finds the job in the store when it is due")
 }

@@ -57,11 +57,19 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 			results[at[k]] = a.storeDown(reqs[k].Job, err)
 		}
 	}
-	var due []contracts.Job
+	var (
+		due   []contracts.Job
+		ready bool
+		now   = a.now()
+	)
 	for k, r := range admitted {
 		o := a.settle(tenant, r.Job, r.Admission)
 		if o.Status == http.StatusAccepted {
-			due = append(due, r.Job)
+			if r.Job.Delayed(now) {
+				due = append(due, r.Job)
+			} else {
+				ready = true
+			}
 		}
 		if o.Job != nil {
 			j := *o.Job
@@ -71,6 +79,9 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 		results[at[k]] = o
 	}
 	a.publishDueAll(ctx, due)
+	if ready {
+		a.wake()
+	}
 	return BatchOutcome{Results: results}
 }
 
@@ -84,8 +95,8 @@ func prefix(o Outcome, i int) Outcome {
 	return o
 }
 
-// publishDueAll announces admitted jobs to the schedulers, all in flight
-// at once. Failures are only logged and counted, as for one job.
+// publishDueAll hands delayed jobs' due messages to the schedulers, all
+// in flight at once. Failures are only logged and counted, as for one job.
 func (a *Admitter) publishDueAll(ctx context.Context, jobs []contracts.Job) {
 	if len(jobs) == 0 {
 		return

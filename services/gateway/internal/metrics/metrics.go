@@ -75,7 +75,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"route", "method"}),
 		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_gateway_due_publish_failures_total",
-			Help: "Admitted jobs whose due message could not be published (the reaper republishes them).",
+			Help: "Delayed jobs whose due message could not be published (a scheduler's poll finds them when due).",
 		}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_rate_limited_total",

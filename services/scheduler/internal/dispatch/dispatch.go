@@ -23,6 +23,7 @@ type Jobs interface {
 	Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error)
 	Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error)
 	Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job, error)
+	PendingKinds(ctx context.Context) ([]string, error)
 }
 
 // Requester sends an offer and waits for the answer; *nats.Conn is one.

@@ -472,3 +472,38 @@ func TestJobOfAKindNoWorkerRunsFailsAfterTheGrace(t *testing.T) {
 	require.Equal(t, consume.Ack(), b.handle(waiting))
 	require.Equal(t, contracts.StateFailed, b.get(waiting.ID).State)
 }
+
+// TestSweepFailsJobsOfAKindNoWorkerRuns checks the grace without any due
+// message (a ready job has none): the sweep fails the waiting jobs of a
+// kind no live worker has announced for the grace, and only those.
+func TestSweepFailsJobsOfAKindNoWorkerRuns(t *testing.T) {
+	t.Parallel()
+	const grace = time.Minute
+	clock := clocktest.New()
+	b := setupClock(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond, NoWorkerGrace: grace}, clock.Now)
+
+	nobody := b.admit(time.Hour) // kind "sleep": nobody announces it yet
+	n, err := b.d.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "within the grace")
+
+	clock.Advance(grace)
+	b.workerLoaded("w1", 1, 1, contracts.OfferBusy) // a live worker runs "sleep" from now on
+	n, err = b.d.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "a live worker runs the kind: its jobs wait")
+	require.Equal(t, contracts.StatePending, b.get(nobody.ID).State)
+
+	b.roster.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"sleep"}, Leaving: true})
+	clock.Advance(grace - time.Second)
+	n, err = b.d.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "the grace restarts when the last worker leaves")
+	clock.Advance(time.Second)
+	n, err = b.d.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got := b.get(nobody.ID)
+	require.Equal(t, contracts.StateFailed, got.State)
+	require.Equal(t, `capacity: no worker runs kind "sleep" (none has announced it for 1m0s)`, got.Error)
+}

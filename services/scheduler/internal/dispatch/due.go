@@ -48,11 +48,9 @@ func (d *Dispatcher) Handle(ctx context.Context, data []byte, _ func()) consume.
 		d.fail(ctx, job, contracts.JobError(contracts.ClassInput, err.Error()), "too_large")
 		return consume.Ack()
 	}
-	if wait, ok := d.noWorker(job, now); ok {
+	if wait, ok := d.noWorker(job.Kind, now); ok {
 		if wait <= 0 {
-			msg := contracts.JobError(contracts.ClassCapacity, fmt.Sprintf(
-				"no worker runs kind %q (none has announced it for %s)", job.Kind, d.cfg.NoWorkerGrace))
-			d.fail(ctx, job, msg, "no_worker")
+			d.fail(ctx, job, noWorkerError(job.Kind, d.cfg.NoWorkerGrace), "no_worker")
 			return consume.Ack()
 		}
 		return consume.RetryIn(min(wait, time.Until(job.DispatchDeadline)))
@@ -61,14 +59,14 @@ func (d *Dispatcher) Handle(ctx context.Context, data []byte, _ func()) consume.
 	return consume.Ack()
 }
 
-// noWorker reports, when no live worker runs the job's kind, how long the
-// grace has left (≤ 0: over). ok is false while some worker runs it, or
-// when the grace is off.
-func (d *Dispatcher) noWorker(job contracts.Job, now time.Time) (time.Duration, bool) {
+// noWorker reports, when no live worker runs kind, how long the grace has
+// left (≤ 0: over). ok is false while some worker runs it, or when the
+// grace is off.
+func (d *Dispatcher) noWorker(kind string, now time.Time) (time.Duration, bool) {
 	if d.cfg.NoWorkerGrace <= 0 {
 		return 0, false
 	}
-	since := d.picker.KindLastSeen(job.Kind)
+	since := d.picker.KindLastSeen(kind)
 	if !since.IsZero() && !since.Before(now) {
 		return 0, false // a live worker runs it right now
 	}
@@ -76,4 +74,11 @@ func (d *Dispatcher) noWorker(job contracts.Job, now time.Time) (time.Duration, 
 		since = d.started
 	}
 	return d.cfg.NoWorkerGrace - now.Sub(since), true
+}
+
+// noWorkerError is the error of a job failed because no worker has run its
+// kind for the grace.
+func noWorkerError(kind string, grace time.Duration) string {
+	return contracts.JobError(contracts.ClassCapacity, fmt.Sprintf(
+		"no worker runs kind %q (none has announced it for %s)", kind, grace))
 }

@@ -29,8 +29,9 @@ func (d *Dispatcher) sweepLoop(ctx context.Context) {
 	}
 }
 
-// Sweep fails the pending jobs whose dispatch deadline passed and says how
-// many it failed.
+// Sweep fails the pending jobs whose dispatch deadline passed, and those
+// of kinds no live worker has run for NoWorkerGrace, and says how many it
+// failed.
 func (d *Dispatcher) Sweep(ctx context.Context) (int, error) {
 	now := d.now()
 	jobs, err := d.jobs.Stale(ctx, store.StaleQuery{Now: now, DeadlineBefore: now, Limit: sweepBatch})
@@ -41,6 +42,35 @@ func (d *Dispatcher) Sweep(ctx context.Context) (int, error) {
 	for _, j := range jobs {
 		if d.fail(ctx, j, capacityError(j), "capacity_failed") {
 			n++
+		}
+	}
+	absent, err := d.sweepAbsentKinds(ctx, now)
+	return n + absent, err
+}
+
+// sweepAbsentKinds fails the waiting jobs of every kind no live worker has
+// announced for NoWorkerGrace (none when the grace is off).
+func (d *Dispatcher) sweepAbsentKinds(ctx context.Context, now time.Time) (int, error) {
+	if d.cfg.NoWorkerGrace <= 0 {
+		return 0, nil
+	}
+	kinds, err := d.jobs.PendingKinds(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, kind := range kinds {
+		if left, absent := d.noWorker(kind, now); !absent || left > 0 {
+			continue
+		}
+		jobs, err := d.jobs.Stale(ctx, store.StaleQuery{Now: now, Kind: kind, Limit: sweepBatch})
+		if err != nil {
+			return n, err
+		}
+		for _, j := range jobs {
+			if d.fail(ctx, j, noWorkerError(kind, d.cfg.NoWorkerGrace), "no_worker") {
+				n++
+			}
 		}
 	}
 	return n, nil
