@@ -119,7 +119,14 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg jetstream.C
 // it recreates it once and tries again. msgID, when set, lets JetStream
 // drop duplicates within its window; correctness never depends on it.
 func Publish(ctx context.Context, js jetstream.JetStream, subject string, v any, msgID string) error {
-	msg, opts, err := Message{Subject: subject, Value: v, ID: msgID}.encode()
+	return PublishMessage(ctx, js, Message{Subject: subject, Value: v, ID: msgID})
+}
+
+// PublishMessage is Publish of one Message (whose Data may be encoded
+// already).
+func PublishMessage(ctx context.Context, js jetstream.JetStream, m Message) error {
+	subject := m.Subject
+	msg, opts, err := m.encode()
 	if err != nil {
 		return err
 	}
@@ -143,19 +150,25 @@ func isNoStream(err error) bool {
 		errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
-// Message is one message of PublishAll: its subject, the value to encode
-// as JSON, and its Nats-Msg-Id ("" = none).
+// Message is one message to publish: its subject, the value to encode as
+// JSON (or Data, the JSON already encoded), and its Nats-Msg-Id ("" =
+// none).
 type Message struct {
 	Subject string
 	Value   any
-	ID      string
+	// Data, when not nil, is sent as it is and Value is ignored.
+	Data []byte
+	ID   string
 }
 
 // encode is m as a NATS message and its publish options.
 func (m Message) encode() (*nats.Msg, []jetstream.PublishOpt, error) {
-	data, err := json.Marshal(m.Value)
-	if err != nil {
-		return nil, nil, fmt.Errorf("publish %s: encode: %w", m.Subject, err)
+	data := m.Data
+	if data == nil {
+		var err error
+		if data, err = json.Marshal(m.Value); err != nil {
+			return nil, nil, fmt.Errorf("publish %s: encode: %w", m.Subject, err)
+		}
 	}
 	var opts []jetstream.PublishOpt
 	if m.ID != "" {

@@ -208,6 +208,33 @@ func FuzzDecodeResult(f *testing.F) {
 	})
 }
 
+func FuzzDecodeResults(f *testing.F) {
+	addSeeds(f,
+		`{"job_id":"j1","attempt":1,"worker_id":"w1","state":"succeeded"}`,
+		`{"results":[{"job_id":"j1","attempt":1,"worker_id":"w1","state":"succeeded","result":{"n":1}},{"job_id":"j2","attempt":2,"worker_id":"w1","state":"failed","error":"handler: x"}]}`,
+		`{"results":[]}`,
+		`{"results":null}`,
+		`{"results":[{"job_id":"j1","attempt":1,"worker_id":"w1","state":"running"}]}`,
+		`{"results":[{"job_id":"j1","attempt":1,"worker_id":"w1","state":"succeeded"}],"x":1}`,
+	)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rs, err := DecodeResults(data)
+		if err != nil {
+			return
+		}
+		acceptedIsOneValue(t, data)
+		if len(rs) == 0 || len(rs) > MaxResultsPerBatch {
+			t.Fatalf("accepted %d results", len(rs))
+		}
+		for _, m := range rs {
+			if err := checkResult(m); err != nil {
+				t.Fatalf("accepted a result that does not check: %v", err)
+			}
+			validRaw(t, "result", m.Result)
+		}
+	})
+}
+
 func FuzzDecodeOffer(f *testing.F) {
 	addSeeds(f,
 		`{"job":{"id":"j1","tenant":"acme","kind":"email.send","attempt":2,"payload":{"to":"a@b"},"key":"k","priority":5}}`,

@@ -210,19 +210,60 @@ func DecodeResult(data []byte) (Result, error) {
 	if err := decodeStrict(data, &m); err != nil {
 		return m, err
 	}
-	if err := checkLease(Lease{JobID: m.JobID, Attempt: m.Attempt}); err != nil {
+	if err := checkResult(m); err != nil {
 		return m, fmt.Errorf("result: %w", err)
 	}
+	return m, nil
+}
+
+// checkResult checks one decoded result.
+func checkResult(m Result) error {
+	if err := checkLease(Lease{JobID: m.JobID, Attempt: m.Attempt}); err != nil {
+		return err
+	}
 	if !ValidWorkerID(m.WorkerID) {
-		return m, fmt.Errorf("result: worker_id %q is not a worker id", m.WorkerID)
+		return fmt.Errorf("worker_id %q is not a worker id", m.WorkerID)
 	}
 	if !m.State.Final() {
-		return m, fmt.Errorf("result: state %q is not final", m.State)
+		return fmt.Errorf("state %q is not final", m.State)
 	}
 	if m.State != StateSucceeded && ClassOf(m.Error) == "" {
-		return m, fmt.Errorf("result: error %q has no class prefix", m.Error)
+		return fmt.Errorf("error %q has no class prefix", m.Error)
 	}
-	return m, nil
+	return nil
+}
+
+// MaxResultsPerBatch bounds one ResultBatch.
+const MaxResultsPerBatch = 1000
+
+// ResultBatch carries the results a worker delivers together, on
+// SubjectResult like a single Result.
+type ResultBatch struct {
+	Results []Result `json:"results"`
+}
+
+// DecodeResults decodes and checks a message on SubjectResult: a
+// ResultBatch of 1 to MaxResultsPerBatch results, or one Result.
+func DecodeResults(data []byte) ([]Result, error) {
+	var b ResultBatch
+	err := decodeStrict(data, &b)
+	if err != nil {
+		if single, serr := DecodeResult(data); serr == nil {
+			return []Result{single}, nil
+		} else if !bytes.Contains(data, []byte(`"results"`)) {
+			return nil, serr // not meant as a batch: say what is wrong with the result
+		}
+		return nil, err
+	}
+	if len(b.Results) == 0 || len(b.Results) > MaxResultsPerBatch {
+		return nil, fmt.Errorf("results: %d results, want 1 to %d", len(b.Results), MaxResultsPerBatch)
+	}
+	for i, m := range b.Results {
+		if err := checkResult(m); err != nil {
+			return nil, fmt.Errorf("results[%d]: %w", i, err)
+		}
+	}
+	return b.Results, nil
 }
 
 // DecodeOffer decodes and checks an Offer.

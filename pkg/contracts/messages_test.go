@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // decodeCase is one input of a decoder table: want is checked when ok.
@@ -148,6 +150,47 @@ func TestDecodeResult(t *testing.T) {
 		bad[Result]("malformed result", `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"succeeded","result":{]}`),
 	}
 	runDecodeCases(t, DecodeResult, sameResult, append(cases, commonBad[Result]()...))
+}
+
+func TestDecodeResults(t *testing.T) {
+	t.Parallel()
+	one := `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"succeeded"}`
+	two := `{"job_id":"j2","attempt":3,"worker_id":"w1","state":"failed","error":"handler: boom"}`
+	for name, tc := range map[string]struct {
+		data    string
+		want    []string // job ids
+		wantErr string
+	}{
+		"single result":       {data: one, want: []string{"j1"}},
+		"batch":               {data: `{"results":[` + one + `,` + two + `]}`, want: []string{"j1", "j2"}},
+		"empty batch":         {data: `{"results":[]}`, wantErr: "0 results"},
+		"null batch":          {data: `{"results":null}`, wantErr: "0 results"},
+		"bad result in batch": {data: `{"results":[` + one + `,{"job_id":"j3","attempt":1,"worker_id":"w1","state":"running"}]}`, wantErr: `results[1]: state "running" is not final`},
+		"unknown batch field": {data: `{"results":[` + one + `],"x":1}`, wantErr: "unknown field"},
+		"bad single result":   {data: `{"job_id":"j1","attempt":0,"worker_id":"w1","state":"succeeded"}`, wantErr: "attempt 0"},
+		"trailing data":       {data: one + `x`, wantErr: "trailing"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := DecodeResults([]byte(tc.data))
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			var ids []string
+			for _, r := range got {
+				ids = append(ids, r.JobID)
+			}
+			require.Equal(t, tc.want, ids)
+		})
+	}
+	many := make([]string, MaxResultsPerBatch+1)
+	for i := range many {
+		many[i] = one
+	}
+	_, err := DecodeResults([]byte(`{"results":[` + strings.Join(many, ",") + `]}`))
+	require.ErrorContains(t, err, "want 1 to 1000")
 }
 
 func TestDecodeOffer(t *testing.T) {

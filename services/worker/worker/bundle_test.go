@@ -39,6 +39,8 @@ type bundle struct {
 
 	consMu    sync.Mutex
 	consumers map[string]jetstream.Consumer
+	// results holds the results of a batch message not handed out yet.
+	results []contracts.Result
 }
 
 func setup(t *testing.T) *bundle {
@@ -186,19 +188,26 @@ func (b *bundle) next(c jetstream.Consumer, wait time.Duration) (jetstream.Msg, 
 	return msg, true
 }
 
-// nextResult waits for the next result on the stream.
+// nextResult waits for the next result on the stream (one message may
+// carry several).
 func (b *bundle) nextResult() contracts.Result {
 	b.t.Helper()
-	msg, ok := b.next(b.consumer(contracts.ConsumerResult, contracts.SubjectResult), waitFor)
-	require.True(b.t, ok, "no result arrived")
-	res, err := contracts.DecodeResult(msg.Data())
-	require.NoError(b.t, err)
+	if len(b.results) == 0 {
+		msg, ok := b.next(b.consumer(contracts.ConsumerResult, contracts.SubjectResult), waitFor)
+		require.True(b.t, ok, "no result arrived")
+		var err error
+		b.results, err = contracts.DecodeResults(msg.Data())
+		require.NoError(b.t, err)
+	}
+	res := b.results[0]
+	b.results = b.results[1:]
 	return res
 }
 
 // noResult asserts that no result arrives within wait.
 func (b *bundle) noResult(wait time.Duration) {
 	b.t.Helper()
+	require.Empty(b.t, b.results, "unexpected results")
 	msg, ok := b.next(b.consumer(contracts.ConsumerResult, contracts.SubjectResult), wait)
 	if ok {
 		b.t.Fatalf("unexpected result: %s", msg.Data())

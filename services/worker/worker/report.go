@@ -32,7 +32,7 @@ func (w *Worker) report(deliverCtx context.Context, t *task, v verdict, res Resu
 			JobID: id, Attempt: t.lease.Attempt, WorkerID: w.cfg.WorkerID,
 			State: v.state, Error: truncateError(v.err), Result: json.RawMessage(res), Permanent: v.permanent,
 		}
-		if w.deliver(deliverCtx, t, contracts.SubjectResult, r, "result-"+id+"-"+attempt) {
+		if w.deliverResult(deliverCtx, t, r) {
 			ev := t.log.Info()
 			if v.err != "" {
 				ev = ev.Str("error", r.Error)

@@ -57,6 +57,8 @@ type Worker struct {
 	announceSig chan struct{}
 	// starts queues the attempts waiting for their start heartbeat (see startLoop).
 	starts chan startReq
+	// results queues the results waiting for delivery (see resultLoop).
+	results chan resultReq
 
 	// jobs owns every job goroutine; Add happens under mu while not draining.
 	jobs sync.WaitGroup
@@ -110,6 +112,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		leases:      lease.NewTable(),
 		announceSig: make(chan struct{}, 1),
 		starts:      make(chan startReq),
+		results:     make(chan resultReq),
 		handlers:    map[string]Handler{},
 		changed:     make(chan struct{}),
 	}
@@ -234,6 +237,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Go(func() { w.heartbeatLoop(loopCtx) })
 	for range startSenders {
 		loops.Go(func() { w.startLoop(loopCtx) })
+	}
+	for range resultSenders {
+		loops.Go(func() { w.resultLoop(loopCtx, deliverCtx) })
 	}
 
 	reason := w.awaitStop(ctx)

@@ -125,6 +125,35 @@ func TestResultAppliedOnce(t *testing.T) {
 	require.Equal(t, contracts.StateSucceeded, b.get("j1").State)
 }
 
+// TestResultBatchAppliesEach checks a worker's batch of results: each
+// current result applies on its own, a stale one is skipped, a retried
+// delivery of the whole batch changes nothing, and a malformed batch is
+// dropped whole.
+func TestResultBatchAppliesEach(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.running("j1", "w1", 3)
+	b.running("j2", "w1", 1)
+	b.running("j3", "w1", 3)
+	batch := contracts.ResultBatch{Results: []contracts.Result{
+		{JobID: "j1", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded, Result: json.RawMessage(`1`)},
+		{JobID: "j2", Attempt: 1, WorkerID: "w1", State: contracts.StateFailed, Error: "handler: boom"},
+		{JobID: "j3", Attempt: 7, WorkerID: "w1", State: contracts.StateSucceeded},
+		{JobID: "gone", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded},
+	}}
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, batch), nil))
+	require.Equal(t, contracts.StateSucceeded, b.get("j1").State)
+	require.Equal(t, contracts.StateFailed, b.get("j2").State, "max_attempts 1: no retry")
+	require.Equal(t, contracts.StateRunning, b.get("j3").State, "an old attempt's result is stale")
+
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, batch), nil), "redelivered whole")
+	require.Equal(t, contracts.StateSucceeded, b.get("j1").State)
+
+	batch.Results[3].State = contracts.StateRunning
+	require.Equal(t, consume.Poison(), b.a.Result(context.Background(), enc(t, batch), nil))
+	require.Equal(t, contracts.StateRunning, b.get("j3").State)
+}
+
 func TestResultFromWrongAttemptOrWorkerIgnored(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -11,15 +12,39 @@ import (
 	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
 )
 
-// Result applies a worker's result. It is ignored (and counted as stale)
-// unless the job is still active at the result's attempt and, once
-// running, on the result's worker.
+// Result applies a message of worker results: one Result or a batch
+// (contracts.DecodeResults). The results of a batch are applied at once,
+// so the store's group commit folds them into one transaction; when any of
+// them must be tried again the whole message comes back, and the results
+// already applied are then stale and skipped.
 func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Settle {
-	res, err := contracts.DecodeResult(data)
+	results, err := contracts.DecodeResults(data)
 	if err != nil {
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectResult).Msg("malformed result dropped")
 		return consume.Poison()
 	}
+	if len(results) == 1 {
+		return a.applyResult(ctx, results[0])
+	}
+	settles := make([]consume.Settle, len(results))
+	var wg sync.WaitGroup
+	for i, res := range results {
+		wg.Go(func() { settles[i] = a.applyResult(ctx, res) })
+	}
+	wg.Wait()
+	out := consume.Ack()
+	for _, s := range settles {
+		if s.Retry && (!out.Retry || s.Delay > out.Delay) {
+			out = s
+		}
+	}
+	return out
+}
+
+// applyResult applies one result. It is ignored (and counted as stale)
+// unless the job is still active at the result's attempt and, once
+// running, on the result's worker.
+func (a *Applier) applyResult(ctx context.Context, res contracts.Result) consume.Settle {
 	// The result's fields go on each event: no child logger per result.
 	fields := func(e *zerolog.Event) *zerolog.Event {
 		return e.Str(observe.FieldJobID, res.JobID).Int64(observe.FieldAttempt, res.Attempt).Str(observe.FieldWorkerID, res.WorkerID)
