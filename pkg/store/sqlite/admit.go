@@ -285,8 +285,12 @@ type counters struct {
 	virtual, tenantFair float64 // the system's virtual time, the tenant's last fair_at
 }
 
-// readCounters returns the global and the tenant's counters.
+// readCounters returns the global and the tenant's counters, with the
+// slots tx released so far written first.
 func (s *Store) readCounters(ctx context.Context, tx *sql.Tx, tenant string) (counters, error) {
+	if err := s.flushReleased(ctx, tx); err != nil {
+		return counters{}, err
+	}
 	var c counters
 	err := tx.StmtContext(ctx, s.ws.readCounters).QueryRowContext(ctx, store.GlobalScope, store.TenantScope(tenant)).
 		Scan(&c.global, &c.virtual, &c.tenant, &c.tenantFair)
@@ -299,6 +303,28 @@ func (s *Store) readCounters(ctx context.Context, tx *sql.Tx, tenant string) (co
 // jobIn reads one job inside a write transaction, or sql.ErrNoRows.
 func (s *Store) jobIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job, error) {
 	return scanJob(tx.StmtContext(ctx, s.ws.getJob).QueryRowContext(ctx, id))
+}
+
+// release frees one admission slot of tenant in the open write
+// transaction. The counters are written once per tenant when the
+// transaction commits (flushReleased), not once per finished job; every
+// read of the counters inside the transaction flushes first.
+func (s *Store) release(tenant string) {
+	if s.released == nil {
+		s.released = map[string]int{}
+	}
+	s.released[tenant]++
+}
+
+// flushReleased writes the slots released so far in tx to the counters.
+func (s *Store) flushReleased(ctx context.Context, tx *sql.Tx) error {
+	for tenant, n := range s.released {
+		if err := s.addActive(ctx, tx, tenant, -n); err != nil {
+			return err
+		}
+		delete(s.released, tenant)
+	}
+	return nil
 }
 
 // addActive moves the global and the tenant's active counts by delta.

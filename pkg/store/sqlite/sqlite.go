@@ -140,6 +140,10 @@ type Store struct {
 
 	writes *writer
 	cp     *checkpointer
+	// released counts, per tenant, the admission slots the open write
+	// transaction has freed and not written to the counters yet (see
+	// release). Only the write loop touches it.
+	released map[string]int
 }
 
 var _ store.Store = (*Store)(nil)

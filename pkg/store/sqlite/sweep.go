@@ -219,6 +219,9 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	drift := 0
 	err := s.write(ctx, "reconcile counters", func(tx *sql.Tx) error {
 		drift = 0
+		if err := s.flushReleased(ctx, tx); err != nil {
+			return err
+		}
 		stored := map[string]int{}
 		rows, err := tx.QueryContext(ctx, `SELECT scope, active FROM counters`)
 		if err != nil {

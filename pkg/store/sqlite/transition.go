@@ -65,9 +65,7 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 			return fmt.Errorf("read back: %w", err)
 		}
 		if ch.State.Final() && exp.State.Active() {
-			if err := s.addActive(ctx, tx, j.Tenant, -1); err != nil {
-				return err
-			}
+			s.release(j.Tenant)
 		}
 		out = j
 		return nil
@@ -130,9 +128,7 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 			return explainMiss(ctx, tx, exp)
 		}
 		if ch.State.Final() && exp.State.Active() {
-			if err := s.addActive(ctx, tx, before.Tenant, -1); err != nil {
-				return err
-			}
+			s.release(before.Tenant)
 		}
 		out = ch.Apply(before)
 		return nil

@@ -146,6 +146,7 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		return
 	}
+	clear(s.released)
 	for _, r := range batch {
 		if r.err = r.ctx.Err(); r.err != nil {
 			continue
@@ -154,12 +155,11 @@ func (s *Store) commit(batch []*writeReq) {
 		if r.err == nil || r.read || wroteNothing(r.err) {
 			continue
 		}
-		_ = tx.Rollback()
-		for _, o := range batch {
-			if o != r && o.ctx.Err() == nil {
-				o.err = s.runAlone(o)
-			}
-		}
+		s.rerunAlone(tx, batch, r)
+		return
+	}
+	if err := s.flushReleased(context.Background(), tx); err != nil {
+		s.rerunAlone(tx, batch, nil)
 		return
 	}
 	if err := tx.Commit(); err != nil {
@@ -167,6 +167,18 @@ func (s *Store) commit(batch []*writeReq) {
 			if r.err == nil && !r.read {
 				r.err = fmt.Errorf("commit: %w", err)
 			}
+		}
+	}
+}
+
+// rerunAlone rolls tx back after failed (nil: the commit's own step
+// failed) left it with a partial write, and runs every other request of
+// the batch again in a transaction of its own.
+func (s *Store) rerunAlone(tx *sql.Tx, batch []*writeReq, failed *writeReq) {
+	_ = tx.Rollback()
+	for _, o := range batch {
+		if o != failed && o.ctx.Err() == nil {
+			o.err = s.runAlone(o)
 		}
 	}
 }
@@ -180,6 +192,7 @@ func (s *Store) runAlone(r *writeReq) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	clear(s.released)
 	if err := r.fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -187,6 +200,10 @@ func (s *Store) runAlone(r *writeReq) error {
 	if r.read {
 		_ = tx.Rollback()
 		return nil
+	}
+	if err := s.flushReleased(context.Background(), tx); err != nil {
+		_ = tx.Rollback()
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)

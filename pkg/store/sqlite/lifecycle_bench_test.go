@@ -1,0 +1,73 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/storetest"
+)
+
+// BenchmarkLifecycle measures the store's share of one job's life as the
+// scheduler drives it under load: claims of 256 jobs, one start heartbeat
+// promoting them, and their results applied concurrently (group-committed),
+// over a backlog of 20,000 pending jobs. It reports the writer's time per
+// job, fsyncs included.
+func BenchmarkLifecycle(b *testing.B) {
+	const round = 256
+	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
+	ctx := context.Background()
+	now := time.Now()
+	admitN := func(n int) {
+		for n > 0 {
+			k := min(n, 1000)
+			reqs := make([]store.AdmitRequest, k)
+			for i := range reqs {
+				j := storetest.NewJob("acme", now)
+				j.ID = uuid.Must(uuid.NewV7()).String() // time-ordered, as the gateway makes them
+				reqs[i] = store.AdmitRequest{Job: j}
+			}
+			_, err := s.AdmitBatch(ctx, reqs)
+			require.NoError(b, err)
+			n -= k
+		}
+	}
+	admitN(20000)
+	b.ResetTimer()
+	done := 0
+	for done < b.N {
+		b.StopTimer()
+		admitN(round)
+		b.StartTimer()
+		claimed, err := s.Claim(ctx, store.ClaimRequest{Now: now, Until: now.Add(time.Minute), Kinds: map[string]int{"test.kind": round}})
+		require.NoError(b, err)
+		leases := make([]contracts.Lease, len(claimed))
+		for i, j := range claimed {
+			leases[i] = contracts.Lease{JobID: j.ID, Attempt: j.Attempt}
+		}
+		out, err := s.Heartbeat(ctx, "w1", leases, now)
+		require.NoError(b, err)
+		require.Len(b, out.Promoted, len(leases))
+		var wg sync.WaitGroup
+		for _, l := range leases {
+			wg.Go(func() {
+				_, err := s.Update(ctx, l.JobID, func(j contracts.Job) (store.Change, error) {
+					return store.Change{Now: now, State: contracts.StateSucceeded}, nil
+				})
+				if err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		done += len(claimed)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(done), "us/job")
+}
