@@ -1,4 +1,4 @@
-// Command reaper runs the Sluice reaper: it recovers stale and lost jobs,
+// Command reaper runs the Sluice reaper: it recovers stale and timed-out jobs,
 // enforces the hard max runtime, purges old finished jobs and repairs
 // admission counters. Configuration comes from SLUICE_* environment
 // variables (see reaper.Config).

@@ -25,8 +25,6 @@ type Config struct {
 	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s"`
 	// Interval is the time between sweeps; 0 = a third of the stale threshold.
 	Interval time.Duration `env:"SLUICE_REAPER_INTERVAL" envDefault:"0s"`
-	// LostAfter is how long past due a pending job's message counts as lost; 0 = the stale threshold.
-	LostAfter time.Duration `env:"SLUICE_LOST_AFTER" envDefault:"0s"`
 	// MaxRuntime fails jobs running longer; 0 = no limit.
 	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s"`
 	// Retention keeps finished jobs this long before purging; 0 = forever.
@@ -69,9 +67,6 @@ func (c Config) withDefaults() Config {
 	if c.Interval == 0 {
 		c.Interval = min(max(c.StaleThreshold/3, 100*time.Millisecond), 30*time.Second)
 	}
-	if c.LostAfter == 0 {
-		c.LostAfter = c.StaleThreshold
-	}
 	return c
 }
 
@@ -83,9 +78,6 @@ func (c Config) Validate() error {
 	}
 	if c.Interval < 0 {
 		errs = append(errs, fmt.Errorf("SLUICE_REAPER_INTERVAL: must not be negative, got %s", c.Interval))
-	}
-	if c.LostAfter < 0 {
-		errs = append(errs, fmt.Errorf("SLUICE_LOST_AFTER: must not be negative, got %s", c.LostAfter))
 	}
 	if c.MaxRuntime < 0 {
 		errs = append(errs, fmt.Errorf("SLUICE_MAX_RUNTIME: must not be negative, got %s", c.MaxRuntime))

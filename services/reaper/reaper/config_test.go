@@ -12,7 +12,6 @@ func TestLoadConfigDerivesIntervals(t *testing.T) {
 	c, err := LoadConfig(map[string]string{"SLUICE_STALE_THRESHOLD": "3s"})
 	require.NoError(t, err)
 	require.Equal(t, time.Second, c.Interval)
-	require.Equal(t, 3*time.Second, c.LostAfter)
 	require.Equal(t, 168*time.Hour, c.Retention)
 	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
 }

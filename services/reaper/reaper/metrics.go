@@ -33,11 +33,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		found: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_reaper_jobs_found_total",
-			Help: "Jobs a sweep found to requeue, by reason (stale, lost, timeout); a job still found on the next sweep counts again.",
+			Help: "Jobs a sweep found to requeue, by reason (stale, timeout); a job still found on the next sweep counts again.",
 		}, []string{"reason"}),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_reaper_requeues_published_total",
-			Help: "Requeue events published to JetStream, by reason (stale, lost, timeout).",
+			Help: "Requeue events published to JetStream, by reason (stale, timeout).",
 		}, []string{"reason"}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_reaper_purged_jobs_total",
@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every reason the reaper sends exists from the start, so dashboards
 	// and alerts see zeros rather than gaps.
-	for _, r := range []contracts.RequeueReason{contracts.ReasonStale, contracts.ReasonLost, contracts.ReasonTimeout} {
+	for _, r := range []contracts.RequeueReason{contracts.ReasonStale, contracts.ReasonTimeout} {
 		m.found.WithLabelValues(string(r))
 		m.published.WithLabelValues(string(r))
 	}

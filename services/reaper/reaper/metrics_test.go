@@ -19,12 +19,12 @@ func TestSweepMetrics(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	// Every reason starts at zero.
-	for _, r := range []string{string(contracts.ReasonStale), string(contracts.ReasonLost), string(contracts.ReasonTimeout)} {
+	for _, r := range []string{string(contracts.ReasonStale), string(contracts.ReasonTimeout)} {
 		require.Zero(t, testutil.ToFloat64(b.r.m.found.WithLabelValues(r)))
 		require.Zero(t, testutil.ToFloat64(b.r.m.published.WithLabelValues(r)))
 	}
 
-	b.admit("lost", b.now.Add(-time.Minute))
+	b.running("stale", b.now.Add(-time.Minute))
 	b.admit("done", b.now.Add(-3*time.Hour))
 	msg := "handler: x"
 	_, err := b.store.Transition(ctx, store.Expect{ID: "done", State: contracts.StatePending},
@@ -33,18 +33,18 @@ func TestSweepMetrics(t *testing.T) {
 
 	_, err = b.r.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.found.WithLabelValues(string(contracts.ReasonLost))))
-	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.published.WithLabelValues(string(contracts.ReasonLost))))
+	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.found.WithLabelValues(string(contracts.ReasonStale))))
+	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.published.WithLabelValues(string(contracts.ReasonStale))))
 	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.purged))
 	require.Zero(t, testutil.ToFloat64(b.r.m.drift))
 	require.Equal(t, uint64(1), sweeps(t, b))
 
-	// The lost job is still pending (nobody applied the requeue): the next
+	// The stale job is still running (nobody applied the requeue): the next
 	// sweep finds and publishes it again.
 	_, err = b.r.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 2.0, testutil.ToFloat64(b.r.m.found.WithLabelValues(string(contracts.ReasonLost))))
-	require.Equal(t, 2.0, testutil.ToFloat64(b.r.m.published.WithLabelValues(string(contracts.ReasonLost))))
+	require.Equal(t, 2.0, testutil.ToFloat64(b.r.m.found.WithLabelValues(string(contracts.ReasonStale))))
+	require.Equal(t, 2.0, testutil.ToFloat64(b.r.m.published.WithLabelValues(string(contracts.ReasonStale))))
 	require.Equal(t, 1.0, testutil.ToFloat64(b.r.m.purged))
 	require.Equal(t, uint64(2), sweeps(t, b))
 
@@ -53,7 +53,7 @@ func TestSweepMetrics(t *testing.T) {
 		"sluice_reaper_sweep_duration_seconds", "sluice_reaper_jobs_found_total",
 		"sluice_reaper_requeues_published_total", "sluice_reaper_purged_jobs_total", "sluice_reaper_admission_drift_repaired_total")
 	require.NoError(t, err)
-	require.Equal(t, 1+3+3+1+1, n)
+	require.Equal(t, 1+2+2+1+1, n)
 }
 
 // sweeps is how many sweeps the duration histogram observed.

@@ -1,5 +1,5 @@
 // Package reaper is the Sluice reaper as a library: on boot and every tick
-// it requeues stale and lost jobs through JetStream (the scheduler applies
+// it requeues stale running jobs through JetStream (the scheduler applies
 // each event with a compare-and-set), fails jobs past the hard max runtime,
 // purges finished jobs past retention and repairs admission counters.
 package reaper
@@ -65,7 +65,7 @@ func New(cfg Config, d Deps) (*Reaper, error) {
 	}
 	r := &Reaper{cfg: cfg, deps: d, m: m}
 	r.sweeper = sweep.New(sweep.Config{
-		StaleThreshold: cfg.StaleThreshold, LostAfter: cfg.LostAfter, MaxRuntime: cfg.MaxRuntime,
+		StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime,
 		Retention: cfg.Retention, Batch: cfg.Batch,
 	}, d.Store, publisher{js: d.JS}, d.Now)
 	r.probe = observe.NewProbe(d.Log, d.Registry)

@@ -51,6 +51,20 @@ func (b *bundle) admit(id string, at time.Time) {
 	require.NoError(b.t, err)
 }
 
+// running admits a job and starts it on worker w1 at `at`, its last
+// heartbeat then.
+func (b *bundle) running(id string, at time.Time) {
+	b.t.Helper()
+	ctx := context.Background()
+	b.admit(id, at)
+	claim := at.Add(time.Second)
+	_, err := b.store.Transition(ctx, store.Expect{ID: id, State: contracts.StatePending},
+		store.Change{Now: at, State: contracts.StatePending, Attempt: 1, ClaimUntil: &claim})
+	require.NoError(b.t, err)
+	_, err = b.store.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: id, Attempt: 1}}, at)
+	require.NoError(b.t, err)
+}
+
 // requeues reads every requeue event published so far.
 func (b *bundle) requeues() []contracts.Requeue {
 	b.t.Helper()
@@ -71,39 +85,32 @@ func (b *bundle) requeues() []contracts.Requeue {
 	return out
 }
 
-func TestSweepRequeuesStaleAndLostJobsAndPurges(t *testing.T) {
+func TestSweepRequeuesStaleJobsAndPurges(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
 	old := b.now.Add(-time.Minute)
 
 	// A running job whose worker went quiet a minute ago.
-	b.admit("stale", old)
-	claim := old.Add(time.Second)
-	_, err := b.store.Transition(ctx, store.Expect{ID: "stale", State: contracts.StatePending},
-		store.Change{Now: old, State: contracts.StatePending, Attempt: 1, ClaimUntil: &claim})
-	require.NoError(t, err)
-	_, err = b.store.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: "stale", Attempt: 1}}, old)
-	require.NoError(t, err)
-	// A pending job whose due message never came.
-	b.admit("lost", old)
-	// A fresh pending job: left alone.
+	b.running("stale", old)
+	// Pending jobs, however long they wait, are the schedulers': the store
+	// is their queue.
+	b.admit("waiting", old.Add(-time.Hour))
 	b.admit("fresh", b.now)
 	// A job finished two hours ago: purged.
 	b.admit("done", b.now.Add(-3*time.Hour))
 	msg := "handler: x"
-	_, err = b.store.Transition(ctx, store.Expect{ID: "done", State: contracts.StatePending},
+	_, err := b.store.Transition(ctx, store.Expect{ID: "done", State: contracts.StatePending},
 		store.Change{Now: b.now.Add(-2 * time.Hour), State: contracts.StateFailed, Error: &msg})
 	require.NoError(t, err)
 
 	rep, err := b.r.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonStale: 1, contracts.ReasonLost: 1}, rep.Requeued)
+	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonStale: 1}, rep.Requeued)
 	require.Equal(t, 1, rep.Purged)
 	require.Zero(t, rep.Drift)
-	require.ElementsMatch(t, []contracts.Requeue{
+	require.Equal(t, []contracts.Requeue{
 		{JobID: "stale", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
-		{JobID: "lost", Attempt: 0, State: contracts.StatePending, Reason: contracts.ReasonLost},
 	}, b.requeues())
 	_, err = b.store.Get(ctx, "done")
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -112,7 +119,7 @@ func TestSweepRequeuesStaleAndLostJobsAndPurges(t *testing.T) {
 func TestRunSweepsOnBootAndStops(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.admit("lost", b.now.Add(-time.Minute))
+	b.running("stale", b.now.Add(-time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.r.Run(ctx) }()

@@ -330,7 +330,7 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 		{name: "sluice_reaper_sweep_duration_seconds", typ: histogram, grow: true},
 		{name: "sluice_reaper_jobs_found_total", labels: map[string]string{"reason": "stale"}, typ: counter, grow: true},
 		{name: "sluice_reaper_requeues_published_total", labels: map[string]string{"reason": "stale"}, typ: counter, grow: true},
-		{name: "sluice_reaper_jobs_found_total", labels: map[string]string{"reason": "lost"}, typ: counter},
+		{name: "sluice_reaper_jobs_found_total", labels: map[string]string{"reason": "timeout"}, typ: counter},
 		{name: "sluice_reaper_purged_jobs_total", typ: counter},
 		{name: "sluice_reaper_admission_drift_repaired_total", typ: counter},
 	}

@@ -1,8 +1,12 @@
 // Package sweep is one pass of the reaper: find running jobs whose worker
-// went quiet or that ran too long, and pending jobs whose due message was
-// lost, and publish a requeue event for each; purge finished jobs past
-// retention; repair admission counters. Every pass is idempotent, so any
-// number of reapers may run.
+// went quiet or that ran too long and publish a requeue event for each;
+// purge finished jobs past retention; repair admission counters. Every
+// pass is idempotent, so any number of reapers may run.
+//
+// Pending jobs are not the reaper's: the store is the ready queue, and the
+// schedulers find every pending job there however long it waits (its
+// claim, if any, expires; a lost wake-up only delays it to their next
+// poll; its dispatch deadline is the schedulers' sweep).
 package sweep
 
 import (
@@ -31,9 +35,6 @@ type Publisher interface {
 type Config struct {
 	// StaleThreshold is the heartbeat age that makes a running job stale.
 	StaleThreshold time.Duration
-	// LostAfter is how long past its next_dispatch_at a pending job with no
-	// live claim must be before its due message counts as lost.
-	LostAfter time.Duration
 	// MaxRuntime is the hard limit of one run; 0 = none.
 	MaxRuntime time.Duration
 	// Retention keeps finished jobs this long; 0 = forever.
@@ -71,23 +72,17 @@ func New(cfg Config, jobs Jobs, pub Publisher, now func() time.Time) *Sweeper {
 	return &Sweeper{cfg: cfg, jobs: jobs, pub: pub, now: now}
 }
 
-// Reason says why the reaper requeues a job it found, or "" if it should not.
+// Reason says why the reaper requeues a job it found, or "" if it should
+// not: only running jobs are ever the reaper's.
 func Reason(j contracts.Job, now time.Time, cfg Config) contracts.RequeueReason {
-	switch j.State {
-	case contracts.StateRunning:
-		if cfg.MaxRuntime > 0 && j.StartedAt != nil && now.Sub(*j.StartedAt) >= cfg.MaxRuntime {
-			return contracts.ReasonTimeout
-		}
-		if j.Stale(now, cfg.StaleThreshold) {
-			return contracts.ReasonStale
-		}
-	case contracts.StatePending:
-		if j.ClaimUntil != nil && j.ClaimUntil.After(now) {
-			return ""
-		}
-		if j.NextDispatchAt == nil || now.Sub(*j.NextDispatchAt) >= cfg.LostAfter {
-			return contracts.ReasonLost
-		}
+	if j.State != contracts.StateRunning {
+		return ""
+	}
+	if cfg.MaxRuntime > 0 && j.StartedAt != nil && now.Sub(*j.StartedAt) >= cfg.MaxRuntime {
+		return contracts.ReasonTimeout
+	}
+	if j.Stale(now, cfg.StaleThreshold) {
+		return contracts.ReasonStale
 	}
 	return ""
 }
@@ -100,7 +95,6 @@ func (s *Sweeper) Run(ctx context.Context) (Report, error) {
 	q := store.StaleQuery{
 		Now:             now,
 		HeartbeatBefore: now.Add(-s.cfg.StaleThreshold),
-		DispatchBefore:  now.Add(-s.cfg.LostAfter),
 		Limit:           s.cfg.Batch,
 	}
 	if s.cfg.MaxRuntime > 0 {

@@ -16,7 +16,7 @@ var now = time.Unix(1_700_000_000, 0).UTC()
 
 func at(d time.Duration) *time.Time { v := now.Add(d); return &v }
 
-var cfg = Config{StaleThreshold: 30 * time.Second, LostAfter: 30 * time.Second, MaxRuntime: time.Hour, Retention: 24 * time.Hour, Batch: 2}
+var cfg = Config{StaleThreshold: 30 * time.Second, MaxRuntime: time.Hour, Retention: 24 * time.Hour, Batch: 2}
 
 func TestReason(t *testing.T) {
 	t.Parallel()
@@ -29,10 +29,8 @@ func TestReason(t *testing.T) {
 		{"old heartbeat is stale", contracts.Job{State: contracts.StateRunning, StartedAt: at(-time.Minute), HeartbeatAt: at(-31 * time.Second)}, contracts.ReasonStale},
 		{"no heartbeat uses start", contracts.Job{State: contracts.StateRunning, StartedAt: at(-40 * time.Second)}, contracts.ReasonStale},
 		{"over max runtime", contracts.Job{State: contracts.StateRunning, StartedAt: at(-2 * time.Hour), HeartbeatAt: at(0)}, contracts.ReasonTimeout},
-		{"pending due long ago is lost", contracts.Job{State: contracts.StatePending, NextDispatchAt: at(-time.Minute)}, contracts.ReasonLost},
-		{"pending due recently is fine", contracts.Job{State: contracts.StatePending, NextDispatchAt: at(-time.Second)}, ""},
-		{"pending with a live claim is fine", contracts.Job{State: contracts.StatePending, NextDispatchAt: at(-time.Hour), ClaimUntil: at(time.Second)}, ""},
-		{"pending with an expired claim is lost", contracts.Job{State: contracts.StatePending, NextDispatchAt: at(-time.Hour), ClaimUntil: at(-time.Second)}, contracts.ReasonLost},
+		{"pending waiting long in the backlog is the schedulers'", contracts.Job{State: contracts.StatePending, NextDispatchAt: at(-time.Hour)}, ""},
+		{"pending with an expired claim is the schedulers'", contracts.Job{State: contracts.StatePending, NextDispatchAt: at(-time.Hour), ClaimUntil: at(-time.Second)}, ""},
 		{"finished never", contracts.Job{State: contracts.StateSucceeded}, ""},
 	}
 	for _, tc := range tests {
@@ -97,19 +95,19 @@ func TestSweepPublishesRequeues(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []contracts.Requeue{
 		{JobID: "a", Attempt: 2, State: contracts.StateRunning, Reason: contracts.ReasonStale},
-		{JobID: "b", Attempt: 0, State: contracts.StatePending, Reason: contracts.ReasonLost},
-	}, pub.sent)
-	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonStale: 1, contracts.ReasonLost: 1}, rep.Requeued)
+	}, pub.sent, "a pending job is never requeued")
+	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonStale: 1}, rep.Requeued)
 	require.Equal(t, 5, rep.Purged)
 	require.Equal(t, 3, jobs.purges, "purges in batches of 2 until a short batch")
 	require.Equal(t, 3, rep.Drift)
 	require.Equal(t, now.Add(-30*time.Second), jobs.query.HeartbeatBefore)
 	require.Equal(t, now.Add(-time.Hour), jobs.query.StartedBefore)
+	require.Zero(t, jobs.query.DispatchBefore, "the reaper does not look for pending jobs")
 }
 
 func TestSweepKeepsGoingWhenTheBusIsDown(t *testing.T) {
 	t.Parallel()
-	jobs := &fakeJobs{stale: []contracts.Job{{ID: "a", State: contracts.StatePending, NextDispatchAt: at(-time.Hour)}}, purgeLeft: 1}
+	jobs := &fakeJobs{stale: []contracts.Job{{ID: "a", State: contracts.StateRunning, StartedAt: at(-time.Minute), HeartbeatAt: at(-time.Minute)}}, purgeLeft: 1}
 	s, pub := setup(t, jobs)
 	pub.err = errors.New("nats: no responders")
 	rep, err := s.Run(context.Background())
@@ -120,15 +118,15 @@ func TestSweepKeepsGoingWhenTheBusIsDown(t *testing.T) {
 func TestSweepCountsFoundJobsWhenTheBusIsDown(t *testing.T) {
 	t.Parallel()
 	jobs := &fakeJobs{stale: []contracts.Job{
-		{ID: "a", State: contracts.StatePending, NextDispatchAt: at(-time.Hour)},
-		{ID: "b", State: contracts.StateRunning, StartedAt: at(-time.Minute), HeartbeatAt: at(-time.Minute)},
-		{ID: "c", State: contracts.StatePending, NextDispatchAt: at(-time.Hour)},
+		{ID: "a", State: contracts.StateRunning, StartedAt: at(-time.Minute), HeartbeatAt: at(-time.Minute)},
+		{ID: "b", State: contracts.StateRunning, StartedAt: at(-2 * time.Hour), HeartbeatAt: at(0)},
+		{ID: "c", State: contracts.StateRunning, StartedAt: at(-time.Minute), HeartbeatAt: at(-time.Minute)},
 	}}
 	s, pub := setup(t, jobs)
 	pub.err = errors.New("nats: no responders")
 	rep, err := s.Run(context.Background())
 	require.ErrorContains(t, err, "publish requeue for job a")
 	require.NotContains(t, err.Error(), "job c", "one publish failure stops publishing")
-	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonLost: 2, contracts.ReasonStale: 1}, rep.Found)
+	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonStale: 2, contracts.ReasonTimeout: 1}, rep.Found)
 	require.Empty(t, rep.Requeued)
 }
