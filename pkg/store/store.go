@@ -60,10 +60,10 @@ type Store interface {
 	// returned twice.
 	Claim(ctx context.Context, r ClaimRequest) ([]contracts.Job, error)
 
-	// Stale returns up to q.Limit jobs the reaper must look at: running jobs
-	// whose heartbeat is older than q.HeartbeatBefore or that started before
-	// q.StartedBefore, and pending jobs with no live claim whose
-	// next_dispatch_at is older than q.DispatchBefore.
+	// Stale returns up to q.Limit jobs the reaper or the schedulers' sweep
+	// must look at: running jobs whose heartbeat is older than
+	// q.HeartbeatBefore or that started before q.StartedBefore, and the
+	// pending jobs q.DeadlineBefore and q.Kind select.
 	Stale(ctx context.Context, q StaleQuery) ([]contracts.Job, error)
 
 	// PendingKinds returns, in name order, the kinds that have pending jobs
@@ -190,7 +190,6 @@ type StaleQuery struct {
 	Now             time.Time
 	HeartbeatBefore time.Time
 	StartedBefore   time.Time
-	DispatchBefore  time.Time
 	// DeadlineBefore finds pending jobs, holding no live claim, whose
 	// dispatch deadline is at or before it: the dispatch deadline sweep.
 	DeadlineBefore time.Time

@@ -37,7 +37,7 @@ type stalePart struct {
 //   - running jobs whose heartbeat (or, with none, start, or with neither,
 //     last update) is older than q.HeartbeatBefore;
 //   - running jobs started before q.StartedBefore;
-//   - pending jobs whose next_dispatch_at is older than q.DispatchBefore and
+//   - pending jobs whose dispatch deadline is at or before q.DeadlineBefore and
 //     whose claim, if any, expired before q.Now.
 //
 // A zero time disables its part; a zero q.Now is the current time. Each
@@ -84,17 +84,6 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 			filter: bson.D{running, {Key: fStartedAt, Value: lt(q.StartedBefore)}},
 			sortBy: fStartedAt,
 			key:    func(j contracts.Job) time.Time { return *j.StartedAt },
-		})
-	}
-	if !q.DispatchBefore.IsZero() {
-		parts = append(parts, stalePart{
-			filter: bson.D{
-				{Key: fState, Value: string(contracts.StatePending)},
-				{Key: fNextDispatchAt, Value: lt(q.DispatchBefore)},
-				{Key: "$or", Value: claimFree(fClaimUntil, "$lt", now)},
-			},
-			sortBy: fNextDispatchAt,
-			key:    func(j contracts.Job) time.Time { return *j.NextDispatchAt },
 		})
 	}
 	if !q.DeadlineBefore.IsZero() {

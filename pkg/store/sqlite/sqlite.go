@@ -86,10 +86,6 @@ var schema = []string{
 	// Stale: the reaper's three range scans.
 	`CREATE INDEX IF NOT EXISTS jobs_running_beat ON jobs (coalesce(heartbeat_at, started_at, updated_at))
 		WHERE state = 'running'`,
-	`CREATE INDEX IF NOT EXISTS jobs_running_started ON jobs (started_at)
-		WHERE state = 'running'`,
-	`CREATE INDEX IF NOT EXISTS jobs_pending_dispatch ON jobs (next_dispatch_at)
-		WHERE state = 'pending'`,
 	// Purge.
 	`CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at)
 		WHERE finished_at IS NOT NULL`,
@@ -125,6 +121,12 @@ var indexes = []string{
 	// The dispatch deadline sweep.
 	`CREATE INDEX IF NOT EXISTS jobs_pending_deadline ON jobs (dispatch_deadline)
 		WHERE state = 'pending'`,
+	// Every index is moved by each state change that touches its columns.
+	// Gone: the lost-pending scan (pending jobs are never lost: the store is
+	// their queue), and the max-runtime scan's own index (it reads the
+	// running jobs, as many as the workers' slots, through jobs_running_beat).
+	`DROP INDEX IF EXISTS jobs_pending_dispatch`,
+	`DROP INDEX IF EXISTS jobs_running_started`,
 }
 
 // Store is the SQLite implementation of store.Store. It is safe for

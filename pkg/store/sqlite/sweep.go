@@ -25,15 +25,13 @@ const (
 	staleBeatQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_beat
 		WHERE state = 'running' AND coalesce(heartbeat_at, started_at, updated_at) < ?
 		ORDER BY coalesce(heartbeat_at, started_at, updated_at) LIMIT ?`
-	// staleStartedQuery: running jobs started before ?.
-	staleStartedQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_started
+	// staleStartedQuery: running jobs started before ?. It reads every
+	// running job (no more than the workers have slots) through the
+	// heartbeat index and sorts them: an index of its own would be moved by
+	// every job's start and end for a query the reaper runs once a tick.
+	staleStartedQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_beat
 		WHERE state = 'running' AND started_at < ?
 		ORDER BY started_at LIMIT ?`
-	// staleDispatchQuery: pending jobs due before ? with no claim live at ?.
-	staleDispatchQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_pending_dispatch
-		WHERE state = 'pending' AND next_dispatch_at < ?
-			AND (claim_until IS NULL OR claim_until < ?)
-		ORDER BY next_dispatch_at LIMIT ?`
 	// staleDeadlineQuery: pending jobs whose dispatch deadline is at or
 	// before ? with no claim live at ?.
 	staleDeadlineQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_pending_deadline
@@ -70,8 +68,9 @@ const (
 //   - running jobs whose heartbeat (or, with none, start) is older than
 //     q.HeartbeatBefore;
 //   - running jobs started before q.StartedBefore;
-//   - pending jobs whose next_dispatch_at is older than q.DispatchBefore and
-//     whose claim, if any, expired before q.Now.
+//   - pending jobs whose dispatch deadline is at or before q.DeadlineBefore
+//     and whose claim, if any, ended by q.Now;
+//   - pending jobs of q.Kind holding no claim.
 //
 // A zero time disables its part; a zero q.Now is the current time. Each
 // part is an index range scan; a job is ordered by the oldest of the times
@@ -111,13 +110,6 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 			query: staleStartedQuery,
 			args:  []any{q.StartedBefore.UnixNano(), limit},
 			key:   func(j contracts.Job) time.Time { return *j.StartedAt },
-		})
-	}
-	if !q.DispatchBefore.IsZero() {
-		parts = append(parts, part{
-			query: staleDispatchQuery,
-			args:  []any{q.DispatchBefore.UnixNano(), now.UnixNano(), limit},
-			key:   func(j contracts.Job) time.Time { return *j.NextDispatchAt },
 		})
 	}
 	if !q.DeadlineBefore.IsZero() {

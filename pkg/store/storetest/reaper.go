@@ -76,7 +76,6 @@ func testStaleFindsExactly(t *testing.T, s store.Store) {
 		Now:             now,
 		HeartbeatBefore: now.Add(-time.Minute),
 		StartedBefore:   now.Add(-10 * time.Minute),
-		DispatchBefore:  now.Add(-30 * time.Second),
 		Limit:           100,
 	}
 
@@ -85,17 +84,16 @@ func testStaleFindsExactly(t *testing.T, s store.Store) {
 	overRuntime := run(t, s, at(-time.Minute), ptr(at(9*time.Minute+50*time.Second)))
 	neverBeat := run(t, s, at(8*time.Minute), nil)
 
-	lostPending := admitNew(t, s, "acme", at(time.Minute))
-	claim(t, s, admitNew(t, s, "acme", at(time.Minute)), "w1", at(9*time.Minute), at(11*time.Minute)) // live claim
-	expiredClaim := claim(t, s, admitNew(t, s, "acme", at(time.Minute)), "w1", at(8*time.Minute), at(9*time.Minute))
-	admitNew(t, s, "acme", at(9*time.Minute+50*time.Second)) // just due
+	// Pending jobs, however old, are not what these parts find.
+	admitNew(t, s, "acme", at(time.Minute))
+	claim(t, s, admitNew(t, s, "acme", at(time.Minute)), "w1", at(8*time.Minute), at(9*time.Minute)) // expired claim
 
 	old := run(t, s, at(-time.Hour), ptr(at(-time.Hour)))
 	finish(t, s, old, contracts.StateFailed, at(-time.Hour)) // final: never stale
 
 	got, err := s.Stale(ctx, q)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{silent.ID, overRuntime.ID, neverBeat.ID, lostPending.ID, expiredClaim.ID}, ids(got))
+	require.ElementsMatch(t, []string{silent.ID, overRuntime.ID, neverBeat.ID}, ids(got))
 
 	// A zero time switches its part off.
 	only := func(q store.StaleQuery) []string {
@@ -108,15 +106,13 @@ func testStaleFindsExactly(t *testing.T, s store.Store) {
 		only(store.StaleQuery{Now: now, HeartbeatBefore: q.HeartbeatBefore, Limit: 100}))
 	require.ElementsMatch(t, []string{overRuntime.ID},
 		only(store.StaleQuery{Now: now, StartedBefore: q.StartedBefore, Limit: 100}))
-	require.ElementsMatch(t, []string{lostPending.ID, expiredClaim.ID},
-		only(store.StaleQuery{Now: now, DispatchBefore: q.DispatchBefore, Limit: 100}))
 
 	// The limit bounds the total.
 	got, err = s.Stale(ctx, store.StaleQuery{Now: now, HeartbeatBefore: q.HeartbeatBefore,
-		StartedBefore: q.StartedBefore, DispatchBefore: q.DispatchBefore, Limit: 2})
+		StartedBefore: q.StartedBefore, Limit: 2})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	require.Subset(t, []string{silent.ID, overRuntime.ID, neverBeat.ID, lostPending.ID, expiredClaim.ID}, ids(got))
+	require.Subset(t, []string{silent.ID, overRuntime.ID, neverBeat.ID}, ids(got))
 }
 
 func testStaleOrderAndLimit(t *testing.T, s store.Store) {
@@ -133,9 +129,10 @@ func testStaleOrderAndLimit(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, []string{running[3], running[1], running[4]}, ids(got), "oldest heartbeat first")
 
-	got, err = s.Stale(ctx, store.StaleQuery{Now: now, DispatchBefore: at(30 * time.Minute), Limit: 2})
+	// Deadlines are an hour after admission: 61, 63, ... minutes.
+	got, err = s.Stale(ctx, store.StaleQuery{Now: at(2 * time.Hour), DeadlineBefore: at(90 * time.Minute), Limit: 2})
 	require.NoError(t, err)
-	require.Equal(t, []string{pending[3], pending[1]}, ids(got), "oldest dispatch time first")
+	require.Equal(t, []string{pending[3], pending[1]}, ids(got), "oldest dispatch deadline first")
 
 	got, err = s.Stale(ctx, store.StaleQuery{Now: now, StartedBefore: at(6 * time.Minute), Limit: 10})
 	require.NoError(t, err)

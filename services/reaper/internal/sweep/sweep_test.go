@@ -102,7 +102,7 @@ func TestSweepPublishesRequeues(t *testing.T) {
 	require.Equal(t, 3, rep.Drift)
 	require.Equal(t, now.Add(-30*time.Second), jobs.query.HeartbeatBefore)
 	require.Equal(t, now.Add(-time.Hour), jobs.query.StartedBefore)
-	require.Zero(t, jobs.query.DispatchBefore, "the reaper does not look for pending jobs")
+	require.Equal(t, store.StaleQuery{Now: now, HeartbeatBefore: now.Add(-30 * time.Second), StartedBefore: now.Add(-time.Hour), Limit: 2}, jobs.query, "the reaper does not look for pending jobs")
 }
 
 func TestSweepKeepsGoingWhenTheBusIsDown(t *testing.T) {
