@@ -235,6 +235,31 @@ func FuzzDecodeResults(f *testing.F) {
 	})
 }
 
+func FuzzDecodeOffers(f *testing.F) {
+	addSeeds(f,
+		`{"job":{"id":"j1","kind":"a","attempt":1}}`,
+		`{"jobs":[{"id":"j1","kind":"a","attempt":1},{"id":"j2","kind":"b","attempt":3,"payload":[1]}]}`,
+		`{"jobs":[]}`,
+		`{"jobs":[{"id":"j1","kind":"a","attempt":0}]}`,
+	)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		specs, _, err := DecodeOffers(data)
+		if err != nil {
+			return
+		}
+		acceptedIsOneValue(t, data)
+		if len(specs) == 0 || len(specs) > MaxOfferBatch {
+			t.Fatalf("accepted %d jobs", len(specs))
+		}
+		for _, s := range specs {
+			if err := checkSpec(s); err != nil {
+				t.Fatalf("accepted a job that does not check: %v", err)
+			}
+			validRaw(t, "payload", s.Payload)
+		}
+	})
+}
+
 func FuzzDecodeOffer(f *testing.F) {
 	addSeeds(f,
 		`{"job":{"id":"j1","tenant":"acme","kind":"email.send","attempt":2,"payload":{"to":"a@b"},"key":"k","priority":5}}`,

@@ -70,6 +70,25 @@ type Offer struct {
 	Job JobSpec `json:"job"`
 }
 
+// OfferBatch asks one worker to take several attempts at once, on the same
+// subject as an Offer. The worker takes what its free slots allow (still
+// never queuing) and answers one OfferReply whose Results say, in the same
+// order, what it did with each.
+type OfferBatch struct {
+	Jobs []JobSpec `json:"jobs"`
+}
+
+// MaxOfferBatch bounds the jobs of one OfferBatch.
+const MaxOfferBatch = 1024
+
+// OfferResult is a worker's answer for one job of an OfferBatch.
+type OfferResult struct {
+	JobID   string      `json:"job_id"`
+	Attempt int64       `json:"attempt"`
+	Status  OfferStatus `json:"status"`
+	Reason  string      `json:"reason,omitempty"`
+}
+
 // OfferStatus is a worker's answer to an Offer.
 type OfferStatus string
 
@@ -88,6 +107,9 @@ type OfferReply struct {
 	InFlight int         `json:"in_flight"`
 	Capacity int         `json:"capacity"`
 	Reason   string      `json:"reason,omitempty"`
+	// Results answers an OfferBatch job by job, in its order; Status is
+	// then accepted when any job was, else busy when any was, else refused.
+	Results []OfferResult `json:"results,omitempty"`
 }
 
 // Heartbeat renews a worker's leases. The first heartbeat of an attempt
@@ -272,13 +294,46 @@ func DecodeOffer(data []byte) (Offer, error) {
 	if err := decodeStrict(data, &m); err != nil {
 		return m, err
 	}
-	if err := checkLease(Lease{JobID: m.Job.ID, Attempt: m.Job.Attempt}); err != nil {
+	if err := checkSpec(m.Job); err != nil {
 		return m, fmt.Errorf("offer: %w", err)
 	}
-	if !ValidKind(m.Job.Kind) {
-		return m, fmt.Errorf("offer: kind %q is not a kind", m.Job.Kind)
-	}
 	return m, nil
+}
+
+// checkSpec checks one offered job.
+func checkSpec(s JobSpec) error {
+	if err := checkLease(Lease{JobID: s.ID, Attempt: s.Attempt}); err != nil {
+		return err
+	}
+	if !ValidKind(s.Kind) {
+		return fmt.Errorf("kind %q is not a kind", s.Kind)
+	}
+	return nil
+}
+
+// DecodeOffers decodes a message on a worker's offer subject: an Offer or
+// an OfferBatch of 1 to MaxOfferBatch jobs (batch true).
+func DecodeOffers(data []byte) (jobs []JobSpec, batch bool, err error) {
+	var b OfferBatch
+	if err := decodeStrict(data, &b); err != nil {
+		one, oerr := DecodeOffer(data)
+		if oerr == nil {
+			return []JobSpec{one.Job}, false, nil
+		}
+		if !bytes.Contains(data, []byte(`"jobs"`)) {
+			return nil, false, oerr // not meant as a batch: say what is wrong with the offer
+		}
+		return nil, true, err
+	}
+	if len(b.Jobs) == 0 || len(b.Jobs) > MaxOfferBatch {
+		return nil, true, fmt.Errorf("offer: %d jobs, want 1 to %d", len(b.Jobs), MaxOfferBatch)
+	}
+	for i, s := range b.Jobs {
+		if err := checkSpec(s); err != nil {
+			return nil, true, fmt.Errorf("offer: jobs[%d]: %w", i, err)
+		}
+	}
+	return b.Jobs, true, nil
 }
 
 // DecodeOfferReply decodes and checks a worker's answer to an offer.
@@ -294,6 +349,13 @@ func DecodeOfferReply(data []byte) (OfferReply, error) {
 	}
 	if m.InFlight < 0 || m.Capacity < 0 {
 		return m, errors.New("offer reply: negative in_flight or capacity")
+	}
+	for i, r := range m.Results {
+		switch r.Status {
+		case OfferAccepted, OfferBusy, OfferRefused:
+		default:
+			return m, fmt.Errorf("offer reply: results[%d]: unknown status %q", i, r.Status)
+		}
 	}
 	return m, nil
 }

@@ -193,6 +193,43 @@ func TestDecodeResults(t *testing.T) {
 	require.ErrorContains(t, err, "want 1 to 1000")
 }
 
+func TestDecodeOffers(t *testing.T) {
+	t.Parallel()
+	one := `{"id":"j1","kind":"a","attempt":1}`
+	two := `{"id":"j2","kind":"a","attempt":2,"payload":{"n":1}}`
+	for name, tc := range map[string]struct {
+		data    string
+		want    []string
+		batch   bool
+		wantErr string
+	}{
+		"single offer":     {data: `{"job":` + one + `}`, want: []string{"j1"}},
+		"batch":            {data: `{"jobs":[` + one + `,` + two + `]}`, want: []string{"j1", "j2"}, batch: true},
+		"empty batch":      {data: `{"jobs":[]}`, wantErr: "0 jobs", batch: true},
+		"bad job in batch": {data: `{"jobs":[` + one + `,{"id":"j3","kind":"a","attempt":0}]}`, wantErr: "jobs[1]: attempt 0", batch: true},
+		"bad kind":         {data: `{"job":{"id":"j1","kind":"","attempt":1}}`, wantErr: "is not a kind"},
+		"both shapes":      {data: `{"job":` + one + `,"jobs":[` + one + `]}`, wantErr: "unknown field", batch: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, batch, err := DecodeOffers([]byte(tc.data))
+			require.Equal(t, tc.batch, batch)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			var ids []string
+			for _, s := range got {
+				ids = append(ids, s.ID)
+			}
+			require.Equal(t, tc.want, ids)
+		})
+	}
+	_, err := DecodeOfferReply([]byte(`{"status":"accepted","worker_id":"w1","in_flight":1,"capacity":2,"results":[{"job_id":"j1","attempt":1,"status":"maybe"}]}`))
+	require.ErrorContains(t, err, `results[0]: unknown status "maybe"`)
+}
+
 func TestDecodeOffer(t *testing.T) {
 	t.Parallel()
 	cases := []decodeCase[Offer]{

@@ -25,15 +25,20 @@ type task struct {
 	release sync.Once
 }
 
-// handleOffer answers an Offer at once, and only then starts the job it
-// accepted.
+// handleOffer answers an Offer or an OfferBatch at once, and only then
+// starts the jobs it accepted.
 func (w *Worker) handleOffer(hardCtx, deliverCtx context.Context, m *nats.Msg) {
 	if m.Reply == "" {
 		w.log.Warn().Str(observe.FieldSubject, m.Subject).Msg("offer without a reply subject ignored")
 		return
 	}
-	reply, jctx, t := w.admit(hardCtx, m.Data)
-	w.m.offers.WithLabelValues(string(reply.Status)).Inc()
+	reply, started := w.admitOffer(hardCtx, m.Data)
+	if len(reply.Results) == 0 {
+		w.m.offers.WithLabelValues(string(reply.Status)).Inc()
+	}
+	for _, r := range reply.Results {
+		w.m.offers.WithLabelValues(string(r.Status)).Inc()
+	}
 	data, err := json.Marshal(reply)
 	if err == nil {
 		err = m.Respond(data)
@@ -42,43 +47,84 @@ func (w *Worker) handleOffer(hardCtx, deliverCtx context.Context, m *nats.Msg) {
 		// The start heartbeat still records an accepted job as running.
 		w.log.Warn().Err(err).Str(observe.FieldSubject, m.Subject).Msg("offer reply failed")
 	}
-	if t == nil {
+	if len(started) == 0 {
 		return
 	}
-	t.log.Debug().Str(observe.FieldSubject, m.Subject).Msg("offer accepted")
 	w.signalAnnounce()
-	go w.runJob(jctx, deliverCtx, t)
+	for _, s := range started {
+		s.t.log.Debug().Str(observe.FieldSubject, m.Subject).Msg("offer accepted")
+		go w.runJob(s.ctx, deliverCtx, s.t)
+	}
 }
 
-// admit decides an offer. When it accepts a new attempt it has taken a
-// slot, recorded the lease and counted the goroutine the caller must
-// start, and returns the attempt's context and task.
-func (w *Worker) admit(hardCtx context.Context, data []byte) (contracts.OfferReply, context.Context, *task) {
-	offer, err := contracts.DecodeOffer(data)
-	if err != nil {
-		return w.reply(contracts.OfferRefused, "malformed offer: "+err.Error()), nil, nil
-	}
-	spec := offer.Job
-	l := contracts.Lease{JobID: spec.ID, Attempt: spec.Attempt}
+// startedTask is an accepted attempt whose goroutine the caller starts.
+type startedTask struct {
+	ctx context.Context
+	t   *task
+}
 
+// admitOffer decides every job of an offer and returns the answer and the
+// attempts to start.
+func (w *Worker) admitOffer(hardCtx context.Context, data []byte) (contracts.OfferReply, []startedTask) {
+	specs, batch, err := contracts.DecodeOffers(data)
+	if err != nil {
+		return w.reply(contracts.OfferRefused, "malformed offer: "+err.Error()), nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !batch {
+		status, reason, jctx, t := w.admitLocked(hardCtx, specs[0])
+		var started []startedTask
+		if t != nil {
+			started = append(started, startedTask{jctx, t})
+		}
+		return w.reply(status, reason), started
+	}
+	var (
+		started []startedTask
+		results = make([]contracts.OfferResult, len(specs))
+		overall = contracts.OfferRefused
+	)
+	for i, spec := range specs {
+		status, reason, jctx, t := w.admitLocked(hardCtx, spec)
+		results[i] = contracts.OfferResult{JobID: spec.ID, Attempt: spec.Attempt, Status: status, Reason: reason}
+		if t != nil {
+			started = append(started, startedTask{jctx, t})
+		}
+		switch {
+		case status == contracts.OfferAccepted:
+			overall = contracts.OfferAccepted
+		case status == contracts.OfferBusy && overall == contracts.OfferRefused:
+			overall = contracts.OfferBusy
+		}
+	}
+	r := w.reply(overall, "")
+	r.Results = results
+	return r, started
+}
+
+// admitLocked decides one offered job; w.mu is held. When it accepts a new
+// attempt it has taken a slot, recorded the lease and counted the
+// goroutine the caller must start, and returns the attempt's context and
+// task.
+func (w *Worker) admitLocked(hardCtx context.Context, spec contracts.JobSpec) (contracts.OfferStatus, string, context.Context, *task) {
+	l := contracts.Lease{JobID: spec.ID, Attempt: spec.Attempt}
 	switch w.leases.Lookup(l) {
 	case lease.Held:
 		// A repeated offer of an attempt already here: accept again, start nothing.
-		return w.reply(contracts.OfferAccepted, "already running here"), nil, nil
+		return contracts.OfferAccepted, "already running here", nil, nil
 	case lease.Conflict:
-		return w.reply(contracts.OfferRefused, "another attempt of this job runs here"), nil, nil
+		return contracts.OfferRefused, "another attempt of this job runs here", nil, nil
 	}
 	h, ok := w.handlers[spec.Kind]
 	if !ok {
-		return w.reply(contracts.OfferRefused, fmt.Sprintf("kind %q is not handled here", spec.Kind)), nil, nil
+		return contracts.OfferRefused, fmt.Sprintf("kind %q is not handled here", spec.Kind), nil, nil
 	}
 	if w.draining {
-		return w.reply(contracts.OfferRefused, "draining"), nil, nil
+		return contracts.OfferRefused, "draining", nil, nil
 	}
 	if !w.slots.TryAcquire() {
-		return w.reply(contracts.OfferBusy, ""), nil, nil
+		return contracts.OfferBusy, "", nil, nil
 	}
 	jctx, cancel := context.WithCancelCause(hardCtx)
 	w.leases.Add(l, cancel, w.now())
@@ -95,7 +141,7 @@ func (w *Worker) admit(hardCtx context.Context, data []byte) (contracts.OfferRep
 		log: w.log.With().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).
 			Str("kind", spec.Kind).Logger(),
 	}
-	return w.reply(contracts.OfferAccepted, ""), jctx, t
+	return contracts.OfferAccepted, "", jctx, t
 }
 
 // reply is an offer answer carrying the worker's load.

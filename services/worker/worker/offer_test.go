@@ -149,3 +149,50 @@ func TestDuplicateLeaseIsIdempotent(t *testing.T) {
 	b.noResult(300 * time.Millisecond)
 	require.EqualValues(t, 1, calls.Load(), "the handler ran once")
 }
+
+// TestOfferBatchTakesWhatFits checks an OfferBatch: the worker takes as
+// many jobs as it has free slots, in the batch's order, answers busy for
+// the rest and refused for what it cannot run, job by job, without
+// queuing anything; a job it already runs is accepted again and not
+// started twice.
+func TestOfferBatchTakesWhatFits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := newBlocking()
+	cfg := testConfig("w-batch")
+	cfg.MaxConcurrent = 2
+	r := b.start(cfg, map[string]worker.Handler{"block": h.handle})
+
+	batch := contracts.OfferBatch{Jobs: []contracts.JobSpec{
+		spec("a", "block", 1, ""), spec("b", "block", 1, ""), spec("c", "block", 1, ""), spec("d", "nope", 1, ""),
+	}}
+	data, err := json.Marshal(batch)
+	require.NoError(t, err)
+	reply := b.offerRaw("w-batch", data)
+	require.Equal(t, contracts.OfferAccepted, reply.Status)
+	require.Equal(t, 2, reply.InFlight)
+	require.Equal(t, 2, reply.Capacity)
+	var got []contracts.OfferStatus
+	for i, res := range reply.Results {
+		require.Equal(t, batch.Jobs[i].ID, res.JobID)
+		got = append(got, res.Status)
+	}
+	require.Equal(t, []contracts.OfferStatus{contracts.OfferAccepted, contracts.OfferAccepted, contracts.OfferBusy, contracts.OfferRefused}, got)
+	h.waitStarted(t)
+	h.waitStarted(t)
+
+	// Offered again while they run: a and b are accepted, not started twice.
+	data, err = json.Marshal(contracts.OfferBatch{Jobs: []contracts.JobSpec{spec("a", "block", 1, ""), spec("b", "block", 1, "")}})
+	require.NoError(t, err)
+	again := b.offerRaw("w-batch", data)
+	require.Equal(t, contracts.OfferAccepted, again.Results[0].Status)
+	require.Equal(t, contracts.OfferAccepted, again.Results[1].Status)
+	require.Equal(t, 2, r.w.InFlight())
+
+	close(h.release)
+	ids := []string{b.nextResult().JobID, b.nextResult().JobID}
+	require.ElementsMatch(t, []string{"a", "b"}, ids)
+	b.noResult(200 * time.Millisecond)
+	require.EqualValues(t, 1, b.metric("sluice_worker_offers_total", map[string]string{"outcome": "busy"}))
+	require.EqualValues(t, 1, b.metric("sluice_worker_offers_total", map[string]string{"outcome": "refused"}))
+}
