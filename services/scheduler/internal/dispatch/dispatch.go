@@ -44,7 +44,8 @@ type Config struct {
 	ClaimTTL time.Duration
 	// OfferTimeout bounds one offer request.
 	OfferTimeout time.Duration
-	// Offers bounds the offers in flight at once (default 64).
+	// Offers bounds the offer requests in flight at once (default 64);
+	// one request may carry many jobs for one worker.
 	Offers int
 	// SweepInterval is how often the dispatch deadline sweep runs
 	// (default 1s).
@@ -75,6 +76,8 @@ type Dispatcher struct {
 	wake    chan struct{} // a due job or a freed slot: look for ready jobs
 	started time.Time     // the grace for absent kinds counts from here at the earliest
 
+	sem chan struct{} // bounds the offer requests in flight
+
 	mu          sync.Mutex
 	outstanding map[string]int // claimed jobs of each kind whose offers are in flight
 }
@@ -88,7 +91,7 @@ func New(cfg Config, jobs Jobs, nc Requester, p *picker.Picker, ev *events.Publi
 		cfg.SweepInterval = time.Second
 	}
 	return &Dispatcher{cfg: cfg, jobs: jobs, nc: nc, picker: p, now: now, jitter: jitter, log: log, m: m, ev: ev,
-		wake: make(chan struct{}, 1), started: now(), outstanding: map[string]int{}}
+		wake: make(chan struct{}, 1), started: now(), outstanding: map[string]int{}, sem: make(chan struct{}, cfg.Offers)}
 }
 
 // storeRetry is how soon a failed store call is tried again.
@@ -115,7 +118,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // dispatchLoop claims and offers whenever room and ready jobs may meet: at
 // a wake-up, a roster change, the end of an offer, and every RetryInterval.
 func (d *Dispatcher) dispatchLoop(ctx context.Context) {
-	sem := make(chan struct{}, d.cfg.Offers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	tick := time.NewTicker(d.cfg.RetryInterval)
@@ -132,19 +134,8 @@ func (d *Dispatcher) dispatchLoop(ctx context.Context) {
 			}
 			continue
 		}
-		for _, job := range claimed {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				// Shutting down: the claim expires and another scheduler takes over.
-				d.done(job.Kind)
-				continue
-			}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				defer d.done(job.Kind)
-				d.dispatch(ctx, job)
-			})
+		if len(claimed) > 0 {
+			wg.Go(func() { d.dispatchAll(ctx, claimed) })
 		}
 		if len(claimed) > 0 {
 			continue // there may be more

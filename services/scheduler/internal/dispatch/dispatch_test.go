@@ -37,8 +37,9 @@ type bundle struct {
 	seq    int // jobs admitted
 
 	mu       sync.Mutex
-	offers   []string // worker ids in the order they were offered a job
-	accepted []string // worker ids in the order they accepted a job
+	offers   []string              // worker ids in the order they were offered a job
+	accepted []string              // worker ids in the order they accepted a job
+	batches  map[string][][]string // per worker, the job ids of each request
 }
 
 const retry = 200 * time.Millisecond
@@ -76,10 +77,7 @@ func (b *bundle) round() []contracts.Job {
 	b.t.Helper()
 	jobs, err := b.d.claimRound(context.Background())
 	require.NoError(b.t, err)
-	for _, j := range jobs {
-		b.d.dispatch(context.Background(), j)
-		b.d.done(j.Kind)
-	}
+	b.d.dispatchAll(context.Background(), jobs)
 	return jobs
 }
 
@@ -110,26 +108,48 @@ func (b *bundle) workerLoaded(id string, capacity, inFlight int, status contract
 	}
 	running := inFlight
 	sub, err := b.nc.Subscribe(contracts.WorkerOfferSubject(id), func(m *nats.Msg) {
-		_, err := contracts.DecodeOffer(m.Data)
+		specs, batch, err := contracts.DecodeOffers(m.Data)
 		if err != nil {
 			return
 		}
-		answer := status
-		if answer == contracts.OfferAccepted && capacity > 0 && running >= capacity {
-			answer = contracts.OfferBusy // a real worker never takes more than its slots
+		out := contracts.OfferReply{Status: contracts.OfferRefused, WorkerID: id, Capacity: capacity}
+		var sent []string
+		for _, spec := range specs {
+			sent = append(sent, spec.ID)
 		}
 		b.mu.Lock()
-		b.offers = append(b.offers, id)
-		if answer == contracts.OfferAccepted {
-			b.accepted = append(b.accepted, id)
+		if b.batches == nil {
+			b.batches = map[string][][]string{}
 		}
+		b.batches[id] = append(b.batches[id], sent)
 		b.mu.Unlock()
-		load := capacity
-		if answer == contracts.OfferAccepted {
-			running++
-			load = running
+		for _, spec := range specs {
+			answer := status
+			if answer == contracts.OfferAccepted && capacity > 0 && running >= capacity {
+				answer = contracts.OfferBusy // a real worker never takes more than its slots
+			}
+			b.mu.Lock()
+			b.offers = append(b.offers, id)
+			if answer == contracts.OfferAccepted {
+				b.accepted = append(b.accepted, id)
+			}
+			b.mu.Unlock()
+			if answer == contracts.OfferAccepted {
+				running++
+			}
+			out.Results = append(out.Results, contracts.OfferResult{JobID: spec.ID, Attempt: spec.Attempt, Status: answer})
+			if answer == contracts.OfferAccepted || out.Status == contracts.OfferRefused {
+				out.Status = answer
+			}
 		}
-		reply, _ := json.Marshal(contracts.OfferReply{Status: answer, WorkerID: id, InFlight: load, Capacity: capacity})
+		out.InFlight = capacity // a fake that answers busy or refused reports itself full
+		if out.Status == contracts.OfferAccepted {
+			out.InFlight = running
+		}
+		if !batch {
+			out.Results = nil
+		}
+		reply, _ := json.Marshal(out)
 		_ = m.Respond(reply)
 	})
 	require.NoError(b.t, err)
@@ -213,8 +233,8 @@ func TestRepeatedFailuresEvict(t *testing.T) {
 	b.worker("w2", 0, contracts.OfferAccepted)
 	for range 3 {
 		b.admit(time.Minute)
+		require.Len(t, b.round(), 1) // offered to w1 first (it has a slot), then to w2
 	}
-	require.Len(t, b.round(), 3)
 	ids, _ := b.picker.Candidates("sleep")
 	require.Equal(t, []string{"w2"}, ids, "w1 is evicted after three failed offers")
 	require.Len(t, b.offered(), 3)
@@ -506,4 +526,27 @@ func TestSweepFailsJobsOfAKindNoWorkerRuns(t *testing.T) {
 	got := b.get(nobody.ID)
 	require.Equal(t, contracts.StateFailed, got.State)
 	require.Equal(t, `capacity: no worker runs kind "sleep" (none has announced it for 1m0s)`, got.Error)
+}
+
+// TestOfferBatchPerWorker checks that one round sends each worker its jobs
+// in one request: the best jobs to the first worker in stable order, as
+// many as its free slots, the rest to the next.
+func TestOfferBatchPerWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker("w1", 3, contracts.OfferAccepted)
+	b.worker("w2", 3, contracts.OfferAccepted)
+	var ids []string
+	for range 5 {
+		ids = append(ids, b.admit(time.Minute).ID)
+	}
+	require.Len(t, b.round(), 5)
+	b.mu.Lock()
+	batches := b.batches
+	b.mu.Unlock()
+	require.Equal(t, map[string][][]string{"w1": {ids[:3]}, "w2": {ids[3:]}}, batches)
+	for _, id := range ids {
+		require.NotNil(t, b.get(id).ClaimUntil, "accepted: the claim holds until the start heartbeat")
+	}
+	require.Len(t, b.acceptedBy(), 5)
 }

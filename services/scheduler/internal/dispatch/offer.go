@@ -1,10 +1,12 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,53 +17,222 @@ import (
 	"github.com/sluicehq/sluice/services/scheduler/internal/picker"
 )
 
-// dispatch offers one claimed job to the workers that run its kind, in
-// stable order, until one accepts. When none does, the claim is given
-// back: at once when every worker was merely busy (the view now knows
-// they are full and the job waits for a freed slot), after RetryInterval
-// when offers failed.
-func (d *Dispatcher) dispatch(ctx context.Context, job contracts.Job) {
-	// A job too large for the bus could never be offered: fail it instead
-	// of burning attempts and blaming the workers.
-	if err := contracts.CheckMessageSize(job, d.nc.MaxPayload()); err != nil {
-		d.fail(ctx, job, contracts.JobError(contracts.ClassInput, err.Error()), "too_large")
-		return
-	}
-	body, err := json.Marshal(contracts.Offer{Job: job.Spec()})
-	if err != nil {
-		d.fail(ctx, job, contracts.JobError(contracts.ClassInput, "cannot encode the offer: "+err.Error()), "too_large")
-		return
-	}
-	ids, _ := d.picker.Candidates(job.Kind)
-	offers, failed := 0, false
-	for _, id := range ids {
-		if !d.picker.Reserve(id) {
+// offerJob is a claimed job on its way to a worker.
+type offerJob struct {
+	job      contracts.Job
+	spec     []byte          // its JobSpec, encoded once
+	tried    map[string]bool // the workers it was offered to
+	offers   int
+	failed   bool // an offer of it failed (not merely busy)
+	accepted bool
+}
+
+// offerGroup is the jobs one wave offers to one worker in one request.
+type offerGroup struct {
+	worker string
+	jobs   []*offerJob
+	size   int
+}
+
+// offerEnvelope is what an OfferBatch adds around its jobs, with room to spare.
+const offerEnvelope = 64
+
+// dispatchAll offers the jobs of one claim round to the workers that run
+// their kinds. Each kind goes in waves: every job is assigned to the first
+// worker, in stable order, that it was not offered to yet and that has a
+// free slot as far as the view knows, and each worker gets its jobs in one
+// request (an OfferBatch when there are several); the jobs no worker took
+// go to the next wave. When no worker is left for a job its claim is given
+// back: at once when every worker was merely busy (the view now knows they
+// are full and the job waits for a freed slot), after RetryInterval when
+// offers failed.
+func (d *Dispatcher) dispatchAll(ctx context.Context, jobs []contracts.Job) {
+	byKind := map[string][]*offerJob{}
+	var kinds []string
+	for _, job := range jobs {
+		// A job too large for the bus could never be offered: fail it
+		// instead of burning attempts and blaming the workers.
+		if err := contracts.CheckMessageSize(job, d.nc.MaxPayload()); err != nil {
+			d.fail(ctx, job, contracts.JobError(contracts.ClassInput, err.Error()), "too_large")
+			d.done(job.Kind)
 			continue
 		}
-		offers++
-		outcome, reply := d.offerTo(ctx, id, body)
-		if ctx.Err() != nil {
-			d.picker.Release(id)
-			return // shutting down: the claim expires and another scheduler takes over
+		spec, err := json.Marshal(job.Spec())
+		if err != nil {
+			d.fail(ctx, job, contracts.JobError(contracts.ClassInput, "cannot encode the offer: "+err.Error()), "too_large")
+			d.done(job.Kind)
+			continue
 		}
-		evicted := d.picker.Record(id, outcome, reply)
-		d.picker.Release(id)
-		d.m.Offer(outcome.String(), evicted)
-		if evicted {
-			d.log.Warn().Str(observe.FieldWorkerID, id).Msg("worker evicted after repeated failed offers")
+		if _, ok := byKind[job.Kind]; !ok {
+			kinds = append(kinds, job.Kind)
 		}
-		switch outcome {
-		case picker.Accepted:
-			d.m.Dispatches.WithLabelValues("dispatched").Inc()
-			d.m.OffersPerDispatch.Observe(float64(offers))
-			jobFields(d.log.Debug(), job).Str(observe.FieldWorkerID, id).Msg("job accepted")
-			return
-		case picker.Busy, picker.NotSent:
-		default:
-			failed = true
+		byKind[job.Kind] = append(byKind[job.Kind], &offerJob{job: job, spec: spec, tried: map[string]bool{}})
+	}
+	var wg sync.WaitGroup
+	for _, kind := range kinds {
+		wg.Go(func() { d.dispatchKind(ctx, kind, byKind[kind]) })
+	}
+	wg.Wait()
+}
+
+// dispatchKind offers jobs of one kind, best first, in waves until each
+// was accepted or offered to every worker with room.
+func (d *Dispatcher) dispatchKind(ctx context.Context, kind string, jobs []*offerJob) {
+	for len(jobs) > 0 && ctx.Err() == nil {
+		groups := d.assign(kind, jobs)
+		if len(groups) == 0 {
+			break
+		}
+		var wg sync.WaitGroup
+		for _, g := range groups {
+			select {
+			case d.sem <- struct{}{}:
+			case <-ctx.Done():
+				d.picker.ReleaseN(g.worker, len(g.jobs))
+				continue
+			}
+			wg.Go(func() {
+				defer func() { <-d.sem }()
+				d.offerGroup(ctx, g)
+			})
+		}
+		wg.Wait()
+		left := jobs[:0]
+		for _, oj := range jobs {
+			if oj.accepted {
+				d.done(kind)
+				continue
+			}
+			left = append(left, oj)
+		}
+		jobs = left
+	}
+	for _, oj := range jobs {
+		if ctx.Err() == nil {
+			d.release(ctx, oj.job, oj.failed)
+		} // else shutting down: the claim expires and another scheduler takes over
+		d.done(kind)
+	}
+}
+
+// assign plans one wave: each job goes to the first worker in stable order
+// it was not offered to yet that has a free slot (reserved here) and room
+// left in the request.
+func (d *Dispatcher) assign(kind string, jobs []*offerJob) []*offerGroup {
+	ids, _ := d.picker.Candidates(kind)
+	open := ids // workers that may still have a free slot this wave
+	groups := map[string]*offerGroup{}
+	var order []*offerGroup
+	limit := int(d.nc.MaxPayload())
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	for _, oj := range jobs {
+		for i := 0; i < len(open); i++ {
+			id := open[i]
+			if oj.tried[id] {
+				continue
+			}
+			g := groups[id]
+			if g != nil && (len(g.jobs) >= contracts.MaxOfferBatch || g.size+len(oj.spec)+1 > limit) {
+				continue // this request is full; the job may go to the next worker
+			}
+			if !d.picker.Reserve(id) {
+				open = append(open[:i:i], open[i+1:]...) // full: no later job goes there either
+				i--
+				continue
+			}
+			if g == nil {
+				g = &offerGroup{worker: id, size: offerEnvelope}
+				groups[id] = g
+				order = append(order, g)
+			}
+			g.jobs = append(g.jobs, oj)
+			g.size += len(oj.spec) + 1
+			break
 		}
 	}
-	d.release(ctx, job, failed)
+	return order
+}
+
+// offerGroup sends one worker its jobs of a wave and records what it did
+// with each.
+func (d *Dispatcher) offerGroup(ctx context.Context, g *offerGroup) {
+	body := offerBody(g.jobs)
+	outcome, reply := d.offerTo(ctx, g.worker, body)
+	if ctx.Err() != nil {
+		d.picker.ReleaseN(g.worker, len(g.jobs))
+		return // shutting down: the claims expire and another scheduler takes over
+	}
+	outcomes := make([]picker.Outcome, len(g.jobs))
+	for i := range outcomes {
+		outcomes[i] = outcome
+	}
+	if reply != nil && len(g.jobs) > 1 {
+		if len(reply.Results) != len(g.jobs) {
+			outcome, reply = picker.Failed, nil // not an answer to this batch
+			for i := range outcomes {
+				outcomes[i] = picker.Failed
+			}
+		} else {
+			for i, r := range reply.Results {
+				outcomes[i] = statusOutcome(r.Status)
+			}
+		}
+	}
+	evicted := d.picker.Record(g.worker, outcome, reply)
+	d.picker.ReleaseN(g.worker, len(g.jobs))
+	if evicted {
+		d.m.Offer(outcome.String(), true)
+		d.log.Warn().Str(observe.FieldWorkerID, g.worker).Msg("worker evicted after repeated failed offers")
+	}
+	for i, oj := range g.jobs {
+		oj.tried[g.worker] = true
+		oj.offers++
+		d.m.Offer(outcomes[i].String(), false)
+		switch outcomes[i] {
+		case picker.Accepted:
+			oj.accepted = true
+			d.m.Dispatches.WithLabelValues("dispatched").Inc()
+			d.m.OffersPerDispatch.Observe(float64(oj.offers))
+			jobFields(d.log.Debug(), oj.job).Str(observe.FieldWorkerID, g.worker).Msg("job accepted")
+		case picker.Busy, picker.NotSent:
+		default:
+			oj.failed = true
+		}
+	}
+}
+
+// offerBody is the request for jobs: an Offer for one, an OfferBatch for
+// several (the specs are encoded already).
+func offerBody(jobs []*offerJob) []byte {
+	var buf bytes.Buffer
+	if len(jobs) == 1 {
+		buf.WriteString(`{"job":`)
+		buf.Write(jobs[0].spec)
+		buf.WriteString(`}`)
+		return buf.Bytes()
+	}
+	buf.WriteString(`{"jobs":[`)
+	for i, oj := range jobs {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(oj.spec)
+	}
+	buf.WriteString(`]}`)
+	return buf.Bytes()
+}
+
+// statusOutcome is the outcome of one job of a batch from its status.
+func statusOutcome(s contracts.OfferStatus) picker.Outcome {
+	switch s {
+	case contracts.OfferAccepted:
+		return picker.Accepted
+	case contracts.OfferBusy:
+		return picker.Busy
+	}
+	return picker.Refused
 }
 
 // release gives a claim back when no worker took the job; after failed

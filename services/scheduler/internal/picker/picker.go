@@ -179,6 +179,22 @@ func (p *Picker) Release(id string) {
 	p.freed = make(chan struct{})
 }
 
+// ReleaseN ends n reservations of a worker at once.
+func (p *Picker) ReleaseN(id string, n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending[id] <= n {
+		delete(p.pending, id)
+	} else {
+		p.pending[id] -= n
+	}
+	close(p.freed)
+	p.freed = make(chan struct{})
+}
+
 // Changed returns channels closed when room may have appeared: a roster
 // change or the end of a reservation.
 func (p *Picker) Changed() (view, released <-chan struct{}) {
