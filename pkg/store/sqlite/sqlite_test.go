@@ -237,26 +237,25 @@ func TestQueriesUseIndexes(t *testing.T) {
 		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_state_created (state=? AND (created_at,id)<(?,?))",
 		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_tenant_state_created (tenant=? AND state=?)",
 	} {
-		rows, err := s.w.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+query, make([]any, strings.Count(query, "?"))...)
-		require.NoError(t, err)
-		var plan []string
-		for rows.Next() {
-			var (
-				id, parent, notused int
-				detail              string
-			)
-			require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
-			plan = append(plan, detail)
-		}
-		require.NoError(t, rows.Err())
-		require.NoError(t, rows.Close())
-		text := strings.Join(plan, "\n")
+		text := queryPlan(t, s, query)
 		require.Contains(t, text, "USING "+index, query)
 		require.NotContains(t, text, "TEMP B-TREE", query)
 	}
 	// The max-runtime scan reads the running jobs (as many as the workers'
 	// slots) through the heartbeat index and sorts them.
-	rows, err := s.w.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+staleStartedQuery, 0, 0)
+	require.Contains(t, queryPlan(t, s, staleStartedQuery), "USING INDEX jobs_running_beat")
+
+	// Indexes no query needs any more are dropped from older databases.
+	var n int
+	require.NoError(t, s.w.QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_master
+		WHERE type = 'index' AND name IN ('jobs_pending_dispatch', 'jobs_running_started')`).Scan(&n))
+	require.Zero(t, n)
+}
+
+// queryPlan is what EXPLAIN QUERY PLAN says of query, a line a step.
+func queryPlan(t *testing.T, s *Store, query string) string {
+	t.Helper()
+	rows, err := s.w.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+query, make([]any, strings.Count(query, "?"))...)
 	require.NoError(t, err)
 	var plan []string
 	for rows.Next() {
@@ -267,14 +266,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 		require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
 		plan = append(plan, detail)
 	}
+	require.NoError(t, rows.Err())
 	require.NoError(t, rows.Close())
-	require.Contains(t, strings.Join(plan, "\n"), "USING INDEX jobs_running_beat")
-
-	// Indexes no query needs any more are dropped from older databases.
-	var n int
-	require.NoError(t, s.w.QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_master
-		WHERE type = 'index' AND name IN ('jobs_pending_dispatch', 'jobs_running_started')`).Scan(&n))
-	require.Zero(t, n)
+	return strings.Join(plan, "\n")
 }
 
 func BenchmarkAdmit(b *testing.B) {

@@ -45,18 +45,8 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 
 	var out contracts.Job
 	err = s.write(ctx, op, func(tx *sql.Tx) error {
-		update, err := stmtIn(ctx, tx, cached, query)
-		if err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
-		res, err := update.ExecContext(ctx, args...)
-		if err != nil {
-			return fmt.Errorf("update: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("update: %w", err)
-		} else if n == 0 {
-			return explainMiss(ctx, tx, exp)
+		if err := execCAS(ctx, tx, cached, query, args, exp); err != nil {
+			return err
 		}
 		// Read back in the same transaction (cheaper than RETURNING, which
 		// goes through a temporary table).
@@ -114,18 +104,8 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 		// A statement not prepared yet is prepared for this transaction
 		// alone (the cache cannot prepare on the busy writer), and cached
 		// below for the next time.
-		update, err := stmtIn(ctx, tx, s.wc.lookup(query), query)
-		if err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
-		res, err := update.ExecContext(ctx, args...)
-		if err != nil {
-			return fmt.Errorf("update: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("update: %w", err)
-		} else if n == 0 {
-			return explainMiss(ctx, tx, exp)
+		if err := execCAS(ctx, tx, s.wc.lookup(query), query, args, exp); err != nil {
+			return err
 		}
 		if ch.State.Final() && exp.State.Active() {
 			s.release(before.Tenant)
@@ -225,6 +205,25 @@ func buildUpdate(exp store.Expect, ch store.Change) (string, []any, error) {
 	// no statement journal.
 	query := `UPDATE jobs SET ` + strings.Join(sets, ", ") + ` WHERE ` + where
 	return query, args, nil
+}
+
+// execCAS runs a compare-and-set UPDATE (st, or query prepared for tx
+// alone when st is nil) and explains a miss.
+func execCAS(ctx context.Context, tx *sql.Tx, st *sql.Stmt, query string, args []any, exp store.Expect) error {
+	update, err := stmtIn(ctx, tx, st, query)
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	res, err := update.ExecContext(ctx, args...)
+	if err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("update: %w", err)
+	} else if n == 0 {
+		return explainMiss(ctx, tx, exp)
+	}
+	return nil
 }
 
 // explainMiss says why a compare-and-set on exp matched no row.
