@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -74,20 +75,26 @@ type readyView struct {
 // virtual time then moves up to the largest fair_at claimed.
 //
 // A concurrency key is checked by counting its holders before the first
-// claim of it (store.KeySlots); two schedulers claiming jobs of one key at
-// the same moment may each see the last free slot (the embedded driver
-// decides inside one transaction and is exact).
+// claim of it (store.KeySlots), under the key's lock (see keyLocks), so two
+// schedulers never both take its last free slot; a key another scheduler
+// is claiming counts as full this time.
 func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error) {
 	now, kinds, wants := r.Plan()
 	if len(kinds) == 0 {
 		return nil, nil
 	}
+	locks := s.newKeyLocks()
+	defer locks.release(ctx)
 	// Each step has its own timeout: one claim may take many.
 	var (
 		out     []contracts.Job
 		virtual float64
 	)
 	slots := store.NewKeySlots(func(tenant, key string) (int, error) {
+		ok, err := locks.take(ctx, tenant, key, now)
+		if err != nil || !ok {
+			return math.MaxInt32, err // held by another claim: full for this one
+		}
 		return s.keyHolders(ctx, tenant, key, now)
 	})
 	for _, kind := range kinds {

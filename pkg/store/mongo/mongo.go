@@ -78,6 +78,7 @@ type Store struct {
 	db       *mongo.Database
 	jobs     *mongo.Collection
 	counters *mongo.Collection
+	locks    *mongo.Collection
 	timeout  time.Duration
 	grace    time.Duration
 	now      func() time.Time
@@ -126,6 +127,7 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 		db:       db,
 		jobs:     db.Collection(jobsCollection),
 		counters: db.Collection(countersCollection),
+		locks:    db.Collection(locksCollection),
 		timeout:  cfg.timeout,
 		grace:    cfg.grace,
 		now:      cfg.now,

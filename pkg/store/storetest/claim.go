@@ -20,6 +20,7 @@ var claimTests = []test{
 	{"ClaimHonoursConcurrencyKeys", testClaimKeys},
 	{"ClaimPerKindAndBounded", testClaimPerKind},
 	{"ConcurrentClaimsNeverShareAJob", testConcurrentClaims},
+	{"ConcurrentClaimsHonourAKeyLimit", testConcurrentClaimsKeyLimit},
 	{"RunErrorsRoundTrip", testRunErrorsRoundTrip},
 	{"StaleFindsPendingPastTheirDeadline", testStaleDeadline},
 }
@@ -210,6 +211,42 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 	for id, n := range seen {
 		require.Equal(t, 1, n, "job %s claimed %d times", id, n)
 	}
+}
+
+// testConcurrentClaimsKeyLimit checks that claimers racing for jobs of one
+// concurrency key never take more of them together than its limit.
+func testConcurrentClaimsKeyLimit(t *testing.T, s store.Store) {
+	const jobs, claimers, limit = 20, 6, 2
+	for i := range jobs {
+		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, func(j *contracts.Job) {
+			j.ConcurrencyKey, j.ConcurrencyLimit = "db", limit
+		})
+	}
+	var (
+		mu    sync.Mutex
+		total int
+		errs  []error
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for range claimers {
+		wg.Go(func() {
+			<-start
+			got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute),
+				Kinds: map[string]int{"test.kind": 5}})
+			mu.Lock()
+			defer mu.Unlock()
+			total += len(got)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	require.Equal(t, limit, total, "the key's two slots, taken once")
+	require.Empty(t, claimN(t, s, 5, at(2*time.Second)), "both slots are held by live claims")
 }
 
 func testRunErrorsRoundTrip(t *testing.T, s store.Store) {
