@@ -264,6 +264,33 @@ type ResultBatch struct {
 	Results []Result `json:"results"`
 }
 
+// EncodeResultBatch is the ResultBatch of results already encoded one by
+// one (each a Result's JSON), without decoding them again.
+func EncodeResultBatch(results [][]byte) []byte { return encodeBatch("results", results) }
+
+// EncodeOfferBatch is the OfferBatch of jobs already encoded one by one
+// (each a JobSpec's JSON).
+func EncodeOfferBatch(jobs [][]byte) []byte { return encodeBatch("jobs", jobs) }
+
+// encodeBatch is {"field":[items...]} of items that are JSON values.
+func encodeBatch(field string, items [][]byte) []byte {
+	n := len(field) + 8
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, `{"`...)
+	buf = append(buf, field...)
+	buf = append(buf, `":[`...)
+	for i, it := range items {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, it...)
+	}
+	return append(buf, "]}"...)
+}
+
 // DecodeResults decodes and checks a message on SubjectResult: a
 // ResultBatch of 1 to MaxResultsPerBatch results, or one Result.
 func DecodeResults(data []byte) ([]Result, error) {

@@ -185,11 +185,20 @@ func TestDecodeResults(t *testing.T) {
 			require.Equal(t, tc.want, ids)
 		})
 	}
+	batch := EncodeResultBatch([][]byte{[]byte(one), []byte(two)})
+	got, err := DecodeResults(batch)
+	require.NoError(t, err, string(batch))
+	require.Len(t, got, 2)
+	offers, isBatch, err := DecodeOffers(EncodeOfferBatch([][]byte{[]byte(`{"id":"j1","kind":"a","attempt":1}`)}))
+	require.NoError(t, err)
+	require.True(t, isBatch)
+	require.Len(t, offers, 1)
+
 	many := make([]string, MaxResultsPerBatch+1)
 	for i := range many {
 		many[i] = one
 	}
-	_, err := DecodeResults([]byte(`{"results":[` + strings.Join(many, ",") + `]}`))
+	_, err = DecodeResults([]byte(`{"results":[` + strings.Join(many, ",") + `]}`))
 	require.ErrorContains(t, err, "want 1 to 1000")
 }
 

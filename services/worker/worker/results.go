@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -106,16 +105,11 @@ func (w *Worker) deliverBatch(ctx context.Context, batch []resultReq) bool {
 	m := bus.Message{Subject: contracts.SubjectResult, Data: batch[0].data,
 		ID: "result-" + first.JobID + "-" + strconv.FormatInt(first.Attempt, 10)}
 	if len(batch) > 1 {
-		var buf bytes.Buffer
-		buf.WriteString(`{"results":[`)
+		items := make([][]byte, len(batch))
 		for i, r := range batch {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			buf.Write(r.data)
+			items[i] = r.data
 		}
-		buf.WriteString(`]}`)
-		m.Data = buf.Bytes()
+		m.Data = contracts.EncodeResultBatch(items)
 		m.ID += "-" + strconv.Itoa(len(batch))
 	}
 	b := backoff.WithContext(backoff.NewExponentialBackOff(

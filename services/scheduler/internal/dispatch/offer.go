@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -206,22 +205,14 @@ func (d *Dispatcher) offerGroup(ctx context.Context, g *offerGroup) {
 // offerBody is the request for jobs: an Offer for one, an OfferBatch for
 // several (the specs are encoded already).
 func offerBody(jobs []*offerJob) []byte {
-	var buf bytes.Buffer
 	if len(jobs) == 1 {
-		buf.WriteString(`{"job":`)
-		buf.Write(jobs[0].spec)
-		buf.WriteString(`}`)
-		return buf.Bytes()
+		return append(append([]byte(`{"job":`), jobs[0].spec...), '}')
 	}
-	buf.WriteString(`{"jobs":[`)
+	specs := make([][]byte, len(jobs))
 	for i, oj := range jobs {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(oj.spec)
+		specs[i] = oj.spec
 	}
-	buf.WriteString(`]}`)
-	return buf.Bytes()
+	return contracts.EncodeOfferBatch(specs)
 }
 
 // statusOutcome is the outcome of one job of a batch from its status.
