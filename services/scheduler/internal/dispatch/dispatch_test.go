@@ -550,3 +550,39 @@ func TestOfferBatchPerWorker(t *testing.T) {
 	}
 	require.Len(t, b.acceptedBy(), 5)
 }
+
+// TestStopGivesClaimsBack checks that a dispatcher stopping while its
+// offers are unanswered gives their claims back, so another scheduler can
+// take the jobs at once instead of after the claim TTL.
+func TestStopGivesClaimsBack(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, Config{RetryInterval: retry, ClaimTTL: time.Minute, OfferTimeout: time.Minute})
+	b.roster.Observe(contracts.Announce{WorkerID: "mute", Kinds: []string{"sleep"}, Capacity: 1, IntervalMS: 60000})
+	offered := make(chan struct{}, 1)
+	sub, err := b.nc.Subscribe(contracts.WorkerOfferSubject("mute"), func(*nats.Msg) {
+		select {
+		case offered <- struct{}{}:
+		default:
+		}
+	}) // never answers
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+	j := b.admit(time.Hour)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.d.Run(ctx) }()
+	select {
+	case <-offered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job was not offered")
+	}
+	require.NotNil(t, b.get(j.ID).ClaimUntil, "claimed while its offer waits")
+	cancel()
+	require.NoError(t, <-done)
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StatePending, got.State)
+	require.Nil(t, got.ClaimUntil, "the claim was given back on the way out")
+	require.False(t, got.NextDispatchAt.After(time.Now()), "ready at once: stopping is not the worker's failure")
+}

@@ -106,13 +106,24 @@ func (d *Dispatcher) dispatchKind(ctx context.Context, kind string, jobs []*offe
 		}
 		jobs = left
 	}
+	rctx := ctx
+	if ctx.Err() != nil {
+		// Shutting down: give the claims back so that another scheduler
+		// takes the jobs now, not when the claims expire. One a worker
+		// accepted without its answer arriving here is fenced by its
+		// attempt, as after any lost answer.
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseOnStop)
+		defer cancel()
+	}
 	for _, oj := range jobs {
-		if ctx.Err() == nil {
-			d.release(ctx, oj.job, oj.failed)
-		} // else shutting down: the claim expires and another scheduler takes over
+		d.release(rctx, oj.job, oj.failed)
 		d.done(kind)
 	}
 }
+
+// releaseOnStop bounds giving claims back when the dispatcher stops.
+const releaseOnStop = 2 * time.Second
 
 // assign plans one wave: each job goes to the first worker in stable order
 // it was not offered to yet that has a free slot (reserved here) and room
