@@ -15,7 +15,8 @@ import (
 
 // StreamConfig is the job stream: a file-backed work queue, so a message is
 // removed once its consumer acknowledges it. The store is the truth; losing
-// this stream loses no job (the reaper republishes from the store).
+// this stream loses no job (the schedulers claim pending jobs from the
+// store, and the reaper requeues running jobs whose worker went quiet).
 func StreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        contracts.StreamName,

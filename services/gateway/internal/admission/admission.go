@@ -1,11 +1,12 @@
 // Package admission is the one submit path the HTTP and the NATS APIs
-// share: decode, validate, admit in the store under the caps, publish the
-// due message, and say what happened as a transport-neutral Outcome.
+// share: decode, validate, admit in the store under the caps, wake the
+// schedulers (or publish a delayed job's due message), and say what
+// happened as a transport-neutral Outcome.
 //
-// The store is the truth. A job is admitted the moment store.Admit says so;
-// a due message that cannot be published afterwards is logged and counted
-// but does not fail the request, because the reaper republishes pending
-// jobs whose message was lost.
+// The store is the truth and the ready queue. A job is admitted the moment
+// store.Admit says so; a wake-up or due message that cannot be published
+// afterwards is logged (and a due message counted) but does not fail the
+// request, because the schedulers' poll finds the job in the store.
 package admission
 
 import (

@@ -96,7 +96,7 @@ func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now tim
 	a.m.Requeue(reason, metrics.RequeueRequeued)
 	log.Info().Str(observe.FieldWorkerID, job.Worker).Msg("job requeued")
 	if err := a.notify.Due(ctx, job.ID); err != nil {
-		// The job is pending in the store; the reaper republishes it.
+		// The job is pending in the store; the dispatcher's poll finds it.
 		log.Warn().Err(err).Msg("due not published after requeue")
 	}
 	return consume.Ack()
