@@ -27,9 +27,14 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 		return a.applyResult(ctx, results[0])
 	}
 	settles := make([]consume.Settle, len(results))
+	sem := make(chan struct{}, resultsAtOnce)
 	var wg sync.WaitGroup
 	for i, res := range results {
-		wg.Go(func() { settles[i] = a.applyResult(ctx, res) })
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			settles[i] = a.applyResult(ctx, res)
+		})
 	}
 	wg.Wait()
 	out := consume.Ack()
@@ -40,6 +45,10 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 	}
 	return out
 }
+
+// resultsAtOnce bounds the results of one batch applied at once (the
+// store's writer folds them into a transaction either way).
+const resultsAtOnce = 64
 
 // applyResult applies one result. It is ignored (and counted as stale)
 // unless the job is still active at the result's attempt and, once
