@@ -57,7 +57,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 	m := &Scheduler{
 		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_offers_total",
-			Help: "Offers sent to workers, by outcome (accepted, busy, refused, no_responders, timeout, error, evicted: a failure that evicted the worker).",
+			Help: "Jobs offered to workers, by what became of each (accepted, busy, refused, no_responders, timeout, error); evicted counts the requests whose failure evicted the worker.",
 		}, []string{"outcome"}),
 		Evictions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_scheduler_worker_evictions_total",
