@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,4 +71,31 @@ func BenchmarkLifecycle(b *testing.B) {
 		done += len(claimed)
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(done), "us/job")
+}
+
+// BenchmarkAdmitConcurrent measures single admissions from 64 goroutines at
+// once, as 64 HTTP clients drive them: the store's share of single-submit
+// admission, group commit and fsync included.
+func BenchmarkAdmitConcurrent(b *testing.B) {
+	const clients = 64
+	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
+	ctx := context.Background()
+	caps := store.Caps{Global: 1 << 30, Tenant: 1 << 30}
+	var next atomic.Int64
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				j := storetest.NewJob("acme", time.Now())
+				j.ID = uuid.Must(uuid.NewV7()).String()
+				if _, adm, err := s.Admit(ctx, j, caps); err != nil || adm != store.Admitted {
+					b.Error(adm, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "admits/s")
 }
