@@ -133,14 +133,18 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 		}
 		t, ok := tenants[job.Tenant]
 		if !ok {
-			c, err := s.readCounters(ctx, tx, job.Tenant)
+			if global == nil {
+				g, err := s.counter(ctx, tx, store.GlobalScope)
+				if err != nil {
+					return nil, err
+				}
+				global = &scopeCount{active: g.active + g.delta, fairAt: g.fair}
+			}
+			c, err := s.counter(ctx, tx, store.TenantScope(job.Tenant))
 			if err != nil {
 				return nil, err
 			}
-			if global == nil {
-				global = &scopeCount{active: c.global, fairAt: c.virtual}
-			}
-			t = &scopeCount{active: c.tenant, fairAt: c.tenantFair}
+			t = &scopeCount{active: c.active + c.delta, fairAt: c.fair}
 			tenants[job.Tenant] = t
 		}
 		if caps.Global > 0 && global.active+global.added >= caps.Global {
@@ -168,14 +172,15 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 	if err := s.insertJobs(ctx, tx, rows); err != nil {
 		return nil, err
 	}
+	// The counter rows take the admissions; they are written at the commit.
+	if global != nil {
+		s.counters.row(store.GlobalScope).delta += global.added
+	}
 	for _, tenant := range order {
 		t := tenants[tenant]
-		if err := s.addActive(ctx, tx, tenant, t.added); err != nil {
-			return nil, err
-		}
-		if _, err := tx.StmtContext(ctx, s.ws.setTenantFair).ExecContext(ctx, t.fairAt, store.TenantScope(tenant)); err != nil {
-			return nil, fmt.Errorf("update the tenant's fair queue: %w", err)
-		}
+		r := s.counters.row(store.TenantScope(tenant))
+		r.delta += t.added
+		r.fair, r.fairSet = t.fairAt, true
 	}
 	return out, nil
 }
@@ -253,20 +258,11 @@ func asStored(j contracts.Job) contracts.Job {
 const (
 	activeByKeyQuery = `SELECT ` + jobColumns + ` FROM jobs
 		WHERE tenant = ? AND key = ? AND key != '' AND state IN ` + activeStates + ` LIMIT 1`
-	// Point lookups: "scope IN (?, ?)" would build a temporary table.
-	readCountersQuery = `SELECT
-		coalesce((SELECT active FROM counters WHERE scope = ?1), 0),
-		coalesce((SELECT fair_at FROM counters WHERE scope = ?1), 0),
-		coalesce((SELECT active FROM counters WHERE scope = ?2), 0),
-		coalesce((SELECT fair_at FROM counters WHERE scope = ?2), 0)`
-	setTenantFairQuery = `UPDATE counters SET fair_at = ? WHERE scope = ?`
 	// A failed statement aborts only itself; the group commit then rolls
 	// the request back to its savepoint.
 	insertJobQuery = `INSERT INTO jobs (` + jobColumns + `) VALUES ` + jobPlaceholders
 	// jobPlaceholders are one row's placeholders.
 	jobPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	addActiveQuery  = `INSERT INTO counters (scope, active) VALUES (?, ?), (?, ?)
-		ON CONFLICT (scope) DO UPDATE SET active = active + excluded.active`
 )
 
 // insertJobsQuery inserts insertRows jobs.
@@ -279,59 +275,7 @@ func (s *Store) activeByKey(ctx context.Context, tx *sql.Tx, tenant, key string)
 	return scanJob(tx.StmtContext(ctx, s.ws.activeByKey).QueryRowContext(ctx, tenant, key))
 }
 
-// counters are the counter rows an admission reads.
-type counters struct {
-	global, tenant      int     // active jobs
-	virtual, tenantFair float64 // the system's virtual time, the tenant's last fair_at
-}
-
-// readCounters returns the global and the tenant's counters, with the
-// slots tx released so far written first.
-func (s *Store) readCounters(ctx context.Context, tx *sql.Tx, tenant string) (counters, error) {
-	if err := s.flushReleased(ctx, tx); err != nil {
-		return counters{}, err
-	}
-	var c counters
-	err := tx.StmtContext(ctx, s.ws.readCounters).QueryRowContext(ctx, store.GlobalScope, store.TenantScope(tenant)).
-		Scan(&c.global, &c.virtual, &c.tenant, &c.tenantFair)
-	if err != nil {
-		return c, fmt.Errorf("read counters: %w", err)
-	}
-	return c, nil
-}
-
 // jobIn reads one job inside a write transaction, or sql.ErrNoRows.
 func (s *Store) jobIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job, error) {
 	return scanJob(tx.StmtContext(ctx, s.ws.getJob).QueryRowContext(ctx, id))
-}
-
-// release frees one admission slot of tenant in the open write
-// transaction. The counters are written once per tenant when the
-// transaction commits (flushReleased), not once per finished job; every
-// read of the counters inside the transaction flushes first.
-func (s *Store) release(tenant string) {
-	if s.released == nil {
-		s.released = map[string]int{}
-	}
-	s.released[tenant]++
-}
-
-// flushReleased writes the slots released so far in tx to the counters.
-func (s *Store) flushReleased(ctx context.Context, tx *sql.Tx) error {
-	for tenant, n := range s.released {
-		if err := s.addActive(ctx, tx, tenant, -n); err != nil {
-			return err
-		}
-		delete(s.released, tenant)
-	}
-	return nil
-}
-
-// addActive moves the global and the tenant's active counts by delta.
-func (s *Store) addActive(ctx context.Context, tx *sql.Tx, tenant string, delta int) error {
-	_, err := tx.StmtContext(ctx, s.ws.addActive).ExecContext(ctx, store.GlobalScope, delta, store.TenantScope(tenant), delta)
-	if err != nil {
-		return fmt.Errorf("update counters: %w", err)
-	}
-	return nil
 }

@@ -112,6 +112,9 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		if _, err := tx.StmtContext(ctx, s.ws.advanceVirtual).ExecContext(ctx, virtual, store.GlobalScope); err != nil {
 			return fmt.Errorf("advance the virtual time: %w", err)
 		}
+		if g := s.counters[store.GlobalScope]; g != nil && g.loaded {
+			g.fair = max(g.fair, virtual) // an admission later in this transaction sees it
+		}
 		return nil
 	})
 	if err != nil {

@@ -142,10 +142,9 @@ type Store struct {
 
 	writes *writer
 	cp     *checkpointer
-	// released counts, per tenant, the admission slots the open write
-	// transaction has freed and not written to the counters yet (see
-	// release). Only the write loop touches it.
-	released map[string]int
+	// counters are the counter rows of the open write transaction (see
+	// counters.go). Only the write loop touches them.
+	counters txCounters
 }
 
 var _ store.Store = (*Store)(nil)

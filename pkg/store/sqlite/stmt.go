@@ -86,11 +86,10 @@ func stmtIn(ctx context.Context, tx *sql.Tx, st *sql.Stmt, query string) (*sql.S
 // writeStmts are the writer's fixed statements, prepared at Open.
 type writeStmts struct {
 	activeByKey   *sql.Stmt
-	readCounters  *sql.Stmt
+	counterRow    *sql.Stmt
+	flushCounters *sql.Stmt
 	insertJob     *sql.Stmt
 	insertJobs    *sql.Stmt
-	addActive     *sql.Stmt
-	setTenantFair *sql.Stmt
 	getJob        *sql.Stmt
 	leaseState    *sql.Stmt
 	renew         *sql.Stmt
@@ -114,11 +113,10 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		query string
 	}{
 		{&ws.activeByKey, activeByKeyQuery},
-		{&ws.readCounters, readCountersQuery},
+		{&ws.counterRow, counterRowQuery},
+		{&ws.flushCounters, flushCountersQuery},
 		{&ws.insertJob, insertJobQuery},
 		{&ws.insertJobs, insertJobsQuery},
-		{&ws.setTenantFair, setTenantFairQuery},
-		{&ws.addActive, addActiveQuery},
 		{&ws.getJob, getQuery},
 		{&ws.leaseState, leaseStateQuery},
 		{&ws.renew, renewQuery},

@@ -211,9 +211,12 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	drift := 0
 	err := s.write(ctx, "reconcile counters", func(tx *sql.Tx) error {
 		drift = 0
-		if err := s.flushReleased(ctx, tx); err != nil {
+		// Reconcile rewrites the rows: the transaction's changes go first,
+		// and what it read is stale afterwards.
+		if err := s.flushCounters(ctx, tx); err != nil {
 			return err
 		}
+		defer s.resetCounters()
 		stored := map[string]int{}
 		rows, err := tx.QueryContext(ctx, `SELECT scope, active FROM counters`)
 		if err != nil {

@@ -146,7 +146,7 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		return
 	}
-	clear(s.released)
+	s.resetCounters()
 	for _, r := range batch {
 		if r.err = r.ctx.Err(); r.err != nil {
 			continue
@@ -158,7 +158,7 @@ func (s *Store) commit(batch []*writeReq) {
 		s.rerunAlone(tx, batch, r)
 		return
 	}
-	if err := s.flushReleased(context.Background(), tx); err != nil {
+	if err := s.flushCounters(context.Background(), tx); err != nil {
 		s.rerunAlone(tx, batch, nil)
 		return
 	}
@@ -192,7 +192,7 @@ func (s *Store) runAlone(r *writeReq) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	clear(s.released)
+	s.resetCounters()
 	if err := r.fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -201,7 +201,7 @@ func (s *Store) runAlone(r *writeReq) error {
 		_ = tx.Rollback()
 		return nil
 	}
-	if err := s.flushReleased(context.Background(), tx); err != nil {
+	if err := s.flushCounters(context.Background(), tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
