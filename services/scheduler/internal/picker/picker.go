@@ -150,7 +150,7 @@ func hasRoom(w contracts.WorkerInfo, pending int) bool { return freeSlots(w, pen
 
 // Reserve takes one of a worker's free slots (as far as the view knows)
 // for an offer about to be sent; false means it has none left. Every
-// successful Reserve is followed by exactly one Release.
+// successful Reserve is ended by a ReleaseN that counts it.
 func (p *Picker) Reserve(id string) bool {
 	w, ok := p.view.Get(id)
 	if !ok || w.Draining {
@@ -165,21 +165,9 @@ func (p *Picker) Reserve(id string) bool {
 	return true
 }
 
-// Release ends a reservation (after Record has applied the worker's answer)
-// and wakes dispatches waiting for room.
-func (p *Picker) Release(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.pending[id] <= 1 {
-		delete(p.pending, id)
-	} else {
-		p.pending[id]--
-	}
-	close(p.freed)
-	p.freed = make(chan struct{})
-}
-
-// ReleaseN ends n reservations of a worker at once.
+// ReleaseN ends n reservations of a worker (after Record has applied the
+// worker's answer to the request they were for) and wakes dispatches
+// waiting for room.
 func (p *Picker) ReleaseN(id string, n int) {
 	if n <= 0 {
 		return
