@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -50,29 +51,37 @@ const publishTimeout = 5 * time.Second
 // deadline) ends. It reports whether v was delivered.
 func (w *Worker) deliver(ctx context.Context, t *task, subject string, v any, msgID string) bool {
 	log := t.log.With().Str(observe.FieldSubject, subject).Logger()
+	return w.publishUntilAcked(ctx, bus.Message{Subject: subject, Value: v, ID: msgID}, 1, log)
+}
+
+// publishUntilAcked publishes m until JetStream acknowledges it, retrying
+// with exponential backoff until ctx ends, and counts it as n deliveries
+// (the results a batch carries). log carries the message's fields.
+func (w *Worker) publishUntilAcked(ctx context.Context, m bus.Message, n int, log zerolog.Logger) bool {
 	b := backoff.WithContext(backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(100*time.Millisecond),
 		backoff.WithMaxInterval(2*time.Second),
 		backoff.WithMaxElapsedTime(0),
 	), ctx)
+	count := float64(n)
 	failures := 0
 	err := backoff.RetryNotify(func() error {
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		defer cancel()
-		return bus.Publish(pctx, w.js, subject, v, msgID)
+		return bus.PublishMessage(pctx, w.js, m)
 	}, b, func(err error, next time.Duration) {
 		failures++
-		w.m.deliveries.WithLabelValues(deliveryRetried).Inc()
+		w.m.deliveries.WithLabelValues(deliveryRetried).Add(count)
 		if failures == 1 {
 			log.Warn().Err(err).Dur("retry_in", next).Msg("delivery failed; retrying until acknowledged")
 		}
 	})
 	if err != nil {
-		w.m.deliveries.WithLabelValues(deliveryAbandoned).Inc()
+		w.m.deliveries.WithLabelValues(deliveryAbandoned).Add(count)
 		log.Error().Err(err).Int("failures", failures).Msg("not delivered before the shutdown deadline; the reaper will recover the job")
 		return false
 	}
-	w.m.deliveries.WithLabelValues(deliveryDelivered).Inc()
+	w.m.deliveries.WithLabelValues(deliveryDelivered).Add(count)
 	if failures > 0 {
 		log.Info().Int("failures", failures).Msg("delivered after retries")
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"time"
-
-	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -112,36 +109,9 @@ func (w *Worker) deliverBatch(ctx context.Context, batch []resultReq) bool {
 		m.Data = contracts.EncodeResultBatch(items)
 		m.ID += "-" + strconv.Itoa(len(batch))
 	}
-	b := backoff.WithContext(backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(100*time.Millisecond),
-		backoff.WithMaxInterval(2*time.Second),
-		backoff.WithMaxElapsedTime(0),
-	), ctx)
-	n := float64(len(batch))
-	failures := 0
-	err := backoff.RetryNotify(func() error {
-		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		defer cancel()
-		return bus.PublishMessage(pctx, w.js, m)
-	}, b, func(err error, next time.Duration) {
-		failures++
-		w.m.deliveries.WithLabelValues(deliveryRetried).Add(n)
-		if failures == 1 {
-			w.log.Warn().Err(err).Str(observe.FieldSubject, m.Subject).Str(observe.FieldJobID, first.JobID).
-				Int("results", len(batch)).Dur("retry_in", next).Msg("result delivery failed; retrying until acknowledged")
-		}
-	})
-	if err != nil {
-		w.m.deliveries.WithLabelValues(deliveryAbandoned).Add(n)
-		w.log.Error().Err(err).Str(observe.FieldSubject, m.Subject).Int("results", len(batch)).Int("failures", failures).
-			Msg("results not delivered before the shutdown deadline; the reaper will recover their jobs")
-		return false
-	}
-	w.m.deliveries.WithLabelValues(deliveryDelivered).Add(n)
-	if failures > 0 {
-		w.log.Info().Int("failures", failures).Int("results", len(batch)).Msg("results delivered after retries")
-	}
-	return true
+	log := w.log.With().Str(observe.FieldSubject, m.Subject).Str(observe.FieldJobID, first.JobID).
+		Int("results", len(batch)).Logger()
+	return w.publishUntilAcked(ctx, m, len(batch), log)
 }
 
 // maxMessageBytes is the largest message the connection sends.
