@@ -87,10 +87,12 @@ func (c *Client) Get(ctx context.Context, id string) (contracts.Job, error) {
 }
 
 // Query selects a page of jobs for List; the zero value is the newest page
-// of every job.
+// of every top-level job (plain jobs and fan-out parents). Parent lists
+// that parent's children instead.
 type Query struct {
 	State  contracts.JobState
 	Kind   string
+	Parent string
 	Limit  int
 	Cursor string
 }
@@ -111,6 +113,9 @@ func (q Query) Path() string {
 	}
 	if q.Kind != "" {
 		v.Set("kind", q.Kind)
+	}
+	if q.Parent != "" {
+		v.Set("parent", q.Parent)
 	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))

@@ -477,8 +477,16 @@ func checkValidate(t *testing.T, r SubmitRequest, lim Limits) {
 	if s.MaxAttempts < 1 || s.MaxAttempts > MaxMaxAttempts {
 		t.Fatalf("accepted max_attempts %d", s.MaxAttempts)
 	}
-	if len(r.Items) > 0 || r.Concurrency != 0 {
-		t.Fatalf("accepted fan-out %s/%d", r.Items, r.Concurrency)
+	if len(r.Items) == 0 && (s.Concurrency != 0 || s.FailFast || len(s.Items) > 0) {
+		t.Fatalf("accepted a window without items: %d", s.Concurrency)
+	}
+	if len(r.Items) > 0 {
+		if len(s.Items) < 1 || len(s.Items) > MaxItems || s.Concurrency < 1 || s.Concurrency > MaxWindow || len(s.Payload) > 0 {
+			t.Fatalf("accepted fan-out of %d items, window %d", len(s.Items), s.Concurrency)
+		}
+		for _, it := range s.Items {
+			validRaw(t, "item", it)
+		}
 	}
 	validRaw(t, "payload", s.Payload)
 	maxWait := lim.MaxDispatchDeadline

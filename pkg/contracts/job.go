@@ -37,6 +37,18 @@ type Job struct {
 
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 
+	// Parent is the id of the fan-out this job is a child of ("" for any
+	// other job), and Index its position in the parent's items.
+	Parent string `json:"parent,omitempty"`
+	Index  *int   `json:"index,omitempty"`
+	// Concurrency is a parent's window: at most that many of its children
+	// run at once (0 for any other job). FailFast cancels the children
+	// still waiting at the first child that fails.
+	Concurrency int  `json:"concurrency,omitempty"`
+	FailFast    bool `json:"fail_fast,omitempty"`
+	// Children are a parent's children by state.
+	Children *ChildCounts `json:"children,omitempty"`
+
 	CreatedAt        time.Time  `json:"created_at"`
 	UpdatedAt        time.Time  `json:"updated_at"`
 	StartedAt        *time.Time `json:"started_at,omitempty"`

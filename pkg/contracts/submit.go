@@ -18,8 +18,11 @@ type SubmitRequest struct {
 	Priority    int             `json:"priority,omitempty"`
 	Deadline    string          `json:"deadline,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
+	// Items make the job a fan-out parent: one child job per item (see
+	// fanout.go), at most Concurrency (the window) running at once.
 	Items       json.RawMessage `json:"items,omitempty"`
 	Concurrency int             `json:"concurrency,omitempty"`
+	FailFast    bool            `json:"fail_fast,omitempty"`
 	// RunAt delays the job: an RFC 3339 time or a Go duration from now, at
 	// most MaxRunAhead ahead.
 	RunAt string `json:"run_at,omitempty"`
@@ -58,6 +61,11 @@ type Submission struct {
 	RunAt            *time.Time
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// Items, when set, make the job a fan-out parent with window
+	// Concurrency (see fanout.go).
+	Items       []json.RawMessage
+	Concurrency int
+	FailFast    bool
 }
 
 // Bounds of submit fields.
@@ -137,8 +145,8 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 	case r.MaxAttempts < 1 || r.MaxAttempts > MaxMaxAttempts:
 		return s, &FieldError{"max_attempts", fmt.Sprintf("must be between 1 and %d", MaxMaxAttempts)}
 	}
-	if len(r.Items) > 0 || r.Concurrency != 0 {
-		return s, &FieldError{"items", "fan-out (items, concurrency) is not supported by this server yet"}
+	if err := r.validateFanout(&s); err != nil {
+		return s, err
 	}
 	if len(r.Payload) > 0 {
 		if !json.Valid(r.Payload) {
@@ -217,6 +225,37 @@ func (r SubmitRequest) validateConcurrency(s *Submission) error {
 		return &FieldError{"concurrency_limit", fmt.Sprintf("must be between 1 and %d with concurrency_key", MaxConcurrencyLimit)}
 	}
 	s.ConcurrencyKey, s.ConcurrencyLimit = r.ConcurrencyKey, r.ConcurrencyLimit
+	return nil
+}
+
+// validateFanout checks items, concurrency and fail_fast, which make a
+// fan-out parent.
+func (r SubmitRequest) validateFanout(s *Submission) error {
+	if len(r.Items) == 0 {
+		switch {
+		case r.Concurrency != 0:
+			return &FieldError{"concurrency", "is the window of a fan-out: it needs items"}
+		case r.FailFast:
+			return &FieldError{"fail_fast", "applies to a fan-out: it needs items"}
+		}
+		return nil
+	}
+	if len(r.Payload) > 0 {
+		return &FieldError{"payload", "cannot go with items: each item is its child's payload"}
+	}
+	items, err := SplitItems(r.Items)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.Concurrency == 0:
+		s.Concurrency = DefaultWindow
+	case r.Concurrency < 1 || r.Concurrency > MaxWindow:
+		return &FieldError{"concurrency", fmt.Sprintf("must be between 1 and %d", MaxWindow)}
+	default:
+		s.Concurrency = r.Concurrency
+	}
+	s.Items, s.FailFast = items, r.FailFast
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -84,5 +85,29 @@ func CheckNewJob(job contracts.Job) error {
 	case job.Attempt != 0:
 		return fmt.Errorf("new job is at attempt %d, want 0: %w", job.Attempt, ErrBadTransition)
 	}
+	return nil
+}
+
+// CheckFanout checks a new job against the items it is admitted with and
+// fills what a parent shows: with items, the job is a fan-out parent (its
+// Concurrency, the window, must be at least 1) and gets its children's
+// counts; without, it must not ask for a window. Every driver's Admit
+// calls it after CheckNewJob.
+func CheckFanout(job *contracts.Job, items []json.RawMessage) error {
+	switch {
+	case len(items) == 0 && job.Concurrency != 0:
+		return errors.New("a fan-out parent needs items")
+	case len(items) == 0:
+		job.Children = nil
+		return nil
+	case job.Concurrency < 1:
+		return errors.New("a fan-out parent needs a window (concurrency) of at least 1")
+	case job.Parent != "":
+		return errors.New("a fan-out child cannot be a parent")
+	case len(items) > contracts.MaxItems:
+		return fmt.Errorf("%d items, at most %d", len(items), contracts.MaxItems)
+	}
+	job.Children = &contracts.ChildCounts{Total: len(items), Pending: len(items)}
+	job.Progress = job.Children.Progress()
 	return nil
 }

@@ -66,6 +66,15 @@ type Store interface {
 	// pending jobs q.DeadlineBefore and q.Kind select.
 	Stale(ctx context.Context, q StaleQuery) ([]contracts.Job, error)
 
+	// CancelParent cancels a fan-out parent: its waiting children end
+	// cancelled at once, its running children get a cancel request, and
+	// the parent is marked cancel_requested; it ends cancelled when its
+	// last child ends (at once when none runs). It returns the parent as
+	// it is afterwards and the running children that must be told. A job
+	// that is not a parent is ErrBadTransition; one already finished is
+	// returned as it is.
+	CancelParent(ctx context.Context, id string, now time.Time, reason string) (contracts.Job, []contracts.Job, error)
+
 	// PendingKinds returns, in name order, the kinds that have pending jobs
 	// holding no dispatch claim: the kinds waiting for a worker.
 	PendingKinds(ctx context.Context) ([]string, error)
@@ -74,7 +83,8 @@ type Store interface {
 	// time and says how many went.
 	Purge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)
 
-	// Stats counts jobs by state and active jobs by tenant.
+	// Stats counts jobs by state and the admission slots each tenant's
+	// active jobs hold.
 	Stats(ctx context.Context) (Counts, error)
 
 	// Reconcile repairs any admission counters from the jobs themselves and
@@ -100,6 +110,11 @@ type Caps struct {
 type AdmitRequest struct {
 	Job  contracts.Job
 	Caps Caps
+	// Items make Job a fan-out parent (Job.Concurrency is its window): the
+	// store inserts one child per item with the parent, in the same
+	// atomic step, and the parent holds Job.Slots() admission slots (see
+	// CheckFanout).
+	Items []json.RawMessage
 }
 
 // AdmitResult is the outcome of one job of AdmitBatch: the job as stored
@@ -175,11 +190,13 @@ type Change struct {
 	Errors []contracts.RunError
 }
 
-// Query selects a page of jobs.
+// Query selects a page of jobs. Without Parent it lists top-level jobs
+// (plain jobs and fan-out parents); with Parent, that parent's children.
 type Query struct {
 	Tenant string // "" = every tenant
 	State  contracts.JobState
 	Kind   string
+	Parent string
 	Limit  int
 	Cursor string
 }
@@ -223,7 +240,17 @@ type Counts struct {
 	TenantActive map[string]int
 }
 
-// Active is pending + running.
+// Active is pending + running: every job, children of fan-outs included.
 func (c Counts) Active() int {
 	return c.ByState[contracts.StatePending] + c.ByState[contracts.StateRunning]
+}
+
+// Slots is the admission slots active jobs hold, what the global cap
+// bounds: one per plain job, min(concurrency, items) per fan-out parent.
+func (c Counts) Slots() int {
+	n := 0
+	for _, k := range c.TenantActive {
+		n += k
+	}
+	return n
 }

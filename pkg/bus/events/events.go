@@ -62,10 +62,20 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream
 type Publisher struct {
 	nc      *nats.Conn
 	dropped atomic.Int64
+	// child, when set, hears the parent of every fan-out child whose
+	// state event goes out: the parent's counts changed too.
+	child func(parent string)
 }
 
 // NewPublisher returns a Publisher on nc.
 func NewPublisher(nc *nats.Conn) *Publisher { return &Publisher{nc: nc} }
+
+// WithChildren returns p calling fn with the parent of every fan-out
+// child whose state event it publishes (fn must not block).
+func (p *Publisher) WithChildren(fn func(parent string)) *Publisher {
+	p.child = fn
+	return p
+}
 
 // Publish sends ev without waiting for anything. An event that cannot be
 // sent is counted (Dropped) and otherwise ignored: the store already holds
@@ -89,6 +99,9 @@ func (p *Publisher) State(job contracts.Job) {
 		return
 	}
 	p.Publish(contracts.StateEvent(job))
+	if job.Parent != "" && p.child != nil {
+		p.child(job.Parent)
+	}
 }
 
 // Dropped says how many events could not be sent.

@@ -170,6 +170,9 @@ func (s *Store) exists(ctx context.Context, id string) (bool, error) {
 func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]store.AdmitResult, error) {
 	out := make([]store.AdmitResult, 0, len(reqs))
 	for _, r := range reqs {
+		if len(r.Items) > 0 {
+			return out, fmt.Errorf("mongo: admit job %s: fan-out: %w", r.Job.ID, store.ErrUnsupported)
+		}
 		j, adm, err := s.Admit(ctx, r.Job, r.Caps)
 		if err != nil {
 			return out, err

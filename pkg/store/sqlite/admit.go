@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,7 +25,7 @@ import (
 // attempt 0 and have an id; a zero CreatedAt is taken as now and a zero
 // UpdatedAt as CreatedAt. The returned job is the one stored, times in UTC.
 func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (contracts.Job, store.Admission, error) {
-	in, err := newAdmitInput(job, caps)
+	in, err := newAdmitInput(store.AdmitRequest{Job: job, Caps: caps})
 	if err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("sqlite: admit job %s: %w", job.ID, err)
 	}
@@ -47,7 +48,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]store.AdmitResult, error) {
 	ins := make([]admitInput, len(reqs))
 	for i, r := range reqs {
-		in, err := newAdmitInput(r.Job, r.Caps)
+		in, err := newAdmitInput(r)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: admit batch: job %s: %w", r.Job.ID, err)
 		}
@@ -65,16 +66,24 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 	return out, nil
 }
 
-// admitInput is a checked job with its encoded columns.
+// admitInput is a checked job with its encoded columns, and a fan-out
+// parent's items.
 type admitInput struct {
 	job                 contracts.Job
 	caps                store.Caps
 	progress, runErrors any
+	items               []json.RawMessage
+	// The columns the job does not show (see the schema).
+	held, released int
 }
 
 // newAdmitInput checks a new job, fills its times and encodes its columns.
-func newAdmitInput(job contracts.Job, caps store.Caps) (admitInput, error) {
+func newAdmitInput(r store.AdmitRequest) (admitInput, error) {
+	job, caps := r.Job, r.Caps
 	if err := store.CheckNewJob(job); err != nil {
+		return admitInput{}, err
+	}
+	if err := store.CheckFanout(&job, r.Items); err != nil {
 		return admitInput{}, err
 	}
 	if job.CreatedAt.IsZero() {
@@ -91,7 +100,11 @@ func newAdmitInput(job contracts.Job, caps store.Caps) (admitInput, error) {
 	if err != nil {
 		return admitInput{}, err
 	}
-	return admitInput{job: job, caps: caps, progress: progress, runErrors: runErrors}, nil
+	in := admitInput{job: job, caps: caps, progress: progress, runErrors: runErrors, items: r.Items}
+	if job.IsParent() {
+		in.held, in.released = 1, min(job.Concurrency, len(r.Items))
+	}
+	return in, nil
 }
 
 // scopeCount is a counter row as an admission sees it: what it read, and
@@ -114,6 +127,7 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 		order   []string // tenants in first-admitted order
 		keys    = map[[2]string]int{}
 		rows    = make([]admitInput, 0, len(ins))
+		fanouts []fanoutRows
 	)
 	for i, in := range ins {
 		job, caps := in.job, in.caps
@@ -147,21 +161,33 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 			t = &scopeCount{active: c.active + c.delta, fairAt: c.fair}
 			tenants[job.Tenant] = t
 		}
-		if caps.Global > 0 && global.active+global.added >= caps.Global {
+		slots := job.Slots()
+		if caps.Global > 0 && global.active+global.added+slots > caps.Global {
 			out[i] = store.AdmitResult{Admission: store.RejectedGlobal}
 			continue
 		}
-		if caps.Tenant > 0 && t.active+t.added >= caps.Tenant {
+		if caps.Tenant > 0 && t.active+t.added+slots > caps.Tenant {
 			out[i] = store.AdmitResult{Admission: store.RejectedTenant}
 			continue
 		}
-		job.FairAt = store.FairAt(global.fairAt, t.fairAt, caps.Weight)
-		t.fairAt = job.FairAt
+		if job.IsParent() {
+			// The parent is never dispatched; the children it releases
+			// at once take their places in the fair queue.
+			f := fanoutRows{parent: in, stamps: make([]float64, in.released)}
+			for k := range f.stamps {
+				f.stamps[k] = store.FairAt(global.fairAt, t.fairAt, caps.Weight)
+				t.fairAt = f.stamps[k]
+			}
+			fanouts = append(fanouts, f)
+		} else {
+			job.FairAt = store.FairAt(global.fairAt, t.fairAt, caps.Weight)
+			t.fairAt = job.FairAt
+		}
 		if t.added == 0 {
 			order = append(order, job.Tenant)
 		}
-		t.added++
-		global.added++
+		t.added += slots
+		global.added += slots
 		in.job = job
 		rows = append(rows, in)
 		out[i] = store.AdmitResult{Job: asStored(job), Admission: store.Admitted}
@@ -171,6 +197,11 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 	}
 	if err := s.insertJobs(ctx, tx, rows); err != nil {
 		return nil, err
+	}
+	for _, f := range fanouts {
+		if err := s.insertChildren(ctx, tx, f); err != nil {
+			return nil, err
+		}
 	}
 	// The counter rows take the admissions; they are written at the commit.
 	if global != nil {
@@ -191,7 +222,7 @@ const insertRows = 16
 // insertJobs inserts rows, insertRows to a statement and the rest one by
 // one (all with prepared statements).
 func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) error {
-	args := make([]any, 0, insertRows*jobColumnCount)
+	args := make([]any, 0, insertRows*insertColumnCount)
 	for len(rows) >= insertRows {
 		args = args[:0]
 		for _, in := range rows[:insertRows] {
@@ -220,7 +251,35 @@ func appendJobArgs(args []any, in admitInput) []any {
 		job.CreatedAt.UnixNano(), job.UpdatedAt.UnixNano(), ptrNanos(job.StartedAt),
 		ptrNanos(job.FinishedAt), ptrNanos(job.NextDispatchAt), nanos(job.DispatchDeadline),
 		ptrNanos(job.ClaimUntil), ptrNanos(job.HeartbeatAt), ptrNanos(job.RunAt),
-		job.ConcurrencyKey, job.ConcurrencyLimit, in.runErrors, job.FairAt)
+		job.ConcurrencyKey, job.ConcurrencyLimit, in.runErrors, job.FairAt,
+		job.Parent, indexArg(job.Index), job.Concurrency, boolArg(job.FailFast),
+		childArg(job.Children, func(c contracts.ChildCounts) int { return c.Total }),
+		0, 0, 0,
+		in.held, job.Slots(), in.released, weightArg(in.caps.Weight))
+}
+
+// indexArg is a child's item_index column.
+func indexArg(i *int) int {
+	if i == nil {
+		return 0
+	}
+	return *i
+}
+
+// childArg is one of a parent's counts, 0 for other jobs.
+func childArg(c *contracts.ChildCounts, f func(contracts.ChildCounts) int) int {
+	if c == nil {
+		return 0
+	}
+	return f(*c)
+}
+
+// weightArg is the weight column: a tenant's weight in the fair queue.
+func weightArg(w float64) float64 {
+	if w <= 0 {
+		return 1
+	}
+	return w
 }
 
 // asStored is a new job as reading its row back would return it: times in
@@ -260,13 +319,20 @@ const (
 		WHERE tenant = ? AND key = ? AND key != '' AND state IN ` + activeStates + ` LIMIT 1`
 	// A failed statement aborts only itself; the group commit then rolls
 	// the request back to its savepoint.
-	insertJobQuery = `INSERT INTO jobs (` + jobColumns + `) VALUES ` + jobPlaceholders
-	// jobPlaceholders are one row's placeholders.
-	jobPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// insertColumns are jobColumns and the columns a job does not show.
+	insertColumns = jobColumns + `, held, slots, children_released, weight`
+	// insertColumnCount is the number of insertColumns.
+	insertColumnCount = jobColumnCount + 4
 )
 
+// jobPlaceholders are one row's placeholders.
+var jobPlaceholders = `(?` + strings.Repeat(`, ?`, insertColumnCount-1) + `)`
+
+// insertJobQuery inserts one job.
+var insertJobQuery = `INSERT INTO jobs (` + insertColumns + `) VALUES ` + jobPlaceholders
+
 // insertJobsQuery inserts insertRows jobs.
-var insertJobsQuery = `INSERT INTO jobs (` + jobColumns + `) VALUES ` + jobPlaceholders +
+var insertJobsQuery = `INSERT INTO jobs (` + insertColumns + `) VALUES ` + jobPlaceholders +
 	strings.Repeat(`, `+jobPlaceholders, insertRows-1)
 
 // activeByKey finds the tenant's active job with that dedup key, or

@@ -20,8 +20,8 @@ const (
 	// ?3, after the job at (?4 priority, ?5 fair_at, ?6 id) in ready order
 	// (a page after the first; ?7 = 0 reads from the start).
 	readyQuery = `SELECT id, tenant, concurrency_key, concurrency_limit, priority, fair_at
-		FROM jobs INDEXED BY jobs_unclaimed
-		WHERE state = 'pending' AND kind = ?1 AND claim_until IS NULL
+		FROM jobs INDEXED BY jobs_ready_queue
+		WHERE state = 'pending' AND kind = ?1 AND claim_until IS NULL AND held = 0
 			AND (?7 = 0 OR priority < ?4 OR (priority = ?4 AND (fair_at > ?5 OR (fair_at = ?5 AND id > ?6))))
 			AND (next_dispatch_at IS NULL OR next_dispatch_at <= ?2)
 		ORDER BY priority DESC, fair_at, id LIMIT ?3`

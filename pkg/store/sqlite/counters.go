@@ -72,10 +72,10 @@ func (s *Store) counter(ctx context.Context, tx *sql.Tx, scope string) (*counter
 	return r, nil
 }
 
-// release frees one admission slot of tenant in the open transaction.
-func (s *Store) release(tenant string) {
-	s.counters.row(store.GlobalScope).delta--
-	s.counters.row(store.TenantScope(tenant)).delta--
+// release frees n admission slots of tenant in the open transaction.
+func (s *Store) release(tenant string, n int) {
+	s.counters.row(store.GlobalScope).delta -= n
+	s.counters.row(store.TenantScope(tenant)).delta -= n
 }
 
 // flushCounters writes the open transaction's counter changes and leaves

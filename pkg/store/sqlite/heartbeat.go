@@ -15,7 +15,7 @@ import (
 // transaction holds the write lock, so what leaseStateQuery reads stays true
 // until the update.
 const (
-	leaseStateQuery = `SELECT state, attempt, worker, cancel_requested, tenant, kind, runs, created_at FROM jobs WHERE id = ?`
+	leaseStateQuery = `SELECT state, attempt, worker, cancel_requested, tenant, kind, runs, created_at, parent FROM jobs WHERE id = ?`
 	renewQuery      = `UPDATE jobs SET heartbeat_at = ? WHERE id = ?`
 	promoteQuery    = `UPDATE jobs SET state = 'running', worker = ?,
 			started_at = ?, heartbeat_at = ?, updated_at = ?, runs = runs + 1, claim_until = NULL
@@ -47,6 +47,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		look := tx.StmtContext(ctx, s.ws.leaseState)
 		renew := tx.StmtContext(ctx, s.ws.renew)
 		promote := tx.StmtContext(ctx, s.ws.promote)
+		parentsStarted := map[string]bool{} // parents marked running in this heartbeat
 		for _, l := range leases {
 			var (
 				state   string
@@ -57,8 +58,9 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				kind    string
 				runs    int
 				created int64
+				parent  string
 			)
-			err := look.QueryRowContext(ctx, l.JobID).Scan(&state, &attempt, &worker, &cancel, &tenant, &kind, &runs, &created)
+			err := look.QueryRowContext(ctx, l.JobID).Scan(&state, &attempt, &worker, &cancel, &tenant, &kind, &runs, &created, &parent)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				out.Lost = append(out.Lost, l)
@@ -79,11 +81,17 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				if _, err := promote.ExecContext(ctx, workerID, at, at, at, l.JobID); err != nil {
 					return fmt.Errorf("promote lease %s/%d: %w", l.JobID, l.Attempt, err)
 				}
+				if parent != "" && !parentsStarted[parent] {
+					if err := s.startParent(ctx, tx, parent, now); err != nil {
+						return err
+					}
+					parentsStarted[parent] = true
+				}
 				started := fromNanos(at)
 				out.Promoted = append(out.Promoted, l)
 				out.Started = append(out.Started, contracts.Job{
 					ID: l.JobID, Tenant: tenant, Kind: kind, State: contracts.StateRunning, Attempt: l.Attempt,
-					Runs: runs + 1, Worker: workerID, CancelRequested: cancel,
+					Runs: runs + 1, Worker: workerID, CancelRequested: cancel, Parent: parent,
 					CreatedAt: fromNanos(created), UpdatedAt: started, StartedAt: &started, HeartbeatAt: &started,
 				})
 			default:

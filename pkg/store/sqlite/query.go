@@ -19,8 +19,10 @@ func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
 	var j contracts.Job
 	err := s.readOnWriter(ctx, "get job "+id, func(tx *sql.Tx) error {
 		var err error
-		j, err = s.jobIn(ctx, tx, id)
-		return err
+		if j, err = s.jobIn(ctx, tx, id); err != nil {
+			return err
+		}
+		return s.countRunning(ctx, tx, &j)
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -50,6 +52,11 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, strin
 	if err != nil {
 		return nil, "", fmt.Errorf("sqlite: list jobs: %w", err)
 	}
+	for i := range jobs {
+		if err := s.countRunning(ctx, s.r, &jobs[i]); err != nil {
+			return nil, "", fmt.Errorf("sqlite: list jobs: %w", err)
+		}
+	}
 	if len(jobs) <= limit {
 		return jobs, "", nil
 	}
@@ -60,12 +67,22 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, strin
 
 // listQuery selects one page of q and one more row. Each filter set picks
 // an index that is already in list order: (created_at, id) alone or after
-// tenant, state or both.
+// tenant, state or both, of the top-level jobs; (id) after the parent, or
+// after the parent and state, of a parent's children (which all have the
+// parent's created_at).
 func listQuery(q store.Query, limit int) (string, []any, error) {
 	var (
 		where []string
 		args  []any
 	)
+	// Literal terms, so that the planner sees they imply the partial
+	// indexes' conditions.
+	if q.Parent == "" {
+		where = append(where, "parent = ''")
+	} else {
+		where = append(where, "parent = ?", "parent != ''")
+		args = append(args, q.Parent)
+	}
 	if q.Tenant != "" {
 		where = append(where, "tenant = ?")
 		args = append(args, q.Tenant)
@@ -84,14 +101,20 @@ func listQuery(q store.Query, limit int) (string, []any, error) {
 			return "", nil, err
 		}
 		// A row value, so that the index seeks straight to the cursor.
-		where = append(where, "(created_at, id) < (?, ?)")
-		args = append(args, created.UnixNano(), id)
+		if q.Parent != "" {
+			where = append(where, "id < ?")
+			args = append(args, id)
+		} else {
+			where = append(where, "(created_at, id) < (?, ?)")
+			args = append(args, created.UnixNano(), id)
+		}
 	}
-	query := `SELECT ` + jobColumns + ` FROM jobs`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, " AND ")
+	query := `SELECT ` + jobColumns + ` FROM jobs WHERE ` + strings.Join(where, " AND ")
+	if q.Parent != "" {
+		query += ` ORDER BY id DESC LIMIT ?`
+	} else {
+		query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	}
-	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	return query, append(args, limit+1), nil
 }
 

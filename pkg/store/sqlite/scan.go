@@ -14,18 +14,20 @@ const jobColumns = `id, tenant, kind, payload, key, priority, state, attempt, ru
 	max_attempts, worker, error, result, progress, cancel_requested,
 	created_at, updated_at, started_at, finished_at, next_dispatch_at,
 	dispatch_deadline, claim_until, heartbeat_at, run_at, concurrency_key,
-	concurrency_limit, errors, fair_at`
+	concurrency_limit, errors, fair_at, parent, item_index, window_size,
+	fail_fast, children_total, children_succeeded, children_failed,
+	children_cancelled`
 
 // jobColumnCount is the number of jobColumns.
-const jobColumnCount = 28
+const jobColumnCount = 36
 
 // activeStates is the SQL list of the states counted against the caps.
 const activeStates = `('pending', 'running')`
 
 // activeByTenantQuery counts active jobs per tenant: a scan of the small
 // partial index of active jobs, already in tenant order.
-const activeByTenantQuery = `SELECT tenant, count(*) FROM jobs INDEXED BY jobs_active_tenant
-	WHERE state IN ` + activeStates + ` GROUP BY tenant`
+const activeByTenantQuery = `SELECT tenant, sum(slots) FROM jobs INDEXED BY jobs_active_slots
+	WHERE state IN ` + activeStates + ` AND slots > 0 GROUP BY tenant`
 
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface {
@@ -44,11 +46,16 @@ func scanJob(sc rowScanner) (contracts.Job, error) {
 		started, finished, next, deadline sql.NullInt64
 		claim, beat, runAt                sql.NullInt64
 		runErrors                         sql.NullString
+		index, window                     int
+		failFast                          int64
+		children                          contracts.ChildCounts
 	)
 	err := sc.Scan(&j.ID, &j.Tenant, &j.Kind, &payload, &j.Key, &j.Priority, &state,
 		&j.Attempt, &j.Runs, &j.MaxAttempts, &j.Worker, &j.Error, &result, &progress,
 		&cancel, &created, &updated, &started, &finished, &next, &deadline, &claim, &beat,
-		&runAt, &j.ConcurrencyKey, &j.ConcurrencyLimit, &runErrors, &j.FairAt)
+		&runAt, &j.ConcurrencyKey, &j.ConcurrencyLimit, &runErrors, &j.FairAt,
+		&j.Parent, &index, &window, &failFast, &children.Total, &children.Succeeded,
+		&children.Failed, &children.Cancelled)
 	if err != nil {
 		return contracts.Job{}, err
 	}
@@ -63,6 +70,17 @@ func scanJob(sc rowScanner) (contracts.Job, error) {
 		j.Progress = &p
 	}
 	j.CancelRequested = cancel != 0
+	if j.Parent != "" {
+		j.Index = &index
+	}
+	if window > 0 {
+		// A parent: pending counts the running children too until
+		// withRunning counts them.
+		j.Concurrency, j.FailFast = window, failFast != 0
+		children.Pending = children.Total - children.Finished()
+		j.Children = &children
+		j.Progress = children.Progress()
+	}
 	j.CreatedAt = fromNanos(created)
 	j.UpdatedAt = fromNanos(updated)
 	j.StartedAt = fromNullNanos(started)

@@ -32,7 +32,7 @@ import (
 )
 
 // SchemaVersion is the schema this driver writes, kept in PRAGMA user_version.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 const (
 	defaultBusyTimeout = 10 * time.Second
@@ -75,20 +75,6 @@ var schema = []string{
 	// At most one active job per tenant and key.
 	`CREATE UNIQUE INDEX IF NOT EXISTS jobs_active_key ON jobs (tenant, key)
 		WHERE key != '' AND state IN ('pending', 'running')`,
-	// List: newest first, optionally per tenant or state.
-	`CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at, id)`,
-	`CREATE INDEX IF NOT EXISTS jobs_tenant_created ON jobs (tenant, created_at, id)`,
-	`CREATE INDEX IF NOT EXISTS jobs_state_created ON jobs (state, created_at, id)`,
-	`CREATE INDEX IF NOT EXISTS jobs_tenant_state_created ON jobs (tenant, state, created_at, id)`,
-	// Stats and Reconcile: active jobs per tenant.
-	`CREATE INDEX IF NOT EXISTS jobs_active_tenant ON jobs (tenant, state)
-		WHERE state IN ('pending', 'running')`,
-	// Stale: the reaper's three range scans.
-	`CREATE INDEX IF NOT EXISTS jobs_running_beat ON jobs (coalesce(heartbeat_at, started_at, updated_at))
-		WHERE state = 'running'`,
-	// Purge.
-	`CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at)
-		WHERE finished_at IS NOT NULL`,
 }
 
 // columns are the columns added since the first schema, each added by
@@ -102,31 +88,81 @@ var columns = []struct{ table, name, decl string }{
 	// The fair-queue clocks: the tenant's last stamp, and on the global
 	// row the system's virtual time (the largest fair_at claimed).
 	{"counters", "fair_at", "REAL NOT NULL DEFAULT 0"},
+	// Fan-out (fanout.go). A child has its parent's id and its index; a
+	// parent has its window, its weight in the fair queue and its
+	// children's counts (the cursor of the next child to release and
+	// those that ended). slots are the admission slots the job holds
+	// while active; held jobs are moved by the store, not by dispatch:
+	// parents, and children waiting for a place in their window.
+	{"jobs", "parent", "TEXT NOT NULL DEFAULT ''"},
+	{"jobs", "item_index", "INTEGER NOT NULL DEFAULT 0"},
+	{"jobs", "slots", "INTEGER NOT NULL DEFAULT 1"},
+	{"jobs", "held", "INTEGER NOT NULL DEFAULT 0"},
+	{"jobs", "window_size", "INTEGER NOT NULL DEFAULT 0"},
+	{"jobs", "fail_fast", "INTEGER NOT NULL DEFAULT 0"},
+	{"jobs", "weight", "REAL NOT NULL DEFAULT 1"},
+	{"jobs", "children_total", "INTEGER NOT NULL DEFAULT 0"},
+	{"jobs", "children_released", "INTEGER NOT NULL DEFAULT 0"},
+	{"jobs", "children_succeeded", "INTEGER NOT NULL DEFAULT 0"},
+	{"jobs", "children_failed", "INTEGER NOT NULL DEFAULT 0"},
+	{"jobs", "children_cancelled", "INTEGER NOT NULL DEFAULT 0"},
 }
 
 // indexes need the added columns.
 var indexes = []string{
+	// Indexes of earlier schemas, replaced below.
+	`DROP INDEX IF EXISTS jobs_ready`,
+	`DROP INDEX IF EXISTS jobs_unclaimed`,
+	`DROP INDEX IF EXISTS jobs_pending_deadline`,
+	`DROP INDEX IF EXISTS jobs_created`,
+	`DROP INDEX IF EXISTS jobs_tenant_created`,
+	`DROP INDEX IF EXISTS jobs_state_created`,
+	`DROP INDEX IF EXISTS jobs_tenant_state_created`,
+	`DROP INDEX IF EXISTS jobs_active_tenant`,
+	`DROP INDEX IF EXISTS jobs_running_beat`,
+	`DROP INDEX IF EXISTS jobs_finished`,
+	// Gone: the lost-pending scan (pending jobs are never lost: the store is
+	// their queue), and the max-runtime scan's own index (it reads the
+	// running jobs, as many as the workers' slots, through jobs_running_work).
+	`DROP INDEX IF EXISTS jobs_pending_dispatch`,
+	`DROP INDEX IF EXISTS jobs_running_started`,
+
+	// List: newest first, optionally per tenant or state. Only top-level
+	// jobs (plain jobs and fan-out parents): a parent's children are
+	// listed through jobs_children, and stay out of four indexes.
+	`CREATE INDEX IF NOT EXISTS jobs_top_created ON jobs (created_at, id) WHERE parent = ''`,
+	`CREATE INDEX IF NOT EXISTS jobs_top_tenant_created ON jobs (tenant, created_at, id) WHERE parent = ''`,
+	`CREATE INDEX IF NOT EXISTS jobs_top_state_created ON jobs (state, created_at, id) WHERE parent = ''`,
+	`CREATE INDEX IF NOT EXISTS jobs_top_tenant_state_created ON jobs (tenant, state, created_at, id) WHERE parent = ''`,
+	// A parent's children, in index order (their ids sort so), all or
+	// by state.
+	`CREATE INDEX IF NOT EXISTS jobs_children_all ON jobs (parent, id) WHERE parent != ''`,
+	`CREATE INDEX IF NOT EXISTS jobs_children ON jobs (parent, state, id) WHERE parent != ''`,
+	// Stats and Reconcile: the admission slots active jobs hold, per tenant.
+	`CREATE INDEX IF NOT EXISTS jobs_active_slots ON jobs (tenant, state, slots)
+		WHERE state IN ('pending', 'running') AND slots > 0`,
+	// Stale: running jobs by their last sign of life (parents are held:
+	// they run no work of their own).
+	`CREATE INDEX IF NOT EXISTS jobs_running_work ON jobs (coalesce(heartbeat_at, started_at, updated_at))
+		WHERE state = 'running' AND held = 0`,
+	// Purge: finished top-level jobs (children go with their parent).
+	`CREATE INDEX IF NOT EXISTS jobs_finished_top ON jobs (finished_at)
+		WHERE finished_at IS NOT NULL AND parent = ''`,
 	// Claim: the ready queue of each kind in ready order. Claimed jobs
 	// leave it (a claim is the best jobs: scanning past them on every
 	// claim would cost more than moving them out); expired claims are
-	// cleared back into it (jobs_claimed).
-	`DROP INDEX IF EXISTS jobs_ready`,
-	`CREATE INDEX IF NOT EXISTS jobs_unclaimed ON jobs (kind, priority DESC, fair_at, id)
-		WHERE state = 'pending' AND claim_until IS NULL`,
+	// cleared back into it (jobs_claimed). Held jobs are not in it.
+	`CREATE INDEX IF NOT EXISTS jobs_ready_queue ON jobs (kind, priority DESC, fair_at, id)
+		WHERE state = 'pending' AND claim_until IS NULL AND held = 0`,
 	`CREATE INDEX IF NOT EXISTS jobs_claimed ON jobs (claim_until)
 		WHERE state = 'pending' AND claim_until IS NOT NULL`,
 	// Claim: the jobs holding a concurrency key's slots.
 	`CREATE INDEX IF NOT EXISTS jobs_concurrency_key ON jobs (tenant, concurrency_key, state)
 		WHERE concurrency_key != ''`,
-	// The dispatch deadline sweep.
-	`CREATE INDEX IF NOT EXISTS jobs_pending_deadline ON jobs (dispatch_deadline)
-		WHERE state = 'pending'`,
-	// Every index is moved by each state change that touches its columns.
-	// Gone: the lost-pending scan (pending jobs are never lost: the store is
-	// their queue), and the max-runtime scan's own index (it reads the
-	// running jobs, as many as the workers' slots, through jobs_running_beat).
-	`DROP INDEX IF EXISTS jobs_pending_dispatch`,
-	`DROP INDEX IF EXISTS jobs_running_started`,
+	// The dispatch deadline sweep (held jobs wait for their window, not
+	// for a worker).
+	`CREATE INDEX IF NOT EXISTS jobs_deadline_queue ON jobs (dispatch_deadline)
+		WHERE state = 'pending' AND held = 0`,
 }
 
 // Store is the SQLite implementation of store.Store. It is safe for

@@ -224,18 +224,21 @@ func TestQueriesUseIndexes(t *testing.T) {
 		return query
 	}
 	for query, index := range map[string]string{
-		staleBeatQuery:                    "INDEX jobs_running_beat",
-		staleKindQuery:                    "INDEX jobs_unclaimed (kind=?)",
-		pendingKindsQuery:                 "INDEX jobs_unclaimed (kind>?)",
-		purgeQuery:                        "INDEX jobs_finished",
-		activeByTenantQuery:               "COVERING INDEX jobs_active_tenant",
+		staleBeatQuery:                    "INDEX jobs_running_work",
+		staleKindQuery:                    "INDEX jobs_ready_queue (kind=?)",
+		pendingKindsQuery:                 "INDEX jobs_ready_queue (kind>?)",
+		purgeQuery:                        "INDEX jobs_finished_top",
+		activeByTenantQuery:               "COVERING INDEX jobs_active_slots",
 		activeByKeyQuery:                  "INDEX jobs_active_key",
-		list(store.Query{}):               "INDEX jobs_created",
-		list(store.Query{Cursor: cursor}): "INDEX jobs_created ((created_at,id)<(?,?))",
-		list(store.Query{Kind: "k", Cursor: cursor}):                "INDEX jobs_created ((created_at,id)<(?,?))",
-		list(store.Query{Tenant: "a", Cursor: cursor}):              "INDEX jobs_tenant_created (tenant=? AND (created_at,id)<(?,?))",
-		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_state_created (state=? AND (created_at,id)<(?,?))",
-		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_tenant_state_created (tenant=? AND state=?)",
+		countRunningQuery:                 "COVERING INDEX jobs_children (parent=? AND state=?)",
+		list(store.Query{}):               "INDEX jobs_top_created",
+		list(store.Query{Cursor: cursor}): "INDEX jobs_top_created ((created_at,id)<(?,?))",
+		list(store.Query{Kind: "k", Cursor: cursor}):                "INDEX jobs_top_created ((created_at,id)<(?,?))",
+		list(store.Query{Tenant: "a", Cursor: cursor}):              "INDEX jobs_top_tenant_created (tenant=? AND (created_at,id)<(?,?))",
+		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_top_state_created (state=? AND (created_at,id)<(?,?))",
+		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_top_tenant_state_created (tenant=? AND state=?)",
+		list(store.Query{Parent: "p", Cursor: cursor}):              "INDEX jobs_children_all (parent=? AND id<?)",
+		list(store.Query{Parent: "p", State: "failed"}):             "INDEX jobs_children (parent=? AND state=?)",
 	} {
 		text := queryPlan(t, s, query)
 		require.Contains(t, text, "USING "+index, query)
@@ -243,12 +246,12 @@ func TestQueriesUseIndexes(t *testing.T) {
 	}
 	// The max-runtime scan reads the running jobs (as many as the workers'
 	// slots) through the heartbeat index and sorts them.
-	require.Contains(t, queryPlan(t, s, staleStartedQuery), "USING INDEX jobs_running_beat")
+	require.Contains(t, queryPlan(t, s, staleStartedQuery), "USING INDEX jobs_running_work")
 
 	// Indexes no query needs any more are dropped from older databases.
 	var n int
 	require.NoError(t, s.w.QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_master
-		WHERE type = 'index' AND name IN ('jobs_pending_dispatch', 'jobs_running_started')`).Scan(&n))
+		WHERE type = 'index' AND name IN ('jobs_pending_dispatch', 'jobs_running_started', 'jobs_unclaimed', 'jobs_running_beat', 'jobs_created')`).Scan(&n))
 	require.Zero(t, n)
 }
 

@@ -22,44 +22,45 @@ const (
 // with INDEXED BY because the planner has no statistics to choose it.
 const (
 	// staleBeatQuery: running jobs whose last sign of life is older than ?.
-	staleBeatQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_beat
-		WHERE state = 'running' AND coalesce(heartbeat_at, started_at, updated_at) < ?
+	staleBeatQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_work
+		WHERE state = 'running' AND held = 0 AND coalesce(heartbeat_at, started_at, updated_at) < ?
 		ORDER BY coalesce(heartbeat_at, started_at, updated_at) LIMIT ?`
 	// staleStartedQuery: running jobs started before ?. It reads every
 	// running job (no more than the workers have slots) through the
 	// heartbeat index and sorts them: an index of its own would be moved by
 	// every job's start and end for a query the reaper runs once a tick.
-	staleStartedQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_beat
-		WHERE state = 'running' AND started_at < ?
+	staleStartedQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_work
+		WHERE state = 'running' AND held = 0 AND started_at < ?
 		ORDER BY started_at LIMIT ?`
 	// staleDeadlineQuery: pending jobs whose dispatch deadline is at or
 	// before ? with no claim live at ?.
-	staleDeadlineQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_pending_deadline
-		WHERE state = 'pending' AND dispatch_deadline <= ?
+	staleDeadlineQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_deadline_queue
+		WHERE state = 'pending' AND held = 0 AND dispatch_deadline <= ?
 			AND (claim_until IS NULL OR claim_until <= ?)
 		ORDER BY dispatch_deadline LIMIT ?`
 	// staleKindQuery: pending jobs of kind ? holding no claim, in ready
 	// order (their index's).
-	staleKindQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_unclaimed
-		WHERE state = 'pending' AND claim_until IS NULL AND kind = ?
+	staleKindQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_ready_queue
+		WHERE state = 'pending' AND claim_until IS NULL AND held = 0 AND kind = ?
 		ORDER BY priority DESC, fair_at, id LIMIT ?`
 	// pendingKindsQuery lists the kinds of the unclaimed pending jobs by
 	// seeking from one kind to the next in their index, however many jobs
 	// each kind has.
 	pendingKindsQuery = `WITH RECURSIVE k(kind) AS (
-			SELECT (SELECT min(kind) FROM jobs INDEXED BY jobs_unclaimed
-				WHERE state = 'pending' AND claim_until IS NULL)
+			SELECT (SELECT min(kind) FROM jobs INDEXED BY jobs_ready_queue
+				WHERE state = 'pending' AND claim_until IS NULL AND held = 0)
 			UNION ALL
-			SELECT (SELECT min(kind) FROM jobs INDEXED BY jobs_unclaimed
-				WHERE state = 'pending' AND claim_until IS NULL AND kind > k.kind)
+			SELECT (SELECT min(kind) FROM jobs INDEXED BY jobs_ready_queue
+				WHERE state = 'pending' AND claim_until IS NULL AND held = 0 AND kind > k.kind)
 			FROM k WHERE k.kind IS NOT NULL)
 		SELECT kind FROM k WHERE kind IS NOT NULL`
-	// purgeQuery deletes final jobs finished before ?, oldest first, at most ?.
-	purgeQuery = `DELETE FROM jobs WHERE id IN (
-		SELECT id FROM jobs INDEXED BY jobs_finished
-		WHERE finished_at IS NOT NULL AND finished_at < ?
+	// purgeQuery finds final top-level jobs finished before ?, oldest
+	// first, at most ?; a parent's children go with it.
+	purgeQuery = `SELECT id, window_size FROM jobs INDEXED BY jobs_finished_top
+		WHERE finished_at IS NOT NULL AND parent = '' AND finished_at < ?
 			AND state IN ('succeeded', 'failed', 'cancelled')
-		ORDER BY finished_at LIMIT ?)`
+		ORDER BY finished_at LIMIT ?`
+	deleteJobQuery = `DELETE FROM jobs WHERE id = ?`
 )
 
 // Stale returns, oldest first, up to q.Limit jobs the reaper must look at,
@@ -188,20 +189,45 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 	if finishedBefore.IsZero() {
 		return 0, nil
 	}
-	var n int64
+	var n int
 	err := s.write(ctx, "purge jobs", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, purgeQuery,
-			finishedBefore.UnixNano(), limit)
+		n = 0
+		rows, err := tx.QueryContext(ctx, purgeQuery, finishedBefore.UnixNano(), limit)
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		var (
+			ids     []string
+			parents []string
+		)
+		err = scanAll(rows, func(id string, window int) {
+			ids = append(ids, id)
+			if window > 0 {
+				parents = append(parents, id)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range parents {
+			k, err := purgeChildren(ctx, tx, p, contracts.MaxItems)
+			if err != nil {
+				return err
+			}
+			n += k
+		}
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, deleteJobQuery, id); err != nil {
+				return fmt.Errorf("delete job %s: %w", id, err)
+			}
+			n++
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	return int(n), nil
+	return n, nil
 }
 
 // Reconcile recomputes the admission counters from the jobs table in one

@@ -55,7 +55,17 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 			return fmt.Errorf("read back: %w", err)
 		}
 		if ch.State.Final() && exp.State.Active() {
-			s.release(j.Tenant)
+			s.release(j.Tenant, j.Slots())
+			if j.IsChild() {
+				if err := s.childEnded(ctx, tx, j, ch.State, ch.Now); err != nil {
+					return err
+				}
+			}
+		}
+		if ch.State == contracts.StateRunning && exp.State == contracts.StatePending && j.IsChild() {
+			if err := s.startParent(ctx, tx, j.Parent, ch.Now); err != nil {
+				return err
+			}
 		}
 		out = j
 		return nil
@@ -108,7 +118,17 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 			return err
 		}
 		if ch.State.Final() && exp.State.Active() {
-			s.release(before.Tenant)
+			s.release(before.Tenant, before.Slots())
+			if before.IsChild() {
+				if err := s.childEnded(ctx, tx, before, ch.State, ch.Now); err != nil {
+					return err
+				}
+			}
+		}
+		if ch.State == contracts.StateRunning && exp.State == contracts.StatePending && before.IsChild() {
+			if err := s.startParent(ctx, tx, before.Parent, ch.Now); err != nil {
+				return err
+			}
 		}
 		out = ch.Apply(before)
 		return nil

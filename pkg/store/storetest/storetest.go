@@ -36,7 +36,7 @@ import (
 // cleanup with t.Cleanup.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
-	for _, group := range [][]test{admitTests, transitionTests, heartbeatTests, reaperTests, queryTests, claimTests, batchTests, updateTests} {
+	for _, group := range [][]test{admitTests, transitionTests, heartbeatTests, reaperTests, queryTests, claimTests, batchTests, updateTests, fanoutTests} {
 		for _, tc := range group {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -210,6 +210,11 @@ func requireJob(t *testing.T, want, got contracts.Job) {
 	requireTime(t, "run_at", want.RunAt, got.RunAt)
 	require.Equal(t, want.ConcurrencyKey, got.ConcurrencyKey, "concurrency_key")
 	require.Equal(t, want.ConcurrencyLimit, got.ConcurrencyLimit, "concurrency_limit")
+	require.Equal(t, want.Parent, got.Parent, "parent")
+	require.Equal(t, want.Index, got.Index, "index")
+	require.Equal(t, want.Concurrency, got.Concurrency, "concurrency")
+	require.Equal(t, want.FailFast, got.FailFast, "fail_fast")
+	require.Equal(t, want.Children, got.Children, "children")
 	require.Len(t, got.Errors, len(want.Errors), "errors")
 	for i := range want.Errors {
 		w, g := want.Errors[i], got.Errors[i]

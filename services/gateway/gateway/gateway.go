@@ -100,6 +100,9 @@ type Gateway struct {
 	roster  *roster.Roster
 	handler *httpapi.Handler
 	natsAPI *natsapi.API
+	// parents publishes the events of the fan-out parents whose children
+	// a cancel ended.
+	parents *events.Parents
 	// timeouts are the HTTP server's; tests shorten them.
 	timeouts serverTimeouts
 	// tenantLimit and ipLimit are the rate limiters (nil = off).
@@ -149,7 +152,8 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	}
 	// One log of recent 429s for both transports, shown in /v1/stats.
 	rejected := rejections.New(contracts.MaxRecentRejections, deps.Now)
-	pub := events.NewPublisher(deps.NC)
+	parents := events.NewParents(deps.Store, events.NewPublisher(deps.NC), 0)
+	pub := events.NewPublisher(deps.NC).WithChildren(parents.Touch)
 	admitter := admission.New(deps.Store, deps.JS, pub, admission.Settings{
 		Caps:       caps,
 		Limits:     contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts},
@@ -172,6 +176,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 
 	ros := roster.New(deps.Now)
 	g := &Gateway{
+		parents:  parents,
 		cfg:      cfg,
 		log:      deps.Log,
 		nc:       deps.NC,
@@ -235,6 +240,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return g.serveHTTP(ctx, ln)
 	})
 	eg.Go(func() error { return g.natsAPI.Serve(ctx) })
+	eg.Go(func() error { return g.parents.Run(ctx) })
 	eg.Go(func() error {
 		if err := g.roster.Subscribe(ctx, g.nc); err != nil {
 			return err

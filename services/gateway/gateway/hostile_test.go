@@ -92,7 +92,9 @@ func TestHostileRequests(t *testing.T) {
 		sub("deadline in the past", `{"kind":"a","deadline":"2000-01-01T00:00:00Z"}`, bad422, val),
 		sub("deadline past the max", `{"kind":"a","deadline":"1000h"}`, bad422, val),
 		sub("negative deadline", `{"kind":"a","deadline":"-5s"}`, bad422, val),
-		sub("fan-out items", `{"kind":"a","items":[1,2,3],"concurrency":2}`, bad422, val),
+		sub("fan-out without items", `{"kind":"a","concurrency":2}`, bad422, val),
+		sub("fan-out items not an array", `{"kind":"a","items":{"a":1}}`, bad422, val),
+		sub("fan-out window too wide", `{"kind":"a","items":[1],"concurrency":100000}`, bad422, val),
 		// Size and media type.
 		sub("payload over the body limit", `{"kind":"a","payload":"`+long('x', 1<<20)+`"}`, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge),
 		{name: "streamed body over the limit", method: http.MethodPost, path: "/v1/jobs", token: tokenA,

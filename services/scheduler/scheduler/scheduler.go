@@ -52,6 +52,7 @@ type Scheduler struct {
 	roster   *roster.Roster
 	dispatch *dispatch.Dispatcher
 	apply    *apply.Applier
+	parents  *events.Parents
 	probe    *observe.Probe
 }
 
@@ -73,6 +74,8 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	r := roster.New(d.Now)
 	s := &Scheduler{cfg: cfg, deps: d, roster: r}
 	pub := events.NewPublisher(d.NC)
+	s.parents = events.NewParents(d.Store, events.NewPublisher(d.NC), 0)
+	pub.WithChildren(s.parents.Touch)
 	s.dispatch = dispatch.New(dispatch.Config{
 		RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
 		Offers: cfg.Concurrency, NoWorkerGrace: cfg.NoWorkerGrace,
@@ -116,6 +119,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		})
 	}
 	g.Go(func() error { return s.dispatch.Run(gctx) })
+	g.Go(func() error { return s.parents.Run(gctx) })
 	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.Concurrency, s.dispatch.Handle)
 	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.Concurrency, s.apply.Result)
 	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)

@@ -109,6 +109,9 @@ type ListQuery struct {
 	State contracts.JobState
 	// Kind keeps only jobs of this kind (empty: every kind).
 	Kind string
+	// Parent lists the children of this fan-out parent instead of the
+	// top-level jobs.
+	Parent string
 	// Limit is the page size (0: the server's default).
 	Limit int
 	// Cursor asks for the page after a previous page's NextCursor.

@@ -20,7 +20,7 @@ const errorColumn = 60
 var cmdLs = &command{
 	name:    "ls",
 	summary: "list jobs, newest first",
-	usage:   "ls [--state STATE] [--kind KIND] [--limit N] [--cursor C | --all] [--json]",
+	usage:   "ls [--state STATE] [--kind KIND] [--parent ID] [--limit N] [--cursor C | --all] [--json]",
 	help: `
 Lists the jobs of your tenant, newest first, as a table: id, kind, state,
 runs (how many times it went running, of its max attempts), claim (the
@@ -28,6 +28,9 @@ dispatch claim counter that fences stale results: not a run count), worker,
 age (since it was submitted), wait (until a worker started it), run (how
 long it ran or has been running) and error. A '*' after the state means a
 cancel was requested and the worker has not stopped yet.
+
+A fan-out parent is one row (its runs column shows its children finished
+of the total); --parent ID lists that parent's children instead.
 
 One page at a time: when there are more, stderr shows the --cursor of the
 next page. --all fetches every page (--limit is then the page size). --json
@@ -42,13 +45,17 @@ func runLs(ctx context.Context, inv *invocation, args []string) (int, error) {
 	fs := inv.flagSet()
 	state := fs.String("state", "", "only jobs in this state: pending, running, succeeded, failed, cancelled")
 	kind := fs.String("kind", "", "only jobs of this kind")
+	parent := fs.String("parent", "", "the children of this fan-out parent")
 	limit := fs.Int("limit", 0, fmt.Sprintf("jobs per page, 1 to %d (default: the server's, 50)", maxListLimit))
 	cursor := fs.String("cursor", "", "the page after this cursor (from a previous listing)")
 	all := fs.Bool("all", false, "fetch every page")
 	if _, err := inv.parse(fs, args, 0, 0); err != nil {
 		return 0, err
 	}
-	q := ListQuery{Kind: *kind, Limit: *limit, Cursor: *cursor}
+	q := ListQuery{Kind: *kind, Parent: *parent, Limit: *limit, Cursor: *cursor}
+	if q.Parent != "" && !contracts.ValidJobID(q.Parent) {
+		return 0, &usageError{fmt.Sprintf("--parent: %q is not a job id", q.Parent)}
+	}
 	if *state != "" {
 		st, err := contracts.ParseJobState(*state)
 		if err != nil {
@@ -120,8 +127,15 @@ func writeJobTable(w io.Writer, jobs []contracts.Job, now time.Time, errWidth in
 		if j.CancelRequested && !j.State.Final() {
 			state += "*"
 		}
+		runs, total := j.Runs, j.MaxAttempts
+		worker := orDash(sanitize(j.Worker))
+		if j.Children != nil {
+			// A fan-out parent runs nothing itself: its children finished.
+			runs, total = j.Children.Finished(), j.Children.Total
+			worker = fmt.Sprintf("(%d running)", j.Children.Running)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			j.ID, sanitize(j.Kind), state, j.Runs, j.MaxAttempts, j.Attempt, orDash(sanitize(j.Worker)),
+			j.ID, sanitize(j.Kind), state, runs, total, j.Attempt, worker,
 			durationOr(now.Sub(j.CreatedAt), !j.CreatedAt.IsZero()),
 			durationOr(waitTime(j, now)), durationOr(runTime(j, now)),
 			strings.TrimSpace(errText))

@@ -37,6 +37,11 @@ func TestRunUsage(t *testing.T) {
 		{name: "submit with two kinds", args: []string{"submit", "a", "b"}, code: ExitUsage, stderr: `unexpected argument "b"`},
 		{name: "payload not JSON", args: []string{"submit", "sleep", "--payload", "{ms:1}"}, code: ExitUsage, stderr: "--payload is not valid JSON"},
 		{name: "payload file missing", args: []string{"submit", "sleep", "--payload", "@/nonexistent/p.json"}, code: ExitUsage, stderr: "no such file"},
+		{name: "items not JSON", args: []string{"submit", "sleep", "--items", "[1,"}, code: ExitUsage, stderr: "--items is not a valid JSON array"},
+		{name: "items line not JSON", args: []string{"submit", "sleep", "--items", "1\n{x}"}, code: ExitUsage, stderr: "line 2 is not valid JSON"},
+		{name: "items with payload", args: []string{"submit", "sleep", "--items", "[1]", "--payload", "{}"}, code: ExitUsage, stderr: "do not go together"},
+		{name: "window without items", args: []string{"submit", "sleep", "--concurrency", "3"}, code: ExitUsage, stderr: "need --items"},
+		{name: "ls parent not an id", args: []string{"ls", "--parent", "a b"}, code: ExitUsage, stderr: "not a job id"},
 		{name: "get without id", args: []string{"get"}, code: ExitUsage, stderr: "missing argument"},
 		{name: "get with a bad id", args: []string{"get", "../stats"}, code: ExitUsage, stderr: "is not a job id"},
 		{name: "ls with a bad state", args: []string{"ls", "--state", "done"}, code: ExitUsage, stderr: `unknown state "done"`},
@@ -97,6 +102,15 @@ func TestRunSubmit(t *testing.T) {
 	require.Equal(t, testID+"\n", te.stdout.String())
 	require.Equal(t, contracts.SubmitRequest{Kind: "sleep", Payload: json.RawMessage(`{"ms":5}`), Key: "k1", Priority: 3, Deadline: "90s", MaxAttempts: 2,
 		RunAt: "30s", ConcurrencyKey: "db", ConcurrencyLimit: 2}, got[0])
+
+	items := filepath.Join(dir, "items.jsonl")
+	require.NoError(t, os.WriteFile(items, []byte("{\"ms\": 1}\n\n{\"ms\": 2}\n"), 0o600))
+	te = newTestEnv(f.srv.URL, false, nil)
+	require.Equal(t, ExitOK, te.run("submit", "sleep", "--items", "@"+items, "--concurrency", "8", "--fail-fast"), te.stderr.String())
+	require.JSONEq(t, `[{"ms":1},{"ms":2}]`, string(got[1].Items))
+	require.Equal(t, 8, got[1].Concurrency)
+	require.True(t, got[1].FailFast)
+	got = got[:1]
 
 	te = newTestEnv(f.srv.URL, false, nil)
 	te.env.Stdin = strings.NewReader(` {"ms": 6}` + "\n")

@@ -18,7 +18,7 @@ const maxPayloadInput = 64 << 20
 var cmdSubmit = &command{
 	name:    "submit",
 	summary: "submit a job; --wait follows it to its end",
-	usage:   "submit (<kind> [--payload JSON|-|@FILE] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--wait] | --batch FILE.jsonl) [--json]",
+	usage:   "submit (<kind> [--payload JSON|-|@FILE | --items JSON|-|@FILE [--concurrency N] [--fail-fast]] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--wait] | --batch FILE.jsonl) [--json]",
 	help: `
 Submits a job of the given kind and prints its id. With --json it prints the
 job as the API returns it.
@@ -32,6 +32,13 @@ may wait for a worker after that: a Go duration ("90s") or an RFC 3339 time.
 A failed run runs again after a backoff until --max-attempts runs.
 --concurrency-key with --concurrency-limit lets at most that many of your
 jobs with that key run at once; the others wait.
+
+--items makes a fan-out: one child job per item, the item as its payload,
+at most --concurrency (default 10) running at once. It takes a JSON array
+or JSON Lines (one item per line), inline, from stdin ("-") or from a file
+("@items.jsonl"). The parent fails at the end when a child failed, or at
+the first failure with --fail-fast (the rest are cancelled); --wait shows
+one progress bar for the whole fan-out.
 
 --batch FILE submits every line of FILE ("-" = stdin) as a job: each line is
 a submit body ({"kind":"sleep","payload":{"ms":5}}), sent 1,000 to a request.
@@ -59,6 +66,9 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 	runAt := fs.String("run-at", "", "not before: a `duration` from now (30s) or an RFC 3339 time")
 	concKey := fs.String("concurrency-key", "", "with --concurrency-limit: a `key` whose jobs run at most N at once")
 	concLimit := fs.Int("concurrency-limit", 0, "how many jobs of --concurrency-key may run at once")
+	items := fs.String("items", "", "fan-out `items`: a JSON array or JSON Lines; \"-\" reads stdin, \"@file\" reads a file")
+	window := fs.Int("concurrency", 0, "with --items: how many children run at once (default: the server's, 10)")
+	failFast := fs.Bool("fail-fast", false, "with --items: cancel the rest at the first failed child")
 	wait := fs.Bool("wait", false, "follow the job until it ends; exit with its outcome")
 	batch := fs.String("batch", "", "submit every line of `FILE` (JSON Lines of submit bodies; \"-\" = stdin)")
 	if hasFlag(args, "batch") {
@@ -79,6 +89,16 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 	if req.Payload, err = readPayload(*payload, inv.env.Stdin); err != nil {
 		return 0, err
 	}
+	if req.Items, err = readItems(*items, inv.env.Stdin); err != nil {
+		return 0, err
+	}
+	switch {
+	case req.Items == nil && (*window != 0 || *failFast):
+		return 0, &usageError{"--concurrency and --fail-fast need --items"}
+	case req.Items != nil && req.Payload != nil:
+		return 0, &usageError{"--payload and --items do not go together: each item is a child's payload"}
+	}
+	req.Concurrency, req.FailFast = *window, *failFast
 	c, err := inv.client()
 	if err != nil {
 		return 0, err
@@ -104,48 +124,95 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 	return followJob(ctx, inv, job.ID, false)
 }
 
+// readItems reads the --items value as readPayload reads --payload: a JSON
+// array as it is, or JSON Lines (one item a line, blank lines skipped)
+// made into one.
+func readItems(v string, stdin io.Reader) (json.RawMessage, error) {
+	data, from, err := readInput("--items", v, stdin)
+	if data == nil || err != nil {
+		return nil, err
+	}
+	if data[0] == '[' {
+		if !json.Valid(data) {
+			return nil, &usageError{from + " is not a valid JSON array"}
+		}
+		return json.RawMessage(data), nil
+	}
+	var b strings.Builder
+	b.WriteByte('[')
+	n := 0
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !json.Valid([]byte(line)) {
+			return nil, &usageError{fmt.Sprintf("%s: line %d is not valid JSON", from, i+1)}
+		}
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(line)
+		n++
+	}
+	b.WriteByte(']')
+	return json.RawMessage(b.String()), nil
+}
+
 // readPayload reads the --payload value: inline JSON, "-" for stdin or
 // "@path" for a file. Empty means no payload. Input that is not JSON is a
 // usage error.
 func readPayload(v string, stdin io.Reader) (json.RawMessage, error) {
-	var (
-		data []byte
-		err  error
-		from = "--payload"
-	)
-	switch {
-	case v == "":
-		return nil, nil
-	case v == "-":
-		from = "the payload on stdin"
-		data, err = io.ReadAll(io.LimitReader(stdin, maxPayloadInput+1))
-		if err != nil {
-			return nil, fmt.Errorf("read the payload from stdin: %w", err)
-		}
-	case strings.HasPrefix(v, "@"):
-		from = "the payload in " + v[1:]
-		f, err := os.Open(v[1:])
-		if err != nil {
-			return nil, &usageError{fmt.Sprintf("--payload: %v", err)}
-		}
-		defer f.Close()
-		if data, err = io.ReadAll(io.LimitReader(f, maxPayloadInput+1)); err != nil {
-			return nil, fmt.Errorf("read the payload from %s: %w", v[1:], err)
-		}
-	default:
-		data = []byte(v)
-	}
-	if len(data) > maxPayloadInput {
-		return nil, &usageError{fmt.Sprintf("%s is larger than %d MiB", from, maxPayloadInput>>20)}
-	}
-	data = []byte(strings.TrimSpace(string(data)))
-	if len(data) == 0 {
-		return nil, &usageError{from + " is empty"}
+	data, from, err := readInput("--payload", v, stdin)
+	if data == nil || err != nil {
+		return nil, err
 	}
 	if !json.Valid(data) {
 		return nil, &usageError{from + " is not valid JSON"}
 	}
 	return json.RawMessage(data), nil
+}
+
+// readInput reads a flag's value: inline, "-" for stdin or "@path" for a
+// file, trimmed; nil when the flag is empty. It also says where the value
+// came from, for messages.
+func readInput(flag, v string, stdin io.Reader) ([]byte, string, error) {
+	var (
+		data []byte
+		err  error
+		from = flag
+		what = strings.TrimPrefix(flag, "--")
+	)
+	switch {
+	case v == "":
+		return nil, from, nil
+	case v == "-":
+		from = "the " + what + " on stdin"
+		data, err = io.ReadAll(io.LimitReader(stdin, maxPayloadInput+1))
+		if err != nil {
+			return nil, from, fmt.Errorf("read the %s from stdin: %w", what, err)
+		}
+	case strings.HasPrefix(v, "@"):
+		from = "the " + what + " in " + v[1:]
+		f, err := os.Open(v[1:])
+		if err != nil {
+			return nil, from, &usageError{fmt.Sprintf("%s: %v", flag, err)}
+		}
+		defer f.Close()
+		if data, err = io.ReadAll(io.LimitReader(f, maxPayloadInput+1)); err != nil {
+			return nil, from, fmt.Errorf("read the %s from %s: %w", what, v[1:], err)
+		}
+	default:
+		data = []byte(v)
+	}
+	if len(data) > maxPayloadInput {
+		return nil, from, &usageError{fmt.Sprintf("%s is larger than %d MiB", from, maxPayloadInput>>20)}
+	}
+	data = []byte(strings.TrimSpace(string(data)))
+	if len(data) == 0 {
+		return nil, from, &usageError{from + " is empty"}
+	}
+	return data, from, nil
 }
 
 // followJob follows job id to its end with the display inv calls for and

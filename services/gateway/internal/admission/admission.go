@@ -133,14 +133,26 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 	if failed != nil {
 		return *failed
 	}
-	got, adm, err := a.store.Admit(ctx, req.Job, req.Caps)
+	var (
+		got contracts.Job
+		adm store.Admission
+		err error
+	)
+	if len(req.Items) > 0 {
+		var res []store.AdmitResult
+		if res, err = a.store.AdmitBatch(ctx, []store.AdmitRequest{req}); err == nil {
+			got, adm = res[0].Job, res[0].Admission
+		}
+	} else {
+		got, adm, err = a.store.Admit(ctx, req.Job, req.Caps)
+	}
 	if err != nil {
 		return a.storeDown(req.Job, err)
 	}
 	o := a.settle(tenant, got, adm)
 	if o.Status == http.StatusAccepted {
 		if got.Delayed(a.now()) {
-			a.publishDue(ctx, got)
+			a.publishDue(ctx, dueJob(got))
 		} else {
 			a.wake()
 		}
@@ -196,16 +208,30 @@ func (a *Admitter) prepare(tenant string, body []byte) (store.AdmitRequest, *Out
 		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
 			"kind %q is not run here; the kinds are %s (SLUICE_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", "))))
 	}
+	if len(sub.Items) > 0 {
+		job.Concurrency, job.FailFast = sub.Concurrency, sub.FailFast
+		// Each child must fit every hop as a job of its own.
+		for i, item := range sub.Items {
+			if err := contracts.CheckMessageSize(job.Child(i, item), a.set.MaxMessageBytes); err != nil {
+				return fail(Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge, fmt.Sprintf("items[%d]: %s", i, err)))
+			}
+		}
+	}
 	if err := contracts.CheckMessageSize(job, a.set.MaxMessageBytes); err != nil {
 		return fail(Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge, err.Error()))
 	}
 	caps := a.set.Caps
 	caps.Weight = a.set.Weights.Of(tenant)
-	return store.AdmitRequest{Job: job, Caps: caps}, nil
+	return store.AdmitRequest{Job: job, Caps: caps, Items: sub.Items}, nil
 }
 
-// storeDown is the 503 of a store that did not answer an admission.
+// storeDown is the 503 of a store that did not answer an admission (or
+// the 422 of one that cannot take this job at all).
 func (a *Admitter) storeDown(job contracts.Job, err error) Outcome {
+	if errors.Is(err, store.ErrUnsupported) {
+		return Fail(http.StatusUnprocessableEntity, contracts.CodeValidation,
+			"this server's job store does not support this job: "+err.Error())
+	}
 	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store is unavailable, try again")
 	o.Cause = fmt.Errorf("admit job %s: %w", job.ID, err)
 	o.RetryAfter = a.set.RetryAfter
@@ -267,6 +293,18 @@ func (a *Admitter) publishDue(ctx context.Context, job contracts.Job) {
 	if err := bus.Publish(pctx, a.js, due.Subject, due.Value, due.ID); err != nil {
 		a.dueFailed(job, err)
 	}
+}
+
+// dueJob is the job whose due message wakes dispatch for job at its
+// run_at: the job itself, or a fan-out parent's first child (a parent is
+// never dispatched).
+func dueJob(job contracts.Job) contracts.Job {
+	if job.IsParent() {
+		c := job
+		c.ID, c.Parent, c.Concurrency = contracts.ChildID(job.ID, 0), job.ID, 0
+		return c
+	}
+	return job
 }
 
 // dueOf is the due message of a job.

@@ -66,7 +66,7 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 		o := a.settle(tenant, r.Job, r.Admission)
 		if o.Status == http.StatusAccepted {
 			if r.Job.Delayed(now) {
-				due = append(due, r.Job)
+				due = append(due, dueJob(r.Job))
 			} else {
 				ready = true
 			}

@@ -7,6 +7,11 @@
 // heartbeat acknowledgement, so a lost core-NATS message delays the cancel
 // but never loses it.
 //
+// A fan-out parent is cancelled with its children in one store step
+// (store.CancelParent): the waiting ones end cancelled at once, the
+// running ones are reached as above, and the parent ends cancelled with
+// its last running child.
+//
 // Cancelling is idempotent: a job already cancelled, or whose cancel was
 // already requested, is returned as it is (a repeated request for a running
 // job re-sends the message to the worker).
@@ -86,6 +91,9 @@ func (c *Canceller) Cancel(ctx context.Context, tenant, id string) (contracts.Jo
 		case job.Tenant != tenant:
 			return contracts.Job{}, ErrNotFound
 		}
+		if job.IsParent() && job.State.Active() {
+			return c.cancelParent(ctx, job)
+		}
 		switch job.State {
 		case contracts.StateCancelled:
 			return job, nil
@@ -126,6 +134,21 @@ func (c *Canceller) Cancel(ctx context.Context, tenant, id string) (contracts.Jo
 		}
 	}
 	return contracts.Job{}, fmt.Errorf("cancel job %s: %w", id, ErrBusy)
+}
+
+// cancelParent cancels a fan-out parent and tells the workers of its
+// running children.
+func (c *Canceller) cancelParent(ctx context.Context, job contracts.Job) (contracts.Job, error) {
+	out, running, err := c.store.CancelParent(ctx, job.ID, c.now().UTC(), Reason)
+	if err != nil {
+		return contracts.Job{}, fmt.Errorf("cancel parent %s: %w", job.ID, err)
+	}
+	c.ev.State(out)
+	for _, r := range running {
+		c.ev.State(r)
+		c.tellWorker(r)
+	}
+	return out, nil
 }
 
 // isMiss reports whether a compare-and-set missed because the job moved on.

@@ -130,6 +130,14 @@ func parseListQuery(raw string) (store.Query, error) {
 		}
 		q.Kind = v
 	}
+	if v, err := get("parent"); err != nil {
+		return q, err
+	} else if v != "" {
+		if !contracts.ValidJobID(v) {
+			return q, errors.New("parent must be a job id")
+		}
+		q.Parent = v
+	}
 	if v, err := get("limit"); err != nil {
 		return q, err
 	} else if v != "" {

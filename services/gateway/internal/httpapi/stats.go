@@ -20,7 +20,7 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request, tenant string) {
 	out := contracts.Stats{
 		MaxActive:       a.Caps.Global,
 		TenantMaxActive: a.Caps.Tenant,
-		Active:          c.Active(),
+		Active:          c.Slots(),
 		Counts:          make(map[contracts.JobState]int, len(contracts.AllStates)),
 		Workers:         []contracts.WorkerInfo{},
 	}

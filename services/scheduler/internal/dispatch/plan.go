@@ -42,8 +42,8 @@ const earlyTolerance = 25 * time.Millisecond
 
 // Decide is the pure part of handling a due message.
 func Decide(j contracts.Job, now time.Time) Plan {
-	if j.State != contracts.StatePending {
-		return Plan{Action: Drop}
+	if j.State != contracts.StatePending || j.IsParent() {
+		return Plan{Action: Drop} // a fan-out parent is never offered: its children are
 	}
 	if j.ClaimUntil != nil && j.ClaimUntil.After(now) {
 		return Plan{Action: Drop} // being offered; the deadline sweep sees it if the claim lapses

@@ -1,0 +1,363 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Fan-out. A parent and all its children are inserted in the admission's
+// transaction. The first min(window, items) children are released: they
+// are ordinary ready jobs. The others are held (held = 1: out of the ready
+// queue and of every sweep) until a released child ends: the transaction
+// that moves a child to a final state counts it on its parent and releases
+// the next held child, so a parent never has more than its window of
+// released children that have not ended, and so never more running. The
+// parent itself is held too (dispatch never offers it): it goes running
+// with its first child's start and ends, in the transaction of its last
+// child's end, succeeded, failed or cancelled.
+//
+// children_released is the index of the next child to release: children
+// below it were released (or ended while held), those at or above it are
+// held.
+
+// fanoutRows is a parent being admitted with its items, and the fair-queue
+// stamps of the children released at once.
+type fanoutRows struct {
+	parent admitInput
+	stamps []float64
+}
+
+// insertChildren inserts a parent's children: the first len(f.stamps)
+// released with those stamps, the others held.
+func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) error {
+	parent := f.parent.job
+	batch := make([]admitInput, 0, insertRows)
+	flush := func() error {
+		err := s.insertJobs(ctx, tx, batch)
+		batch = batch[:0]
+		return err
+	}
+	for i, item := range f.parent.items {
+		c := parent.Child(i, item)
+		in := admitInput{job: c, caps: f.parent.caps, held: 1}
+		if i < len(f.stamps) {
+			in.job.FairAt, in.held = f.stamps[i], 0
+		}
+		batch = append(batch, in)
+		if len(batch) == insertRows {
+			if err := flush(); err != nil {
+				return fmt.Errorf("insert the children of %s: %w", parent.ID, err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return fmt.Errorf("insert the children of %s: %w", parent.ID, err)
+	}
+	return nil
+}
+
+// parentRow is what a child's end reads and writes of its parent.
+type parentRow struct {
+	id, tenant       string
+	state            contracts.JobState
+	window, released int
+	counts           contracts.ChildCounts
+	failFast, cancel bool
+	weight           float64
+	// wait is how long a released child may wait for a worker: the
+	// parent's own dispatch deadline, counted from its run_at or creation.
+	wait time.Duration
+}
+
+// The statements of a fan-out.
+const (
+	parentRowQuery = `SELECT tenant, state, window_size, children_released, children_total,
+			children_succeeded, children_failed, children_cancelled, fail_fast, cancel_requested,
+			weight, dispatch_deadline - max(created_at, coalesce(run_at, 0))
+		FROM jobs WHERE id = ? AND window_size > 0`
+	writeParentQuery = `UPDATE jobs SET children_released = ?, children_succeeded = ?,
+			children_failed = ?, children_cancelled = ?
+		WHERE id = ?`
+	childHeldQuery = `SELECT held FROM jobs WHERE id = ?`
+	// releaseQuery releases a held child: it joins the ready queue with
+	// its fair-queue stamp and a dispatch deadline from now.
+	releaseQuery = `UPDATE jobs SET held = 0, fair_at = ?, dispatch_deadline = ?, updated_at = ?
+		WHERE id = ? AND state = 'pending' AND held = 1`
+	// finishParentQuery ends a parent.
+	finishParentQuery = `UPDATE jobs SET state = ?, error = ?, result = ?, progress = NULL,
+			finished_at = ?, updated_at = ?, claim_until = NULL, next_dispatch_at = NULL
+		WHERE id = ? AND state IN ('pending', 'running')`
+	// startParentQuery marks a parent running at its first child's start.
+	startParentQuery = `UPDATE jobs SET state = 'running', started_at = ?, updated_at = ?
+		WHERE id = ? AND state = 'pending'`
+	// cancelWaitingQuery ends a parent's pending children (held, ready or
+	// claimed) cancelled.
+	cancelWaitingQuery = `UPDATE jobs INDEXED BY jobs_children
+		SET state = 'cancelled', error = ?, finished_at = ?, updated_at = ?,
+			claim_until = NULL, next_dispatch_at = NULL
+		WHERE parent = ? AND parent != '' AND state = 'pending'`
+	// requestCancelQuery asks a parent's running children to stop.
+	requestCancelQuery = `UPDATE jobs INDEXED BY jobs_children
+		SET cancel_requested = 1, updated_at = ?
+		WHERE parent = ? AND parent != '' AND state = 'running' AND cancel_requested = 0`
+	runningChildrenQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_children
+		WHERE parent = ? AND parent != '' AND state = 'running' ORDER BY id`
+	countRunningQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_children
+		WHERE parent = ? AND parent != '' AND state = 'running'`
+	failedChildrenQuery = `SELECT id, item_index FROM jobs INDEXED BY jobs_children
+		WHERE parent = ? AND parent != '' AND state = 'failed' ORDER BY id LIMIT ?`
+	purgeChildrenQuery = `DELETE FROM jobs WHERE id IN (
+		SELECT id FROM jobs INDEXED BY jobs_children_all WHERE parent = ? AND parent != '' LIMIT ?)`
+)
+
+// readParent reads a child's parent in tx, or sql.ErrNoRows.
+func readParent(ctx context.Context, tx *sql.Tx, id string) (parentRow, error) {
+	p := parentRow{id: id}
+	var (
+		state            string
+		failFast, cancel int64
+		wait             sql.NullInt64
+	)
+	err := tx.QueryRowContext(ctx, parentRowQuery, id).Scan(&p.tenant, &state, &p.window, &p.released,
+		&p.counts.Total, &p.counts.Succeeded, &p.counts.Failed, &p.counts.Cancelled, &failFast, &cancel,
+		&p.weight, &wait)
+	if err != nil {
+		return p, err
+	}
+	p.state = contracts.JobState(state)
+	p.failFast, p.cancel = failFast != 0, cancel != 0
+	p.wait = time.Duration(wait.Int64)
+	return p, nil
+}
+
+// writeParent stores a parent's counts and release cursor.
+func writeParent(ctx context.Context, tx *sql.Tx, p parentRow) error {
+	_, err := tx.ExecContext(ctx, writeParentQuery, p.released, p.counts.Succeeded, p.counts.Failed, p.counts.Cancelled, p.id)
+	if err != nil {
+		return fmt.Errorf("write parent %s: %w", p.id, err)
+	}
+	return nil
+}
+
+// childEnded counts a child that just moved to the final state st on its
+// parent, in the same transaction: the next held child takes its place in
+// the window (unless the child was held itself, or the parent is
+// cancelling), a failure under fail_fast cancels the children still
+// waiting, and the parent ends with its last child.
+func (s *Store) childEnded(ctx context.Context, tx *sql.Tx, child contracts.Job, st contracts.JobState, now time.Time) error {
+	p, err := readParent(ctx, tx, child.Parent)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // a parent purged first: nothing to count on
+	case err != nil:
+		return fmt.Errorf("read parent %s: %w", child.Parent, err)
+	case p.state.Final():
+		return nil
+	}
+	var held bool
+	if err := tx.QueryRowContext(ctx, childHeldQuery, child.ID).Scan(&held); err != nil {
+		return fmt.Errorf("read child %s: %w", child.ID, err)
+	}
+	p.counts.Add(st)
+	switch {
+	case st == contracts.StateFailed && p.failFast && !p.cancel:
+		if err := s.cancelWaiting(ctx, tx, &p, now, contracts.JobError(contracts.ClassCancelled,
+			fmt.Sprintf("fail_fast: child %s failed", child.ID))); err != nil {
+			return err
+		}
+	case !held && !p.cancel:
+		if err := s.releaseNext(ctx, tx, &p, now); err != nil {
+			return err
+		}
+	}
+	if err := writeParent(ctx, tx, p); err != nil {
+		return err
+	}
+	return s.finishParentIfDone(ctx, tx, p, now)
+}
+
+// releaseNext releases the parent's next held child still pending (one
+// cancelled while held is stepped over).
+func (s *Store) releaseNext(ctx context.Context, tx *sql.Tx, p *parentRow, now time.Time) error {
+	for p.released < p.counts.Total {
+		id := contracts.ChildID(p.id, p.released)
+		p.released++
+		g, err := s.counter(ctx, tx, store.GlobalScope)
+		if err != nil {
+			return err
+		}
+		t, err := s.counter(ctx, tx, store.TenantScope(p.tenant))
+		if err != nil {
+			return err
+		}
+		fair := store.FairAt(g.fair, t.fair, p.weight)
+		res, err := tx.ExecContext(ctx, releaseQuery, fair, now.Add(p.wait).UnixNano(), now.UnixNano(), id)
+		if err != nil {
+			return fmt.Errorf("release child %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			t.fair, t.fairSet = fair, true
+			return nil
+		}
+	}
+	return nil
+}
+
+// cancelWaiting ends every pending child of p cancelled and asks its
+// running children to stop; nothing is released any more.
+func (s *Store) cancelWaiting(ctx context.Context, tx *sql.Tx, p *parentRow, now time.Time, reason string) error {
+	at := now.UnixNano()
+	res, err := tx.ExecContext(ctx, cancelWaitingQuery, reason, at, at, p.id)
+	if err != nil {
+		return fmt.Errorf("cancel the waiting children of %s: %w", p.id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("cancel the waiting children of %s: %w", p.id, err)
+	}
+	p.counts.Cancelled += int(n)
+	p.released = p.counts.Total
+	if _, err := tx.ExecContext(ctx, requestCancelQuery, at, p.id); err != nil {
+		return fmt.Errorf("cancel the running children of %s: %w", p.id, err)
+	}
+	return nil
+}
+
+// finishParentIfDone ends the parent when every child has ended: its
+// result names the counts and the first failed children, and its
+// admission slots are freed.
+func (s *Store) finishParentIfDone(ctx context.Context, tx *sql.Tx, p parentRow, now time.Time) error {
+	if !p.counts.Done() {
+		return nil
+	}
+	counts := p.counts
+	counts.Pending, counts.Running = 0, 0
+	res := contracts.FanoutResult{Children: counts}
+	rows, err := tx.QueryContext(ctx, failedChildrenQuery, p.id, contracts.MaxFailedChildren)
+	if err != nil {
+		return fmt.Errorf("read the failed children of %s: %w", p.id, err)
+	}
+	if err := scanAll(rows, func(id string, _ int) { res.Failed = append(res.Failed, id) }); err != nil {
+		return fmt.Errorf("read the failed children of %s: %w", p.id, err)
+	}
+	doc, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("encode the result of %s: %w", p.id, err)
+	}
+	state := contracts.ParentFinalState(counts, p.cancel)
+	at := now.UnixNano()
+	r, err := tx.ExecContext(ctx, finishParentQuery, string(state), contracts.ParentError(counts, p.cancel), string(doc), at, at, p.id)
+	if err != nil {
+		return fmt.Errorf("finish parent %s: %w", p.id, err)
+	}
+	if n, _ := r.RowsAffected(); n == 1 {
+		s.release(p.tenant, max(min(p.window, p.counts.Total), 1))
+	}
+	return nil
+}
+
+// startParent marks a child's parent running (when it is still pending).
+func (s *Store) startParent(ctx context.Context, tx *sql.Tx, parent string, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, startParentQuery, now.UnixNano(), now.UnixNano(), parent); err != nil {
+		return fmt.Errorf("start parent %s: %w", parent, err)
+	}
+	return nil
+}
+
+// CancelParent cancels a fan-out parent in one write transaction (see
+// store.Store).
+func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reason string) (contracts.Job, []contracts.Job, error) {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	var (
+		out     contracts.Job
+		running []contracts.Job
+	)
+	err := s.write(ctx, "cancel parent "+id, func(tx *sql.Tx) error {
+		running = nil
+		p, err := readParent(ctx, tx, id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := s.jobIn(ctx, tx, id); errors.Is(err, sql.ErrNoRows) {
+				return store.ErrNotFound
+			}
+			return fmt.Errorf("job %s is not a fan-out parent: %w", id, store.ErrBadTransition)
+		case err != nil:
+			return fmt.Errorf("read parent: %w", err)
+		}
+		if !p.state.Final() {
+			at := now.UnixNano()
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested = 1, updated_at = ? WHERE id = ?`, at, id); err != nil {
+				return fmt.Errorf("request cancel: %w", err)
+			}
+			p.cancel = true
+			if err := s.cancelWaiting(ctx, tx, &p, now, reason); err != nil {
+				return err
+			}
+			if err := writeParent(ctx, tx, p); err != nil {
+				return err
+			}
+			if err := s.finishParentIfDone(ctx, tx, p, now); err != nil {
+				return err
+			}
+			rows, err := tx.QueryContext(ctx, runningChildrenQuery, id)
+			if err != nil {
+				return fmt.Errorf("read running children: %w", err)
+			}
+			if running, err = scanJobs(rows); err != nil {
+				return fmt.Errorf("read running children: %w", err)
+			}
+		}
+		j, err := s.jobIn(ctx, tx, id)
+		if err != nil {
+			return fmt.Errorf("read back: %w", err)
+		}
+		out = j
+		return s.countRunning(ctx, tx, &out)
+	})
+	if err != nil {
+		return contracts.Job{}, nil, err
+	}
+	return out, running, nil
+}
+
+// countRunning completes a parent's counts with its running children
+// (scanJob counts them as pending); other jobs are left alone.
+func (s *Store) countRunning(ctx context.Context, q querier, j *contracts.Job) error {
+	if j.Children == nil || j.State.Final() {
+		return nil
+	}
+	var n int
+	if err := q.QueryRowContext(ctx, countRunningQuery, j.ID).Scan(&n); err != nil {
+		return fmt.Errorf("count the running children of %s: %w", j.ID, err)
+	}
+	c := *j.Children
+	c.Running = n
+	c.Pending = max(c.Total-c.Finished()-n, 0)
+	j.Children = &c
+	return nil
+}
+
+// querier runs a query in a transaction or a pool.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// purgeChildren deletes up to limit children of a purged parent and says
+// how many went.
+func purgeChildren(ctx context.Context, tx *sql.Tx, parent string, limit int) (int, error) {
+	res, err := tx.ExecContext(ctx, purgeChildrenQuery, parent, limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge the children of %s: %w", parent, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
