@@ -14,6 +14,3 @@ var (
 	// ErrBadCursor means a list cursor could not be decoded.
 	ErrBadCursor = errors.New("store: malformed cursor")
 )
-
-// ErrUnsupported means the driver cannot do what was asked at all.
-var ErrUnsupported = errors.New("store: not supported by this driver")

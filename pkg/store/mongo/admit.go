@@ -40,6 +40,9 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 	if err := store.CheckNewJob(job); err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
 	}
+	if err := store.CheckFanout(&job, nil); err != nil {
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+	}
 	if job.CreatedAt.IsZero() {
 		job.CreatedAt = time.Now()
 	}
@@ -61,7 +64,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 			}
 		}
 
-		adm, err := s.reserve(ctx, job.Tenant, caps)
+		adm, err := s.reserve(ctx, job.Tenant, caps, 1)
 		if err != nil {
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
 		}
@@ -87,7 +90,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 		}
 
 		// A duplicate id or a duplicate active key: nothing was inserted.
-		if gerr := s.giveBack(ctx, store.GlobalScope, store.TenantScope(job.Tenant)); gerr != nil {
+		if gerr := s.giveBack(ctx, 1, store.GlobalScope, store.TenantScope(job.Tenant)); gerr != nil {
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, errors.Join(err, gerr))
 		}
 		if job.Key != "" {
@@ -125,13 +128,19 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 // not have been admitted, and an insert that was not acknowledged by a
 // majority may still be rolled back.
 func (s *Store) afterFailedInsert(ctx context.Context, job contracts.Job, insertErr error) error {
+	return s.afterFailedInsertN(ctx, job, 1, insertErr)
+}
+
+// afterFailedInsertN is afterFailedInsert for an admission that took n
+// slots.
+func (s *Store) afterFailedInsertN(ctx context.Context, job contracts.Job, n int, insertErr error) error {
 	dctx, cancel := s.detached(ctx)
 	exists, err := s.exists(dctx, job.ID)
 	cancel()
 	if err != nil || exists {
 		return insertErr
 	}
-	if err := s.giveBack(ctx, store.GlobalScope, store.TenantScope(job.Tenant)); err != nil {
+	if err := s.giveBack(ctx, n, store.GlobalScope, store.TenantScope(job.Tenant)); err != nil {
 		return errors.Join(insertErr, err)
 	}
 	return insertErr
@@ -171,7 +180,12 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 	out := make([]store.AdmitResult, 0, len(reqs))
 	for _, r := range reqs {
 		if len(r.Items) > 0 {
-			return out, fmt.Errorf("mongo: admit job %s: fan-out: %w", r.Job.ID, store.ErrUnsupported)
+			j, adm, err := s.admitFanout(ctx, r)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, store.AdmitResult{Job: j, Admission: adm})
+			continue
 		}
 		j, adm, err := s.Admit(ctx, r.Job, r.Caps)
 		if err != nil {

@@ -160,6 +160,7 @@ func (s *Store) ready(ctx context.Context, kind string, now time.Time, limit int
 	filter := bson.D{
 		{Key: fState, Value: string(contracts.StatePending)},
 		{Key: fKind, Value: kind},
+		{Key: fWindow, Value: nil}, // a fan-out parent is never dispatched
 		{Key: "$and", Value: bson.A{
 			bson.D{{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)}},
 			bson.D{{Key: "$or", Value: claimFree(fNextDispatchAt, "$lte", now)}},

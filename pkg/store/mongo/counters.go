@@ -42,23 +42,23 @@ const maxSlotTries = 16
 // errContended says takeSlot gave up after maxSlotTries rounds.
 var errContended = errors.New("admission counter kept changing")
 
-// reserve takes one slot in the global counter, then in the tenant's,
+// reserve takes n slots in the global counter, then in the tenant's,
 // each within its cap (0 = no cap, the counter still counts). When the
-// tenant has no room the global slot is given back. It returns
-// store.Admitted when both slots are taken, or the rejection.
-func (s *Store) reserve(ctx context.Context, tenant string, caps store.Caps) (store.Admission, error) {
-	ok, err := s.takeSlot(ctx, store.GlobalScope, caps.Global)
+// tenant has no room the global slots are given back. It returns
+// store.Admitted when all are taken, or the rejection.
+func (s *Store) reserve(ctx context.Context, tenant string, caps store.Caps, n int) (store.Admission, error) {
+	ok, err := s.takeSlot(ctx, store.GlobalScope, caps.Global, n)
 	if err != nil {
 		return 0, fmt.Errorf("take global slot: %w", err)
 	}
 	if !ok {
 		return store.RejectedGlobal, nil
 	}
-	ok, err = s.takeSlot(ctx, store.TenantScope(tenant), caps.Tenant)
+	ok, err = s.takeSlot(ctx, store.TenantScope(tenant), caps.Tenant, n)
 	if err == nil && ok {
 		return store.Admitted, nil
 	}
-	if gerr := s.giveBack(ctx, store.GlobalScope); gerr != nil {
+	if gerr := s.giveBack(ctx, n, store.GlobalScope); gerr != nil {
 		err = errors.Join(err, gerr)
 	}
 	if err != nil {
@@ -67,16 +67,16 @@ func (s *Store) reserve(ctx context.Context, tenant string, caps store.Caps) (st
 	return store.RejectedTenant, nil
 }
 
-// takeSlot adds one to the scope's active count if it is below limit (or
-// whatever it is when limit is 0), in one atomic step, and reports whether
-// it did. A missing counter is created holding this slot.
+// takeSlot adds n to the scope's active count if that keeps it within
+// limit (or whatever it is when limit is 0), in one atomic step, and
+// reports whether it did. A missing counter is created holding these slots.
 //
 // The conditional update misses both when the counter is full and when it
 // does not exist yet; a read tells which. A full counter is a rejection at
 // the moment of that read; a missing one is inserted, and if another
 // admission inserted it first, the next round updates it.
-func (s *Store) takeSlot(ctx context.Context, scope string, limit int) (bool, error) {
-	inc := bson.D{{Key: "$inc", Value: bson.D{{Key: fActive, Value: int64(1)}, {Key: fVersion, Value: int64(1)}}}}
+func (s *Store) takeSlot(ctx context.Context, scope string, limit, n int) (bool, error) {
+	inc := bson.D{{Key: "$inc", Value: bson.D{{Key: fActive, Value: int64(n)}, {Key: fVersion, Value: int64(1)}}}}
 	if limit <= 0 {
 		// No cap: count anyway, creating the counter if need be. MongoDB
 		// retries an upsert by _id that lost a race to create the document;
@@ -92,7 +92,10 @@ func (s *Store) takeSlot(ctx context.Context, scope string, limit int) (bool, er
 		}
 		return false, errContended
 	}
-	filter := bson.D{{Key: fID, Value: scope}, {Key: fActive, Value: bson.D{{Key: "$lt", Value: int64(limit)}}}}
+	if n > limit {
+		return false, nil
+	}
+	filter := bson.D{{Key: fID, Value: scope}, {Key: fActive, Value: bson.D{{Key: "$lte", Value: int64(limit - n)}}}}
 	for range maxSlotTries {
 		res, err := s.counters.UpdateOne(ctx, filter, inc)
 		if err != nil {
@@ -105,7 +108,7 @@ func (s *Store) takeSlot(ctx context.Context, scope string, limit int) (bool, er
 		err = s.counters.FindOne(ctx, bson.D{{Key: fID, Value: scope}}).Decode(&c)
 		switch {
 		case errors.Is(err, mongo.ErrNoDocuments):
-			_, err = s.counters.InsertOne(ctx, counterDoc{Scope: scope, Active: 1, Version: 1})
+			_, err = s.counters.InsertOne(ctx, counterDoc{Scope: scope, Active: int64(n), Version: 1})
 			if err == nil {
 				return true, nil
 			}
@@ -114,7 +117,7 @@ func (s *Store) takeSlot(ctx context.Context, scope string, limit int) (bool, er
 			}
 		case err != nil:
 			return false, err
-		case c.Active >= int64(limit):
+		case c.Active+int64(n) > int64(limit):
 			return false, nil
 		}
 		// Created or freed meanwhile: try again.
@@ -122,25 +125,28 @@ func (s *Store) takeSlot(ctx context.Context, scope string, limit int) (bool, er
 	return false, errContended
 }
 
-// giveBack returns one slot to a scope: an admission that took it did not
+// giveBack returns n slots to scopes: an admission that took them did not
 // insert its job. It runs even when ctx has ended.
-func (s *Store) giveBack(ctx context.Context, scopes ...string) error {
-	return s.release(ctx, scopes...)
+func (s *Store) giveBack(ctx context.Context, n int, scopes ...string) error {
+	return s.release(ctx, n, scopes...)
 }
 
-// release takes one off each scope's active count, in one unordered bulk
+// release takes n off each scope's active count, in one unordered bulk
 // write of single-document updates. It never takes a counter below zero (a
 // counter that low has drifted; Reconcile repairs it). It runs even when
 // ctx has ended: a slot that is not released stays taken until Reconcile
 // finds it.
-func (s *Store) release(ctx context.Context, scopes ...string) error {
+func (s *Store) release(ctx context.Context, n int, scopes ...string) error {
+	if n <= 0 {
+		return nil
+	}
 	ctx, cancel := s.detached(ctx)
 	defer cancel()
-	dec := bson.D{{Key: "$inc", Value: bson.D{{Key: fActive, Value: int64(-1)}, {Key: fVersion, Value: int64(1)}}}}
+	dec := bson.D{{Key: "$inc", Value: bson.D{{Key: fActive, Value: int64(-n)}, {Key: fVersion, Value: int64(1)}}}}
 	models := make([]mongo.WriteModel, len(scopes))
 	for i, scope := range scopes {
 		models[i] = mongo.NewUpdateOneModel().
-			SetFilter(bson.D{{Key: fID, Value: scope}, {Key: fActive, Value: bson.D{{Key: "$gt", Value: int64(0)}}}}).
+			SetFilter(bson.D{{Key: fID, Value: scope}, {Key: fActive, Value: bson.D{{Key: "$gte", Value: int64(n)}}}}).
 			SetUpdate(dec)
 	}
 	if _, err := s.counters.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {

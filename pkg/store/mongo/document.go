@@ -40,7 +40,25 @@ const (
 	fConcurrencyLimit = "concurrency_limit"
 	fErrors           = "errors"
 	fFairAt           = "fair_at"
+	// Fan-out (fanout.go).
+	fParent            = "parent"
+	fItemIndex         = "item_index"
+	fReleased          = "released"
+	fWindow            = "window_size"
+	fFailFast          = "fail_fast"
+	fWeight            = "weight"
+	fChildrenTotal     = "children_total"
+	fChildrenReleased  = "children_released"
+	fChildrenSucceeded = "children_succeeded"
+	fChildrenFailed    = "children_failed"
+	fChildrenCancelled = "children_cancelled"
 )
+
+// stateHeld is the stored state of a fan-out child waiting for a place in
+// its parent's window: pending to everyone outside the driver, but out of
+// every query of pending jobs (the ready queue, the sweeps), which all
+// match state "pending" exactly. Releasing the child sets it pending.
+const stateHeld = "held"
 
 // jobDoc is a job as the jobs collection holds it.
 //
@@ -84,6 +102,23 @@ type jobDoc struct {
 	ConcurrencyLimit int          `bson:"concurrency_limit,omitempty"`
 	Errors           []runErrDoc  `bson:"errors,omitempty"`
 	FairAt           float64      `bson:"fair_at"`
+
+	// A fan-out child: its parent, its index, and whether it was released
+	// into its parent's window (one held is not).
+	Parent    string `bson:"parent,omitempty"`
+	ItemIndex *int   `bson:"item_index,omitempty"`
+	Released  bool   `bson:"released,omitempty"`
+	// A fan-out parent: its window, its tenant's weight in the fair queue
+	// and its children's counts (the next index to release, and those that
+	// ended).
+	Window            int     `bson:"window_size,omitempty"`
+	FailFast          bool    `bson:"fail_fast,omitempty"`
+	Weight            float64 `bson:"weight,omitempty"`
+	ChildrenTotal     int     `bson:"children_total,omitempty"`
+	ChildrenReleased  int     `bson:"children_released,omitempty"`
+	ChildrenSucceeded int     `bson:"children_succeeded,omitempty"`
+	ChildrenFailed    int     `bson:"children_failed,omitempty"`
+	ChildrenCancelled int     `bson:"children_cancelled,omitempty"`
 }
 
 // runErrDoc is one run's error, as a subdocument.
@@ -154,6 +189,13 @@ func newJobDoc(j contracts.Job) jobDoc {
 		ConcurrencyLimit: j.ConcurrencyLimit,
 		Errors:           toRunErrDocs(j.Errors),
 		FairAt:           j.FairAt,
+		Parent:           j.Parent,
+		ItemIndex:        j.Index,
+		Window:           j.Concurrency,
+		FailFast:         j.FailFast,
+	}
+	if j.Children != nil {
+		d.ChildrenTotal = j.Children.Total
 	}
 	if j.Key != "" && j.State.Active() {
 		d.ActiveKey = activeKey(j.Tenant, j.Key)
@@ -163,6 +205,10 @@ func newJobDoc(j contracts.Job) jobDoc {
 
 // job turns a stored document back into a contracts.Job.
 func (d jobDoc) job() contracts.Job {
+	state := contracts.JobState(d.State)
+	if d.State == stateHeld {
+		state = contracts.StatePending
+	}
 	j := contracts.Job{
 		ID:              d.ID,
 		Tenant:          d.Tenant,
@@ -170,7 +216,7 @@ func (d jobDoc) job() contracts.Job {
 		Payload:         rawJSON(d.Payload),
 		Key:             d.Key,
 		Priority:        d.Priority,
-		State:           contracts.JobState(d.State),
+		State:           state,
 		Attempt:         d.Attempt,
 		Runs:            d.Runs,
 		MaxAttempts:     d.MaxAttempts,
@@ -191,6 +237,20 @@ func (d jobDoc) job() contracts.Job {
 		ConcurrencyLimit: d.ConcurrencyLimit,
 		Errors:           fromRunErrDocs(d.Errors),
 		FairAt:           d.FairAt,
+		Parent:           d.Parent,
+		FailFast:         d.FailFast,
+	}
+	if d.Parent != "" && d.ItemIndex != nil {
+		i := *d.ItemIndex
+		j.Index = &i
+	}
+	if d.Window > 0 {
+		// A parent: pending counts the running children too until
+		// countRunning counts them.
+		j.Concurrency = d.Window
+		c := d.counts()
+		c.Pending = c.Total - c.Finished()
+		j.Children = &c
 	}
 	if d.DispatchDeadline != nil {
 		j.DispatchDeadline = d.DispatchDeadline.UTC()
@@ -198,7 +258,16 @@ func (d jobDoc) job() contracts.Job {
 	if d.Progress != nil {
 		j.Progress = &contracts.Progress{Percent: d.Progress.Percent, Stage: d.Progress.Stage, Message: d.Progress.Message}
 	}
+	if j.Children != nil {
+		j.Progress = j.Children.Progress()
+	}
 	return j
+}
+
+// counts are a parent's children that ended, and their total.
+func (d jobDoc) counts() contracts.ChildCounts {
+	return contracts.ChildCounts{Total: d.ChildrenTotal, Succeeded: d.ChildrenSucceeded,
+		Failed: d.ChildrenFailed, Cancelled: d.ChildrenCancelled}
 }
 
 // activeKey is the value of active_key for a tenant's dedup key: the

@@ -2,14 +2,423 @@ package mongo
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
+// Fan-out without transactions. Every step is a single-document atomic
+// update, ordered so that a process that dies between two steps leaves
+// the window narrower, never wider, and Reconcile (repairParents) puts
+// right what it left:
+//
+//   - Admission takes the parent's slots, inserts every child held (state
+//     stateHeld: out of every query of pending jobs), inserts the parent,
+//     then releases the first min(window, items) children. Children whose
+//     parent never went in stay held for good and hold nothing.
+//   - A child that ends counts itself on its parent ($inc), then, if it was
+//     released, takes the next index to release from the parent's cursor
+//     ($inc children_released: each index is taken once) and releases that
+//     child. So a parent never has more released children that have not
+//     ended than its window. The last child to end ends the parent (a
+//     compare-and-set on its state) and frees its slots.
+//   - fail_fast and a cancel move the cursor to the end and end every
+//     waiting child cancelled (one updateMany, then its count on the
+//     parent).
+
+// fanoutBatch is how many children one insertMany carries.
+const fanoutBatch = 1000
+
+// parentFilter matches the active parent id.
+func parentFilter(id string) bson.D {
+	return bson.D{{Key: fID, Value: id}, {Key: fWindow, Value: bson.D{{Key: "$gt", Value: 0}}},
+		{Key: fState, Value: bson.D{{Key: "$in", Value: activeStates}}}}
+}
+
+// waitingStates are the stored states of a child that has not started.
+var waitingStates = bson.A{string(contracts.StatePending), stateHeld}
+
+// admitFanout admits a parent with its items (see the top of this file).
+func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contracts.Job, store.Admission, error) {
+	job := r.Job
+	op := "admit parent " + job.ID
+	if err := store.CheckNewJob(job); err != nil {
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+	}
+	if err := store.CheckFanout(&job, r.Items); err != nil {
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+	}
+	if job.CreatedAt.IsZero() {
+		job.CreatedAt = time.Now()
+	}
+	if job.UpdatedAt.IsZero() {
+		job.UpdatedAt = job.CreatedAt
+	}
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	if job.Key != "" {
+		j, found, err := s.activeByKey(ctx, job.Tenant, job.Key)
+		if err != nil {
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+		}
+		if found {
+			return j, store.Joined, nil
+		}
+	}
+	slots := job.Slots()
+	adm, err := s.reserve(ctx, job.Tenant, r.Caps, slots)
+	if err != nil || adm != store.Admitted {
+		if err != nil {
+			err = fmt.Errorf("mongo: %s: %w", op, err)
+		}
+		return contracts.Job{}, adm, err
+	}
+	release := min(job.Concurrency, len(r.Items))
+	stamps, err := s.stampFairN(ctx, job.Tenant, r.Caps.Weight, release)
+	if err != nil {
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsertN(ctx, job, slots, err))
+	}
+	if err := s.insertChildren(ctx, job, r.Items, stamps); err != nil {
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsertN(ctx, job, slots, err))
+	}
+	doc := newJobDoc(job)
+	doc.Weight = r.Caps.Weight
+	if doc.Weight <= 0 {
+		doc.Weight = 1
+	}
+	doc.ChildrenReleased = release
+	if _, err := s.jobs.InsertOne(ctx, doc); err != nil {
+		_, _ = s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: job.ID}, {Key: fState, Value: stateHeld}})
+		if mongo.IsDuplicateKeyError(err) && job.Key != "" {
+			if gerr := s.giveBack(ctx, slots, store.GlobalScope, store.TenantScope(job.Tenant)); gerr != nil {
+				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, errors.Join(err, gerr))
+			}
+			if j, found, lerr := s.activeByKey(ctx, job.Tenant, job.Key); lerr == nil && found {
+				return j, store.Joined, nil
+			}
+		}
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, s.afterFailedInsertN(ctx, job, slots, err))
+	}
+	// The first children go: a failure here leaves them held until
+	// Reconcile releases them (they are below the parent's cursor).
+	if err := s.releaseBelow(ctx, job.ID, release, job.UpdatedAt); err != nil {
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: release the first children: %w", op, err)
+	}
+	return doc.job(), store.Admitted, nil
+}
+
+// stampFairN takes n consecutive stamps in the tenant's fair queue (see
+// stampFair) in two updates.
+func (s *Store) stampFairN(ctx context.Context, tenant string, weight float64, n int) ([]float64, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if weight <= 0 {
+		weight = 1
+	}
+	var g struct {
+		FairAt float64 `bson:"fair_at"`
+	}
+	err := s.counters.FindOne(ctx, bson.D{{Key: fID, Value: store.GlobalScope}}).Decode(&g)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, fmt.Errorf("read the virtual time: %w", err)
+	}
+	scope := bson.D{{Key: fID, Value: store.TenantScope(tenant)}}
+	if _, err := s.counters.UpdateOne(ctx, scope, bson.D{{Key: "$max", Value: bson.D{{Key: fFairAt, Value: g.FairAt}}}}); err != nil {
+		return nil, fmt.Errorf("catch the tenant's fair queue up: %w", err)
+	}
+	var t struct {
+		FairAt float64 `bson:"fair_at"`
+	}
+	err = s.counters.FindOneAndUpdate(ctx, scope, bson.D{{Key: "$inc", Value: bson.D{{Key: fFairAt, Value: float64(n) / weight}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&t)
+	if err != nil {
+		return nil, fmt.Errorf("stamp the tenant's fair queue: %w", err)
+	}
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = t.FairAt - float64(n-1-i)/weight
+	}
+	return out, nil
+}
+
+// insertChildren inserts every child of parent held, the first len(stamps)
+// with those fair-queue stamps.
+func (s *Store) insertChildren(ctx context.Context, parent contracts.Job, items []json.RawMessage, stamps []float64) error {
+	batch := make([]any, 0, fanoutBatch)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		_, err := s.jobs.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
+		batch = batch[:0]
+		if err != nil {
+			return fmt.Errorf("insert children: %w", err)
+		}
+		return nil
+	}
+	for i, item := range items {
+		c := parent.Child(i, item)
+		if i < len(stamps) {
+			c.FairAt = stamps[i]
+		}
+		d := newJobDoc(c)
+		d.State = stateHeld
+		batch = append(batch, d)
+		if len(batch) == fanoutBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// releaseBelow releases the parent's children below index n that are
+// still held (the admission's first ones, or those a process that died
+// left behind).
+func (s *Store) releaseBelow(ctx context.Context, parent string, n int, now time.Time) error {
+	_, err := s.jobs.UpdateMany(ctx,
+		bson.D{{Key: fParent, Value: parent}, {Key: fState, Value: stateHeld}, {Key: fItemIndex, Value: bson.D{{Key: "$lt", Value: n}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StatePending)},
+			{Key: fReleased, Value: true}, {Key: fUpdatedAt, Value: millis(now)}}}})
+	return err
+}
+
+// childEnded counts a child that just ended in state st on its parent: the
+// next held child takes its place (unless the child was held itself, or
+// the parent is cancelling), a failure under fail_fast cancels the
+// children still waiting, and the parent ends with its last child. Each
+// step is its own atomic update; Reconcile repairs what a failure between
+// them leaves.
+func (s *Store) childEnded(ctx context.Context, child jobDoc, st contracts.JobState, now time.Time) error {
+	field := map[contracts.JobState]string{contracts.StateSucceeded: fChildrenSucceeded,
+		contracts.StateFailed: fChildrenFailed, contracts.StateCancelled: fChildrenCancelled}[st]
+	var p jobDoc
+	err := s.jobs.FindOneAndUpdate(ctx, parentFilter(child.Parent),
+		bson.D{{Key: "$inc", Value: bson.D{{Key: field, Value: 1}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&p)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil // the parent ended or is gone: nothing to count on
+	case err != nil:
+		return fmt.Errorf("count child %s on its parent: %w", child.ID, err)
+	}
+	switch {
+	case st == contracts.StateFailed && p.FailFast && !p.CancelRequested:
+		reason := contracts.JobError(contracts.ClassCancelled, fmt.Sprintf("fail_fast: child %s failed", child.ID))
+		if p, err = s.cancelWaiting(ctx, p, now, reason); err != nil {
+			return err
+		}
+	case child.Released && !p.CancelRequested:
+		if err := s.releaseNext(ctx, p, now); err != nil {
+			return err
+		}
+	}
+	return s.finishParentIfDone(ctx, p, now)
+}
+
+// releaseNext releases the parent's next held child still waiting (one
+// cancelled while held is stepped over).
+func (s *Store) releaseNext(ctx context.Context, p jobDoc, now time.Time) error {
+	wait := time.Duration(0)
+	if p.DispatchDeadline != nil {
+		from := p.CreatedAt
+		if p.RunAt != nil && p.RunAt.After(from) {
+			from = *p.RunAt
+		}
+		wait = p.DispatchDeadline.Sub(from)
+	}
+	for {
+		var cur jobDoc
+		err := s.jobs.FindOneAndUpdate(ctx,
+			append(parentFilter(p.ID), bson.E{Key: fChildrenReleased, Value: bson.D{{Key: "$lt", Value: p.ChildrenTotal}}}),
+			bson.D{{Key: "$inc", Value: bson.D{{Key: fChildrenReleased, Value: 1}}}},
+			// No projection: FerretDB's findAndModify has none.
+			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&cur)
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+			return nil // every child was released, or the parent ended
+		case err != nil:
+			return fmt.Errorf("take the next child of %s: %w", p.ID, err)
+		}
+		id := contracts.ChildID(p.ID, cur.ChildrenReleased-1)
+		stamps, err := s.stampFairN(ctx, p.Tenant, p.Weight, 1)
+		if err != nil {
+			return err
+		}
+		res, err := s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: id}, {Key: fState, Value: stateHeld}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StatePending)},
+				{Key: fReleased, Value: true}, {Key: fFairAt, Value: stamps[0]},
+				{Key: fDispatchDeadline, Value: millis(now.Add(wait))}, {Key: fUpdatedAt, Value: millis(now)}}}})
+		if err != nil {
+			return fmt.Errorf("release child %s: %w", id, err)
+		}
+		if res.MatchedCount == 1 {
+			return nil
+		}
+	}
+}
+
+// cancelWaiting moves the parent's cursor to the end, ends every child
+// still waiting cancelled and counts them, and asks its running children
+// to stop. It returns the parent as it is afterwards.
+func (s *Store) cancelWaiting(ctx context.Context, p jobDoc, now time.Time, reason string) (jobDoc, error) {
+	at := millis(now)
+	if _, err := s.jobs.UpdateOne(ctx, parentFilter(p.ID),
+		bson.D{{Key: "$set", Value: bson.D{{Key: fChildrenReleased, Value: p.ChildrenTotal}}}}); err != nil {
+		return p, fmt.Errorf("close the window of %s: %w", p.ID, err)
+	}
+	res, err := s.jobs.UpdateMany(ctx,
+		bson.D{{Key: fParent, Value: p.ID}, {Key: fState, Value: bson.D{{Key: "$in", Value: waitingStates}}}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateCancelled)}, {Key: fError, Value: reason},
+				{Key: fFinishedAt, Value: at}, {Key: fUpdatedAt, Value: at}}},
+			{Key: "$unset", Value: bson.D{{Key: fClaimUntil, Value: ""}, {Key: fNextDispatchAt, Value: ""}}},
+		})
+	if err != nil {
+		return p, fmt.Errorf("cancel the waiting children of %s: %w", p.ID, err)
+	}
+	if _, err := s.jobs.UpdateMany(ctx,
+		bson.D{{Key: fParent, Value: p.ID}, {Key: fState, Value: string(contracts.StateRunning)}, {Key: fCancelRequested, Value: bson.D{{Key: "$ne", Value: true}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fCancelRequested, Value: true}, {Key: fUpdatedAt, Value: at}}}}); err != nil {
+		return p, fmt.Errorf("cancel the running children of %s: %w", p.ID, err)
+	}
+	var out jobDoc
+	err = s.jobs.FindOneAndUpdate(ctx, bson.D{{Key: fID, Value: p.ID}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: fChildrenCancelled, Value: int(res.ModifiedCount)}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)
+	if err != nil {
+		return p, fmt.Errorf("count the cancelled children of %s: %w", p.ID, err)
+	}
+	return out, nil
+}
+
+// finishParentIfDone ends the parent when every child has ended (a
+// compare-and-set on its active state: one caller wins) and frees its
+// admission slots.
+func (s *Store) finishParentIfDone(ctx context.Context, p jobDoc, now time.Time) error {
+	counts := p.counts()
+	if !counts.Done() {
+		return nil
+	}
+	res := contracts.FanoutResult{Children: counts}
+	cur, err := s.jobs.Find(ctx, bson.D{{Key: fParent, Value: p.ID}, {Key: fState, Value: string(contracts.StateFailed)}},
+		options.Find().SetSort(bson.D{{Key: fID, Value: 1}}).SetLimit(contracts.MaxFailedChildren).
+			SetProjection(bson.D{{Key: fID, Value: 1}}))
+	if err != nil {
+		return fmt.Errorf("read the failed children of %s: %w", p.ID, err)
+	}
+	var failed []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &failed); err != nil {
+		return fmt.Errorf("read the failed children of %s: %w", p.ID, err)
+	}
+	for _, f := range failed {
+		res.Failed = append(res.Failed, f.ID)
+	}
+	doc, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("encode the result of %s: %w", p.ID, err)
+	}
+	state := contracts.ParentFinalState(counts, p.CancelRequested)
+	at := millis(now)
+	set := bson.D{{Key: fState, Value: string(state)}, {Key: fResult, Value: string(doc)},
+		{Key: fFinishedAt, Value: at}, {Key: fUpdatedAt, Value: at}}
+	if e := contracts.ParentError(counts, p.CancelRequested); e != "" {
+		set = append(set, bson.E{Key: fError, Value: e})
+	}
+	r, err := s.jobs.UpdateOne(ctx, parentFilter(p.ID), bson.D{
+		{Key: "$set", Value: set},
+		{Key: "$unset", Value: bson.D{{Key: fClaimUntil, Value: ""}, {Key: fNextDispatchAt, Value: ""},
+			{Key: fActiveKey, Value: ""}, {Key: fProgress, Value: ""}}},
+	})
+	if err != nil {
+		return fmt.Errorf("finish parent %s: %w", p.ID, err)
+	}
+	if r.ModifiedCount == 1 {
+		return s.release(ctx, p.job().Slots(), store.GlobalScope, store.TenantScope(p.Tenant))
+	}
+	return nil
+}
+
+// startParent marks a child's parent running (when it is still pending).
+func (s *Store) startParent(ctx context.Context, parent string, now time.Time) error {
+	at := millis(now)
+	_, err := s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: parent}, {Key: fState, Value: string(contracts.StatePending)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateRunning)},
+			{Key: fStartedAt, Value: at}, {Key: fUpdatedAt, Value: at}}}})
+	if err != nil {
+		return fmt.Errorf("start parent %s: %w", parent, err)
+	}
+	return nil
+}
+
 // CancelParent cancels a fan-out parent (see store.Store).
 func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reason string) (contracts.Job, []contracts.Job, error) {
-	return contracts.Job{}, nil, fmt.Errorf("mongo: cancel parent %s: fan-out: %w", id, store.ErrUnsupported)
+	op := "cancel parent " + id
+	if now.IsZero() {
+		now = time.Now()
+	}
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	var p jobDoc
+	err := s.jobs.FindOneAndUpdate(ctx, parentFilter(id),
+		bson.D{{Key: "$set", Value: bson.D{{Key: fCancelRequested, Value: true}, {Key: fUpdatedAt, Value: millis(now)}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&p)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		j, gerr := s.Get(ctx, id)
+		if gerr != nil {
+			return contracts.Job{}, nil, gerr
+		}
+		if !j.IsParent() {
+			return contracts.Job{}, nil, fmt.Errorf("mongo: %s: not a fan-out parent: %w", op, store.ErrBadTransition)
+		}
+		return j, nil, nil // already finished
+	case err != nil:
+		return contracts.Job{}, nil, fmt.Errorf("mongo: %s: %w", op, err)
+	}
+	if p, err = s.cancelWaiting(ctx, p, now, reason); err != nil {
+		return contracts.Job{}, nil, fmt.Errorf("mongo: %s: %w", op, err)
+	}
+	if err := s.finishParentIfDone(ctx, p, now); err != nil {
+		return contracts.Job{}, nil, fmt.Errorf("mongo: %s: %w", op, err)
+	}
+	running, err := s.findJobs(ctx, bson.D{{Key: fParent, Value: id}, {Key: fState, Value: string(contracts.StateRunning)}},
+		options.Find().SetSort(bson.D{{Key: fID, Value: 1}}))
+	if err != nil {
+		return contracts.Job{}, nil, fmt.Errorf("mongo: %s: read running children: %w", op, err)
+	}
+	out, err := s.Get(ctx, id)
+	if err != nil {
+		return contracts.Job{}, nil, err
+	}
+	return out, running, nil
+}
+
+// countRunning completes a parent's counts with its running children
+// (job() counts them as pending); other jobs are left alone.
+func (s *Store) countRunning(ctx context.Context, j *contracts.Job) error {
+	if j.Children == nil || j.State.Final() {
+		return nil
+	}
+	n, err := s.jobs.CountDocuments(ctx, bson.D{{Key: fParent, Value: j.ID}, {Key: fState, Value: string(contracts.StateRunning)}})
+	if err != nil {
+		return fmt.Errorf("count the running children of %s: %w", j.ID, err)
+	}
+	c := *j.Children
+	c.Running = int(n)
+	c.Pending = max(c.Total-c.Finished()-c.Running, 0)
+	j.Children = &c
+	return nil
 }

@@ -96,6 +96,10 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: promote lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
 			}
 			if ok {
+				if d.Parent != "" {
+					// Best effort: the parent also starts with its next child.
+					_ = s.startParent(ctx, d.Parent, now)
+				}
 				job := d.job()
 				job.Payload = nil
 				v.CancelRequested = job.CancelRequested

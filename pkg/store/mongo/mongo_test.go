@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,58 @@ func runDriverTests(t *testing.T, srv server) {
 		_, adm, err = s.Admit(ctx, storetest.NewJob("c", base), store.Caps{Global: 4})
 		require.NoError(t, err)
 		require.Equal(t, store.RejectedGlobal, adm)
+	})
+
+	t.Run("ReconcileRepairsAFanoutLeftHalfWay", func(t *testing.T) {
+		t.Parallel()
+		const grace = time.Minute
+		clock := clocktest.New()
+		s := open(t, fresh(), WithReconcileGrace(grace), WithClock(clock.Now))
+		ctx := t.Context()
+		parent := storetest.NewJob("a", base)
+		parent.Payload, parent.Concurrency = nil, 2
+		items := []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`2`), json.RawMessage(`3`)}
+		res, err := s.AdmitBatch(ctx, []store.AdmitRequest{{Job: parent, Items: items}})
+		require.NoError(t, err)
+		require.Equal(t, store.Admitted, res[0].Admission)
+		// A process died after child 0 ended, before it counted on its
+		// parent and released child 2; and one died before the admission
+		// released child 1.
+		now := base.Add(time.Second)
+		_, err = s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: contracts.ChildID(parent.ID, 0)}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateSucceeded)}, {Key: fFinishedAt, Value: now}}}})
+		require.NoError(t, err)
+		_, err = s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: contracts.ChildID(parent.ID, 1)}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: fState, Value: stateHeld}}}})
+		require.NoError(t, err)
+
+		// The held child below the cursor goes at once; the counts only
+		// after the grace period.
+		_, err = s.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Equal(t, string(contracts.StatePending), getState(t, s, contracts.ChildID(parent.ID, 1)))
+		require.Equal(t, stateHeld, getState(t, s, contracts.ChildID(parent.ID, 2)))
+		clock.Advance(grace)
+		drift, err := s.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, drift)
+		require.Equal(t, string(contracts.StatePending), getState(t, s, contracts.ChildID(parent.ID, 2)), "the empty place in the window is filled")
+		p, err := s.Get(ctx, parent.ID)
+		require.NoError(t, err)
+		require.Equal(t, 1, p.Children.Succeeded)
+
+		// The rest end normally; the parent ends with them and frees its slots.
+		for _, i := range []int{1, 2} {
+			c, err := s.Get(ctx, contracts.ChildID(parent.ID, i))
+			require.NoError(t, err)
+			_, err = s.Transition(ctx, store.Expect{ID: c.ID, State: c.State, Attempt: c.Attempt},
+				store.Change{Now: now, State: contracts.StateSucceeded})
+			require.NoError(t, err)
+		}
+		p, err = s.Get(ctx, parent.ID)
+		require.NoError(t, err)
+		require.Equal(t, contracts.StateSucceeded, p.State)
+		require.Equal(t, int64(0), counter(t, s, store.GlobalScope).Active)
 	})
 
 	t.Run("ReconcileLowersOnlyAfterGrace", func(t *testing.T) {
@@ -379,4 +432,12 @@ func TestServerDown(t *testing.T) {
 
 	_, err = Open(ctx, "http://nope")
 	require.ErrorContains(t, err, "parse URI")
+}
+
+// getState reads the stored state of a job, as the driver keeps it.
+func getState(t *testing.T, s *Store, id string) string {
+	t.Helper()
+	var d jobDoc
+	require.NoError(t, s.jobs.FindOne(t.Context(), bson.D{{Key: fID, Value: id}}).Decode(&d))
+	return d.State
 }

@@ -28,7 +28,11 @@ func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
 	case err != nil:
 		return contracts.Job{}, fmt.Errorf("mongo: get job %s: %w", id, err)
 	}
-	return d.job(), nil
+	j := d.job()
+	if err := s.countRunning(ctx, &j); err != nil {
+		return contracts.Job{}, fmt.Errorf("mongo: get job %s: %w", id, err)
+	}
+	return j, nil
 }
 
 // List returns one page of the jobs q selects, newest first (created_at,
@@ -41,11 +45,19 @@ func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
 // while a caller pages do not shift the pages still to come.
 func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, string, error) {
 	limit := store.ListLimit(q.Limit)
-	filter := bson.D{}
+	// Top-level jobs have no parent field: {parent: null} matches them.
+	filter := bson.D{{Key: fParent, Value: nil}}
+	if q.Parent != "" {
+		filter[0].Value = q.Parent
+	}
 	if q.Tenant != "" {
 		filter = append(filter, bson.E{Key: fTenant, Value: q.Tenant})
 	}
-	if q.State != "" {
+	switch q.State {
+	case "":
+	case contracts.StatePending:
+		filter = append(filter, bson.E{Key: fState, Value: bson.D{{Key: "$in", Value: waitingStates}}})
+	default:
 		filter = append(filter, bson.E{Key: fState, Value: string(q.State)})
 	}
 	if q.Kind != "" {
@@ -68,6 +80,11 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, strin
 		SetLimit(int64(limit+1)))
 	if err != nil {
 		return nil, "", fmt.Errorf("mongo: list jobs: %w", err)
+	}
+	for i := range jobs {
+		if err := s.countRunning(ctx, &jobs[i]); err != nil {
+			return nil, "", fmt.Errorf("mongo: list jobs: %w", err)
+		}
 	}
 	if len(jobs) <= limit {
 		return jobs, "", nil
@@ -94,6 +111,11 @@ func (s *Store) Stats(ctx context.Context) (store.Counts, error) {
 		}
 		c.ByState[st] = int(n)
 	}
+	held, err := s.jobs.CountDocuments(ctx, bson.D{{Key: fState, Value: stateHeld}})
+	if err != nil {
+		return store.Counts{}, fmt.Errorf("mongo: stats: count held jobs: %w", err)
+	}
+	c.ByState[contracts.StatePending] += int(held)
 	active, err := s.activeByTenant(ctx)
 	if err != nil {
 		return store.Counts{}, fmt.Errorf("mongo: stats: %w", err)
@@ -107,8 +129,11 @@ func (s *Store) Stats(ctx context.Context) (store.Counts, error) {
 // activeByTenant counts the active jobs of each tenant that has some: one
 // $match + $group aggregation, covered by the state_tenant index.
 func (s *Store) activeByTenant(ctx context.Context) (map[string]int64, error) {
+	// Plain jobs hold one slot each; children none; parents (few) their
+	// own number, added below.
 	cur, err := s.jobs.Aggregate(ctx, bson.A{
-		bson.D{{Key: "$match", Value: bson.D{{Key: fState, Value: bson.D{{Key: "$in", Value: activeStates}}}}}},
+		bson.D{{Key: "$match", Value: bson.D{{Key: fState, Value: bson.D{{Key: "$in", Value: activeStates}}},
+			{Key: fParent, Value: nil}, {Key: fWindow, Value: nil}}}},
 		bson.D{{Key: "$group", Value: bson.D{{Key: fID, Value: "$" + fTenant}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
 	})
 	if err != nil {
@@ -124,6 +149,19 @@ func (s *Store) activeByTenant(ctx context.Context) (map[string]int64, error) {
 	out := make(map[string]int64, len(rows))
 	for _, r := range rows {
 		out[r.Tenant] = r.N
+	}
+	cur, err = s.jobs.Find(ctx, bson.D{{Key: fState, Value: bson.D{{Key: "$in", Value: activeStates}}},
+		{Key: fWindow, Value: bson.D{{Key: "$gt", Value: 0}}}},
+		options.Find().SetProjection(bson.D{{Key: fTenant, Value: 1}, {Key: fWindow, Value: 1}, {Key: fChildrenTotal, Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("count the slots of active parents: %w", err)
+	}
+	var parents []jobDoc
+	if err := cur.All(ctx, &parents); err != nil {
+		return nil, fmt.Errorf("count the slots of active parents: %w", err)
+	}
+	for _, p := range parents {
+		out[p.Tenant] += int64(p.job().Slots())
 	}
 	return out, nil
 }

@@ -45,9 +45,18 @@ import (
 //
 // Counters of tenants with no active job stay, at zero: deleting one could
 // race an admission that is creating it.
+//
+// Before the counters, it repairs fan-out parents (repairParents); each
+// parent repaired counts one in the drift.
 func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
+
+	// Fan-out parents first: a parent that ends frees its slots.
+	repaired, err := s.repairParents(ctx)
+	if err != nil {
+		return repaired, fmt.Errorf("mongo: reconcile parents: %w", err)
+	}
 
 	// The counters first, then the jobs: see above.
 	cur, err := s.counters.Find(ctx, bson.D{})
@@ -69,7 +78,7 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	}
 
 	now := s.now()
-	drift := 0
+	drift := repaired
 	seen := make(map[string]bool, len(stored))
 	for _, c := range stored {
 		seen[c.Scope] = true

@@ -56,6 +56,10 @@ var jobIndexes = []index{
 	{name: "concurrency_key", keys: bson.D{{Key: fConcurrencyKey, Value: 1}, {Key: fTenant, Value: 1}, {Key: fState, Value: 1}}, sparse: true},
 	// The dispatch deadline sweep.
 	{name: "state_deadline", keys: bson.D{{Key: fState, Value: 1}, {Key: fDispatchDeadline, Value: 1}}},
+	// Fan-out: top-level lists (parent unset) and a parent's children in
+	// list order (they share its created_at), all or by state.
+	{name: "parent_created", keys: bson.D{{Key: fParent, Value: 1}, {Key: fCreatedAt, Value: -1}, {Key: fID, Value: -1}}},
+	{name: "parent_state", keys: bson.D{{Key: fParent, Value: 1}, {Key: fState, Value: 1}, {Key: fID, Value: 1}}},
 	// Purge: finished jobs, oldest first. Sparse: only finished jobs have it.
 	{name: "finished", keys: bson.D{{Key: fFinishedAt, Value: 1}}, sparse: true},
 }

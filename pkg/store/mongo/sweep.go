@@ -57,6 +57,8 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 		now = time.Now()
 	}
 	running := bson.E{Key: fState, Value: string(contracts.StateRunning)}
+	// A fan-out parent runs nothing itself: it is never stale.
+	notParent := bson.E{Key: fWindow, Value: nil}
 	lt := func(t time.Time) bson.D { return bson.D{{Key: "$lt", Value: millis(t)}} }
 
 	var parts []stalePart
@@ -64,24 +66,24 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 		hb := lt(q.HeartbeatBefore)
 		parts = append(parts,
 			stalePart{
-				filter: bson.D{running, {Key: fHeartbeatAt, Value: hb}},
+				filter: bson.D{running, notParent, {Key: fHeartbeatAt, Value: hb}},
 				sortBy: fHeartbeatAt,
 				key:    func(j contracts.Job) time.Time { return *j.HeartbeatAt },
 			},
 			stalePart{
-				filter: bson.D{running, {Key: fHeartbeatAt, Value: nil}, {Key: fStartedAt, Value: hb}},
+				filter: bson.D{running, notParent, {Key: fHeartbeatAt, Value: nil}, {Key: fStartedAt, Value: hb}},
 				sortBy: fStartedAt,
 				key:    func(j contracts.Job) time.Time { return *j.StartedAt },
 			},
 			stalePart{
-				filter: bson.D{running, {Key: fHeartbeatAt, Value: nil}, {Key: fStartedAt, Value: nil}, {Key: fUpdatedAt, Value: hb}},
+				filter: bson.D{running, notParent, {Key: fHeartbeatAt, Value: nil}, {Key: fStartedAt, Value: nil}, {Key: fUpdatedAt, Value: hb}},
 				sortBy: fUpdatedAt,
 				key:    func(j contracts.Job) time.Time { return j.UpdatedAt },
 			})
 	}
 	if !q.StartedBefore.IsZero() {
 		parts = append(parts, stalePart{
-			filter: bson.D{running, {Key: fStartedAt, Value: lt(q.StartedBefore)}},
+			filter: bson.D{running, notParent, {Key: fStartedAt, Value: lt(q.StartedBefore)}},
 			sortBy: fStartedAt,
 			key:    func(j contracts.Job) time.Time { return *j.StartedAt },
 		})
@@ -89,7 +91,7 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 	if !q.DeadlineBefore.IsZero() {
 		parts = append(parts, stalePart{
 			filter: bson.D{
-				{Key: fState, Value: string(contracts.StatePending)},
+				{Key: fState, Value: string(contracts.StatePending)}, notParent,
 				{Key: fDispatchDeadline, Value: bson.D{{Key: "$lte", Value: millis(q.DeadlineBefore)}}},
 				{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)},
 			},
@@ -100,7 +102,7 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 	if q.Kind != "" {
 		parts = append(parts, stalePart{
 			filter: bson.D{
-				{Key: fState, Value: string(contracts.StatePending)},
+				{Key: fState, Value: string(contracts.StatePending)}, notParent,
 				{Key: fKind, Value: q.Kind},
 				{Key: fClaimUntil, Value: nil},
 			},
@@ -139,6 +141,7 @@ func (s *Store) PendingKinds(ctx context.Context) ([]string, error) {
 		bson.D{{Key: "$match", Value: bson.D{
 			{Key: fState, Value: string(contracts.StatePending)},
 			{Key: fClaimUntil, Value: nil},
+			{Key: fWindow, Value: nil},
 		}}},
 		bson.D{{Key: "$group", Value: bson.D{{Key: fID, Value: "$" + fKind}}}},
 	})
@@ -176,19 +179,22 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 	}
 	ctx, cancel := s.call(ctx)
 	defer cancel()
+	// Top-level jobs only: a parent's children go with it.
 	cond := bson.D{
 		{Key: fFinishedAt, Value: bson.D{{Key: "$lt", Value: millis(finishedBefore)}}},
 		{Key: fState, Value: bson.D{{Key: "$in", Value: finalStates}}},
+		{Key: fParent, Value: nil},
 	}
 	cur, err := s.jobs.Find(ctx, cond, options.Find().
-		SetProjection(bson.D{{Key: fID, Value: 1}}).
+		SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fWindow, Value: 1}}).
 		SetSort(bson.D{{Key: fFinishedAt, Value: 1}, {Key: fID, Value: 1}}).
 		SetLimit(int64(limit)))
 	if err != nil {
 		return 0, fmt.Errorf("mongo: purge jobs: find: %w", err)
 	}
 	var rows []struct {
-		ID string `bson:"_id"`
+		ID     string `bson:"_id"`
+		Window int    `bson:"window_size"`
 	}
 	if err := cur.All(ctx, &rows); err != nil {
 		return 0, fmt.Errorf("mongo: purge jobs: find: %w", err)
@@ -197,15 +203,25 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 		return 0, nil
 	}
 	ids := make(bson.A, len(rows))
+	n := 0
 	for i, r := range rows {
 		ids[i] = r.ID
+		if r.Window > 0 {
+			// The children first: a parent deleted first would leave them
+			// with nothing to purge them by.
+			res, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: r.ID}})
+			if err != nil {
+				return n, fmt.Errorf("mongo: purge jobs: delete the children of %s: %w", r.ID, err)
+			}
+			n += int(res.DeletedCount)
+		}
 	}
 	del := append(bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}}, cond...)
 	res, err := s.jobs.DeleteMany(ctx, del)
 	if err != nil {
-		return 0, fmt.Errorf("mongo: purge jobs: delete: %w", err)
+		return n, fmt.Errorf("mongo: purge jobs: delete: %w", err)
 	}
-	return int(res.DeletedCount), nil
+	return n + int(res.DeletedCount), nil
 }
 
 // findJobs runs a find on the jobs collection and decodes every document.

@@ -44,7 +44,12 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 	defer cancel()
 
 	var d jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx, casFilter(exp), buildUpdate(ch),
+	filter := casFilter(exp)
+	if exp.State == contracts.StatePending && ch.State.Final() {
+		// A fan-out child waiting for its window may end too (a cancel).
+		filter[1] = bson.E{Key: fState, Value: bson.D{{Key: "$in", Value: waitingStates}}}
+	}
+	err := s.jobs.FindOneAndUpdate(ctx, filter, buildUpdate(ch),
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
@@ -54,7 +59,14 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 	}
 	if ch.State.Final() && exp.State.Active() {
 		// Best effort by design: see the doc comment.
-		_ = s.release(ctx, store.GlobalScope, store.TenantScope(d.Tenant))
+		_ = s.release(ctx, d.job().Slots(), store.GlobalScope, store.TenantScope(d.Tenant))
+		if d.Parent != "" {
+			// Best effort too: Reconcile finishes what this leaves.
+			_ = s.childEnded(ctx, d, ch.State, ch.Now)
+		}
+	}
+	if ch.State == contracts.StateRunning && exp.State == contracts.StatePending && d.Parent != "" {
+		_ = s.startParent(ctx, d.Parent, ch.Now)
 	}
 	return d.job(), nil
 }

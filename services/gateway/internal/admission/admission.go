@@ -225,13 +225,8 @@ func (a *Admitter) prepare(tenant string, body []byte) (store.AdmitRequest, *Out
 	return store.AdmitRequest{Job: job, Caps: caps, Items: sub.Items}, nil
 }
 
-// storeDown is the 503 of a store that did not answer an admission (or
-// the 422 of one that cannot take this job at all).
+// storeDown is the 503 of a store that did not answer an admission.
 func (a *Admitter) storeDown(job contracts.Job, err error) Outcome {
-	if errors.Is(err, store.ErrUnsupported) {
-		return Fail(http.StatusUnprocessableEntity, contracts.CodeValidation,
-			"this server's job store does not support this job: "+err.Error())
-	}
 	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store is unavailable, try again")
 	o.Cause = fmt.Errorf("admit job %s: %w", job.ID, err)
 	o.RetryAfter = a.set.RetryAfter
