@@ -23,8 +23,9 @@ type submitOutcome struct {
 }
 
 // submit posts one probe job of ms milliseconds and the given shape as
-// tenant, through the public Go client.
-func submit(ctx context.Context, hc *http.Client, gw string, tenant Tenant, ms int64, shape jobShape) (submitOutcome, error) {
+// tenant, through the public Go client. A fan-out's items sleep item(i)
+// milliseconds each.
+func submit(ctx context.Context, hc *http.Client, gw string, tenant Tenant, ms int64, shape jobShape, item func(int) int64) (submitOutcome, error) {
 	c, err := client.New(gw, client.WithToken(tenant.Token), client.WithHTTPClient(hc))
 	if err != nil {
 		return submitOutcome{}, fmt.Errorf("submit: %w", err)
@@ -33,8 +34,19 @@ func submit(ctx context.Context, hc *http.Client, gw string, tenant Tenant, ms i
 	if err != nil {
 		return submitOutcome{}, fmt.Errorf("submit: encode: %w", err)
 	}
-	j, created, err := c.Submit(ctx, contracts.SubmitRequest{Kind: probeKind, Payload: payload,
-		Priority: shape.Priority, ConcurrencyKey: shape.ConcurrencyKey, ConcurrencyLimit: shape.ConcurrencyLimit})
+	req := contracts.SubmitRequest{Kind: probeKind, Payload: payload,
+		Priority: shape.Priority, ConcurrencyKey: shape.ConcurrencyKey, ConcurrencyLimit: shape.ConcurrencyLimit}
+	if shape.Items > 0 {
+		items := make([]map[string]int64, shape.Items)
+		for i := range items {
+			items[i] = map[string]int64{"ms": item(i)}
+		}
+		if req.Items, err = json.Marshal(items); err != nil {
+			return submitOutcome{}, fmt.Errorf("submit: encode: %w", err)
+		}
+		req.Payload, req.Concurrency = nil, shape.Window
+	}
+	j, created, err := c.Submit(ctx, req)
 	var ce *client.Error
 	switch {
 	case errors.As(err, &ce):

@@ -37,6 +37,9 @@ type jobShape struct {
 	Priority         int
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// Items > 0 makes the job a fan-out of that many probe items with
+	// window Window (see fanout.go).
+	Items, Window int
 }
 
 // randomShape draws a job's priority and, for keyShare of the jobs, its key.
@@ -45,6 +48,10 @@ func randomShape(rng *lockedRand) jobShape {
 	if rng.float() < keyShare {
 		s.ConcurrencyKey = fmt.Sprintf("key-%d", rng.intN(chaosKeys))
 		s.ConcurrencyLimit = keyLimit
+	}
+	if rng.float() < fanoutShare {
+		s.Items = fanoutMinItems + rng.intN(fanoutMaxItems-fanoutMinItems+1)
+		s.Window = 1 + rng.intN(fanoutMaxWindow)
 	}
 	return s
 }
@@ -104,7 +111,8 @@ func checkOrder(runs []attemptRun, jobs map[string]contracts.Job) orderReport {
 	for i, s := range all {
 		// A later starter of higher priority that was already waiting.
 		for _, w := range all[i+1:] {
-			if w.job.Priority > s.job.Priority && w.job.Kind == s.job.Kind &&
+			// A child waits for its window, not for its priority.
+			if w.job.Priority > s.job.Priority && w.job.Kind == s.job.Kind && w.job.Parent == "" &&
 				w.job.CreatedAt.Before(s.first.Add(-inversionSlack)) && w.job.ConcurrencyKey == "" && w.job.RunAt == nil {
 				rep.Inversions++
 				break

@@ -55,6 +55,11 @@ type Report struct {
 	FirstRuns       int           // first runs looked at for inversions
 	BadJournal      int           // journal lines that did not decode or pair
 
+	Fanouts, FanoutChildren      int      // admitted fan-out parents, and their children
+	MaxPerWindow, MaxPerWindowOf int      // most live runs of one parent's children at once, and that parent's window
+	WindowOverLimit              []string // parents whose children's live runs passed the window (see fanout.go)
+	FanoutMiscounted             []string // parents whose counts or children are not right at the end
+
 	Samples int
 	Drain   time.Duration
 }
@@ -89,6 +94,8 @@ func (r Report) Summary() string {
 		len(r.Overlaps), r.Runs, r.Resumed, r.ResumedUnfenced, r.LateAccepted, r.ExpiryFenced,
 		r.MaxTail.Round(10*time.Microsecond), r.TailOverlaps, r.StaleResults)
 	fmt.Fprintf(&b, " | max live per key %d/%d, priority inversions %d of %d first runs", r.MaxPerKey, keyLimit, r.Inversions, r.FirstRuns)
+	fmt.Fprintf(&b, " | fan-outs %d (%d children), max live per window %d/%d, over the window %d, miscounted %d",
+		r.Fanouts, r.FanoutChildren, r.MaxPerWindow, r.MaxPerWindowOf, len(r.WindowOverLimit), len(r.FanoutMiscounted))
 	fmt.Fprintf(&b, " | samples=%d drain=%s", r.Samples, r.Drain.Round(100*time.Millisecond))
 	return b.String()
 }
@@ -131,6 +138,12 @@ func (r Report) Violations() []string {
 		if n > r.TenantCap {
 			v = append(v, fmt.Sprintf("tenant %s had %d active jobs, tenant cap %d (store)", t, n, r.TenantCap))
 		}
+	}
+	if len(r.WindowOverLimit) > 0 {
+		v = append(v, fmt.Sprintf("fan-out windows passed: %v", r.WindowOverLimit[:min(len(r.WindowOverLimit), 10)]))
+	}
+	if len(r.FanoutMiscounted) > 0 {
+		v = append(v, fmt.Sprintf("fan-out parents miscounted: %v", r.FanoutMiscounted[:min(len(r.FanoutMiscounted), 10)]))
 	}
 	if r.MaxPerWorker > r.WorkerLimit {
 		v = append(v, fmt.Sprintf("a worker ran %d jobs, limit %d (store)", r.MaxPerWorker, r.WorkerLimit))

@@ -134,7 +134,8 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 				if p.LongShare > 0 && rng.float() < p.LongShare {
 					d = rng.dur(p.LongMin, p.LongMax)
 				}
-				out, err := submit(loadCtx, client, gw, c.pickTenant(rng), d.Milliseconds(), randomShape(rng))
+				out, err := submit(loadCtx, client, gw, c.pickTenant(rng), d.Milliseconds(), randomShape(rng),
+					func(int) int64 { return rng.dur(p.MinSleep, p.MaxSleep).Milliseconds() })
 				mu.Lock()
 				switch {
 				case err == nil && out.ID != "":
@@ -271,8 +272,12 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	rep.StaleResults = int(f.stale.total())
 
 	// Check: every admitted job, then every job in the store, then the journals.
+	var parents []contracts.Job
 	for _, id := range ids {
 		j, err := st.Get(ctx, id)
+		if err == nil && j.IsParent() {
+			parents = append(parents, j)
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			rep.Lost = append(rep.Lost, id+"(missing)")
@@ -295,6 +300,13 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	fr, err := checkFanouts(ctx, st, parents, runs)
+	if err != nil {
+		return rep, err
+	}
+	rep.Fanouts, rep.FanoutChildren = fr.Parents, fr.Children
+	rep.MaxPerWindow, rep.MaxPerWindowOf = fr.MaxLive, fr.MaxWindow
+	rep.WindowOverLimit, rep.FanoutMiscounted = fr.OverWindow, fr.Miscounted
 	mu.Lock()
 	for _, s := range over {
 		perWorker, total := correctSample(s.Running, runs)

@@ -60,6 +60,10 @@ func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Tim
 		if err != nil {
 			return storeSample{}, fmt.Errorf("chaos: sample running jobs: %w", err)
 		}
+		jobs, err = withRunningChildren(ctx, st, jobs)
+		if err != nil {
+			return storeSample{}, err
+		}
 		for _, j := range jobs {
 			if j.StartedAt == nil || j.StartedAt.Before(starts[j.Worker]) {
 				continue // not started, or an earlier incarnation's job, dead with it
