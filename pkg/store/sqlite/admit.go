@@ -173,11 +173,9 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 		if job.IsParent() {
 			// The parent is never dispatched; the children it releases
 			// at once take their places in the fair queue.
-			f := fanoutRows{parent: in, stamps: make([]float64, in.released)}
-			for k := range f.stamps {
-				f.stamps[k] = store.FairAt(global.fairAt, t.fairAt, caps.Weight)
-				t.fairAt = f.stamps[k]
-			}
+			f := fanoutRows{parent: in, fairFrom: max(global.fairAt, t.fairAt)}
+			w := weightArg(caps.Weight)
+			t.fairAt = f.fairFrom + float64(in.released)/w
 			fanouts = append(fanouts, f)
 		} else {
 			job.FairAt = store.FairAt(global.fairAt, t.fairAt, caps.Weight)

@@ -81,6 +81,9 @@ func (s *Store) release(tenant string, n int) {
 // flushCounters writes the open transaction's counter changes and leaves
 // the rows as they now are in tx.
 func (s *Store) flushCounters(ctx context.Context, tx *sql.Tx) error {
+	if err := s.flushParents(ctx, tx); err != nil {
+		return err
+	}
 	for scope, r := range s.counters {
 		if r.delta == 0 && !r.fairSet {
 			continue
@@ -101,4 +104,5 @@ func (s *Store) resetCounters() {
 		s.counters = txCounters{}
 	}
 	clear(s.counters)
+	clear(s.parents)
 }

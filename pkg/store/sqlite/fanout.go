@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -27,44 +28,63 @@ import (
 // below it were released (or ended while held), those at or above it are
 // held.
 
-// fanoutRows is a parent being admitted with its items, and the fair-queue
-// stamps of the children released at once.
+// fanoutRows is a parent being admitted with its items, and where its
+// children released at once start in the tenant's fair queue: the k-th
+// (from 1) gets fairFrom + k/weight, as store.FairAt would stamp them one
+// after the other.
 type fanoutRows struct {
-	parent admitInput
-	stamps []float64
+	parent   admitInput
+	fairFrom float64
 }
 
-// insertChildren inserts a parent's children: the first len(f.stamps)
-// released with those stamps, the others held.
+// insertChildrenQuery inserts every child of a parent in one statement,
+// one row per element of the items array ?15 (the element's JSON as its
+// payload): ?12 children released with fair-queue stamps ?13 + k/?14, the
+// others held. Binding ten columns of every child instead costs more than
+// the inserts themselves.
+const insertChildrenQuery = `INSERT INTO jobs (id, tenant, kind, payload, priority, state, max_attempts,
+		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
+		concurrency_limit, fair_at, parent, item_index, held, slots, weight)
+	SELECT ?1 || '-' || printf('%06d', key), ?2, ?3,
+		CASE type WHEN 'text' THEN json_quote(value) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
+			WHEN 'null' THEN 'null' ELSE value END,
+		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11,
+		CASE WHEN key < ?12 THEN ?13 + (key + 1) / ?14 ELSE 0 END,
+		?1, key, CASE WHEN key < ?12 THEN 0 ELSE 1 END, 0, ?14
+	FROM json_each(?15)`
+
+// insertChildren inserts a parent's children: the first f.released
+// released from the fair-queue position f.fairFrom on, the others held.
 func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) error {
-	parent := f.parent.job
-	batch := make([]admitInput, 0, insertRows)
-	flush := func() error {
-		err := s.insertJobs(ctx, tx, batch)
-		batch = batch[:0]
-		return err
-	}
-	for i, item := range f.parent.items {
-		c := parent.Child(i, item)
-		in := admitInput{job: c, caps: f.parent.caps, held: 1}
-		if i < len(f.stamps) {
-			in.job.FairAt, in.held = f.stamps[i], 0
+	p := f.parent.job
+	var items strings.Builder
+	items.WriteByte('[')
+	for i, it := range f.parent.items {
+		if i > 0 {
+			items.WriteByte(',')
 		}
-		batch = append(batch, in)
-		if len(batch) == insertRows {
-			if err := flush(); err != nil {
-				return fmt.Errorf("insert the children of %s: %w", parent.ID, err)
-			}
-		}
+		items.Write(it)
 	}
-	if err := flush(); err != nil {
-		return fmt.Errorf("insert the children of %s: %w", parent.ID, err)
+	items.WriteByte(']')
+	res, err := tx.ExecContext(ctx, insertChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
+		p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
+		p.ConcurrencyKey, p.ConcurrencyLimit, f.parent.released, f.fairFrom, weightArg(f.parent.caps.Weight),
+		items.String())
+	if err != nil {
+		return fmt.Errorf("insert the children of %s: %w", p.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || int(n) != len(f.parent.items) {
+		return fmt.Errorf("insert the children of %s: %d of %d inserted (%v)", p.ID, n, len(f.parent.items), err)
 	}
 	return nil
 }
 
-// parentRow is what a child's end reads and writes of its parent.
+// parentRow is what a child's end reads and writes of its parent. The
+// rows a write transaction read are kept until its commit (txParents), so
+// that the children of one parent that end in one group commit read and
+// write their parent once.
 type parentRow struct {
+	dirty            bool // counts or cursor changed since read
 	id, tenant       string
 	state            contracts.JobState
 	window, released int
@@ -85,14 +105,14 @@ const (
 	writeParentQuery = `UPDATE jobs SET children_released = ?, children_succeeded = ?,
 			children_failed = ?, children_cancelled = ?
 		WHERE id = ?`
-	childHeldQuery = `SELECT held FROM jobs WHERE id = ?`
 	// releaseQuery releases a held child: it joins the ready queue with
 	// its fair-queue stamp and a dispatch deadline from now.
 	releaseQuery = `UPDATE jobs SET held = 0, fair_at = ?, dispatch_deadline = ?, updated_at = ?
 		WHERE id = ? AND state = 'pending' AND held = 1`
 	// finishParentQuery ends a parent.
 	finishParentQuery = `UPDATE jobs SET state = ?, error = ?, result = ?, progress = NULL,
-			finished_at = ?, updated_at = ?, claim_until = NULL, next_dispatch_at = NULL
+			finished_at = ?, updated_at = ?, claim_until = NULL, next_dispatch_at = NULL,
+			children_released = ?, children_succeeded = ?, children_failed = ?, children_cancelled = ?
 		WHERE id = ? AND state IN ('pending', 'running')`
 	// startParentQuery marks a parent running at its first child's start.
 	startParentQuery = `UPDATE jobs SET state = 'running', started_at = ?, updated_at = ?
@@ -113,35 +133,54 @@ const (
 		WHERE parent = ? AND parent != '' AND state = 'running'`
 	failedChildrenQuery = `SELECT id, item_index FROM jobs INDEXED BY jobs_children
 		WHERE parent = ? AND parent != '' AND state = 'failed' ORDER BY id LIMIT ?`
-	purgeChildrenQuery = `DELETE FROM jobs WHERE id IN (
-		SELECT id FROM jobs INDEXED BY jobs_children_all WHERE parent = ? AND parent != '' LIMIT ?)`
+	// purgeChildrenQuery deletes the children of parent ?1: ids in the
+	// range (?2, ?3), see contracts.ChildID.
+	purgeChildrenQuery = `DELETE FROM jobs WHERE id > ?2 AND id < ?3 AND +parent = ?1`
 )
 
-// readParent reads a child's parent in tx, or sql.ErrNoRows.
-func readParent(ctx context.Context, tx *sql.Tx, id string) (parentRow, error) {
-	p := parentRow{id: id}
+// txParents are the parent rows of the open write transaction. Only the
+// write loop touches them.
+type txParents map[string]*parentRow
+
+// parent returns a child's parent as the open transaction sees it, or
+// sql.ErrNoRows.
+func (s *Store) parent(ctx context.Context, tx *sql.Tx, id string) (*parentRow, error) {
+	if p, ok := s.parents[id]; ok {
+		return p, nil
+	}
+	p := &parentRow{id: id}
 	var (
 		state            string
 		failFast, cancel int64
 		wait             sql.NullInt64
 	)
-	err := tx.QueryRowContext(ctx, parentRowQuery, id).Scan(&p.tenant, &state, &p.window, &p.released,
+	err := tx.StmtContext(ctx, s.ws.parentRow).QueryRowContext(ctx, id).Scan(&p.tenant, &state, &p.window, &p.released,
 		&p.counts.Total, &p.counts.Succeeded, &p.counts.Failed, &p.counts.Cancelled, &failFast, &cancel,
 		&p.weight, &wait)
 	if err != nil {
-		return p, err
+		return nil, err
 	}
 	p.state = contracts.JobState(state)
 	p.failFast, p.cancel = failFast != 0, cancel != 0
 	p.wait = time.Duration(wait.Int64)
+	if s.parents == nil {
+		s.parents = txParents{}
+	}
+	s.parents[id] = p
 	return p, nil
 }
 
-// writeParent stores a parent's counts and release cursor.
-func writeParent(ctx context.Context, tx *sql.Tx, p parentRow) error {
-	_, err := tx.ExecContext(ctx, writeParentQuery, p.released, p.counts.Succeeded, p.counts.Failed, p.counts.Cancelled, p.id)
-	if err != nil {
-		return fmt.Errorf("write parent %s: %w", p.id, err)
+// flushParents writes the counts and cursors the open transaction changed.
+func (s *Store) flushParents(ctx context.Context, tx *sql.Tx) error {
+	for _, p := range s.parents {
+		if !p.dirty {
+			continue
+		}
+		_, err := tx.StmtContext(ctx, s.ws.writeParent).ExecContext(ctx, p.released, p.counts.Succeeded, p.counts.Failed, p.counts.Cancelled, p.id)
+		if err != nil {
+			return fmt.Errorf("write parent %s: %w", p.id, err)
+		}
+		p.dirty = false
 	}
 	return nil
 }
@@ -152,7 +191,7 @@ func writeParent(ctx context.Context, tx *sql.Tx, p parentRow) error {
 // cancelling), a failure under fail_fast cancels the children still
 // waiting, and the parent ends with its last child.
 func (s *Store) childEnded(ctx context.Context, tx *sql.Tx, child contracts.Job, st contracts.JobState, now time.Time) error {
-	p, err := readParent(ctx, tx, child.Parent)
+	p, err := s.parent(ctx, tx, child.Parent)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil // a parent purged first: nothing to count on
@@ -161,24 +200,21 @@ func (s *Store) childEnded(ctx context.Context, tx *sql.Tx, child contracts.Job,
 	case p.state.Final():
 		return nil
 	}
-	var held bool
-	if err := tx.QueryRowContext(ctx, childHeldQuery, child.ID).Scan(&held); err != nil {
-		return fmt.Errorf("read child %s: %w", child.ID, err)
-	}
+	// Children at or past the cursor were never released: one that ends
+	// (a cancel) held no place in the window.
+	held := child.Index != nil && *child.Index >= p.released
 	p.counts.Add(st)
+	p.dirty = true
 	switch {
 	case st == contracts.StateFailed && p.failFast && !p.cancel:
-		if err := s.cancelWaiting(ctx, tx, &p, now, contracts.JobError(contracts.ClassCancelled,
+		if err := s.cancelWaiting(ctx, tx, p, now, contracts.JobError(contracts.ClassCancelled,
 			fmt.Sprintf("fail_fast: child %s failed", child.ID))); err != nil {
 			return err
 		}
 	case !held && !p.cancel:
-		if err := s.releaseNext(ctx, tx, &p, now); err != nil {
+		if err := s.releaseNext(ctx, tx, p, now); err != nil {
 			return err
 		}
-	}
-	if err := writeParent(ctx, tx, p); err != nil {
-		return err
 	}
 	return s.finishParentIfDone(ctx, tx, p, now)
 }
@@ -198,7 +234,7 @@ func (s *Store) releaseNext(ctx context.Context, tx *sql.Tx, p *parentRow, now t
 			return err
 		}
 		fair := store.FairAt(g.fair, t.fair, p.weight)
-		res, err := tx.ExecContext(ctx, releaseQuery, fair, now.Add(p.wait).UnixNano(), now.UnixNano(), id)
+		res, err := tx.StmtContext(ctx, s.ws.release).ExecContext(ctx, fair, now.Add(p.wait).UnixNano(), now.UnixNano(), id)
 		if err != nil {
 			return fmt.Errorf("release child %s: %w", id, err)
 		}
@@ -224,6 +260,7 @@ func (s *Store) cancelWaiting(ctx context.Context, tx *sql.Tx, p *parentRow, now
 	}
 	p.counts.Cancelled += int(n)
 	p.released = p.counts.Total
+	p.dirty = true
 	if _, err := tx.ExecContext(ctx, requestCancelQuery, at, p.id); err != nil {
 		return fmt.Errorf("cancel the running children of %s: %w", p.id, err)
 	}
@@ -233,8 +270,8 @@ func (s *Store) cancelWaiting(ctx context.Context, tx *sql.Tx, p *parentRow, now
 // finishParentIfDone ends the parent when every child has ended: its
 // result names the counts and the first failed children, and its
 // admission slots are freed.
-func (s *Store) finishParentIfDone(ctx context.Context, tx *sql.Tx, p parentRow, now time.Time) error {
-	if !p.counts.Done() {
+func (s *Store) finishParentIfDone(ctx context.Context, tx *sql.Tx, p *parentRow, now time.Time) error {
+	if !p.counts.Done() || p.state.Final() {
 		return nil
 	}
 	counts := p.counts
@@ -253,19 +290,21 @@ func (s *Store) finishParentIfDone(ctx context.Context, tx *sql.Tx, p parentRow,
 	}
 	state := contracts.ParentFinalState(counts, p.cancel)
 	at := now.UnixNano()
-	r, err := tx.ExecContext(ctx, finishParentQuery, string(state), contracts.ParentError(counts, p.cancel), string(doc), at, at, p.id)
+	r, err := tx.ExecContext(ctx, finishParentQuery, string(state), contracts.ParentError(counts, p.cancel), string(doc), at, at,
+		p.released, counts.Succeeded, counts.Failed, counts.Cancelled, p.id)
 	if err != nil {
 		return fmt.Errorf("finish parent %s: %w", p.id, err)
 	}
 	if n, _ := r.RowsAffected(); n == 1 {
 		s.release(p.tenant, max(min(p.window, p.counts.Total), 1))
+		p.state = state
 	}
 	return nil
 }
 
 // startParent marks a child's parent running (when it is still pending).
 func (s *Store) startParent(ctx context.Context, tx *sql.Tx, parent string, now time.Time) error {
-	if _, err := tx.ExecContext(ctx, startParentQuery, now.UnixNano(), now.UnixNano(), parent); err != nil {
+	if _, err := tx.StmtContext(ctx, s.ws.startParent).ExecContext(ctx, now.UnixNano(), now.UnixNano(), parent); err != nil {
 		return fmt.Errorf("start parent %s: %w", parent, err)
 	}
 	return nil
@@ -283,7 +322,7 @@ func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reas
 	)
 	err := s.write(ctx, "cancel parent "+id, func(tx *sql.Tx) error {
 		running = nil
-		p, err := readParent(ctx, tx, id)
+		p, err := s.parent(ctx, tx, id)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if _, err := s.jobIn(ctx, tx, id); errors.Is(err, sql.ErrNoRows) {
@@ -299,13 +338,13 @@ func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reas
 				return fmt.Errorf("request cancel: %w", err)
 			}
 			p.cancel = true
-			if err := s.cancelWaiting(ctx, tx, &p, now, reason); err != nil {
-				return err
-			}
-			if err := writeParent(ctx, tx, p); err != nil {
+			if err := s.cancelWaiting(ctx, tx, p, now, reason); err != nil {
 				return err
 			}
 			if err := s.finishParentIfDone(ctx, tx, p, now); err != nil {
+				return err
+			}
+			if err := s.flushParents(ctx, tx); err != nil {
 				return err
 			}
 			rows, err := tx.QueryContext(ctx, runningChildrenQuery, id)
@@ -351,10 +390,10 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// purgeChildren deletes up to limit children of a purged parent and says
-// how many went.
-func purgeChildren(ctx context.Context, tx *sql.Tx, parent string, limit int) (int, error) {
-	res, err := tx.ExecContext(ctx, purgeChildrenQuery, parent, limit)
+// purgeChildren deletes the children of a purged parent and says how many
+// went.
+func purgeChildren(ctx context.Context, tx *sql.Tx, parent string) (int, error) {
+	res, err := tx.ExecContext(ctx, purgeChildrenQuery, parent, parent+"-", parent+".")
 	if err != nil {
 		return 0, fmt.Errorf("purge the children of %s: %w", parent, err)
 	}

@@ -79,6 +79,11 @@ func listQuery(q store.Query, limit int) (string, []any, error) {
 	// indexes' conditions.
 	if q.Parent == "" {
 		where = append(where, "parent = ''")
+	} else if q.State == "" {
+		// Every child: the primary key's range of the parent's children
+		// (the unary + keeps the planner off the index by state).
+		where = append(where, "id > ?", "id < ?", "+parent = ?")
+		args = append(args, q.Parent+"-", q.Parent+".", q.Parent)
 	} else {
 		where = append(where, "parent = ?", "parent != ''")
 		args = append(args, q.Parent)

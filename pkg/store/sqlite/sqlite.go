@@ -134,9 +134,10 @@ var indexes = []string{
 	`CREATE INDEX IF NOT EXISTS jobs_top_tenant_created ON jobs (tenant, created_at, id) WHERE parent = ''`,
 	`CREATE INDEX IF NOT EXISTS jobs_top_state_created ON jobs (state, created_at, id) WHERE parent = ''`,
 	`CREATE INDEX IF NOT EXISTS jobs_top_tenant_state_created ON jobs (tenant, state, created_at, id) WHERE parent = ''`,
-	// A parent's children, in index order (their ids sort so), all or
-	// by state.
-	`CREATE INDEX IF NOT EXISTS jobs_children_all ON jobs (parent, id) WHERE parent != ''`,
+	// A parent's children by state, in index order (their ids sort so).
+	// All of them are a range of the primary key: their ids are the
+	// parent's followed by '-' (contracts.ChildID).
+	`DROP INDEX IF EXISTS jobs_children_all`,
 	`CREATE INDEX IF NOT EXISTS jobs_children ON jobs (parent, state, id) WHERE parent != ''`,
 	// Stats and Reconcile: the admission slots active jobs hold, per tenant.
 	`CREATE INDEX IF NOT EXISTS jobs_active_slots ON jobs (tenant, state, slots)
@@ -181,6 +182,9 @@ type Store struct {
 	// counters are the counter rows of the open write transaction (see
 	// counters.go). Only the write loop touches them.
 	counters txCounters
+	// parents are the fan-out parents the open write transaction read
+	// (see fanout.go). Only the write loop touches them.
+	parents txParents
 }
 
 var _ store.Store = (*Store)(nil)

@@ -237,8 +237,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 		list(store.Query{Tenant: "a", Cursor: cursor}):              "INDEX jobs_top_tenant_created (tenant=? AND (created_at,id)<(?,?))",
 		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_top_state_created (state=? AND (created_at,id)<(?,?))",
 		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_top_tenant_state_created (tenant=? AND state=?)",
-		list(store.Query{Parent: "p", Cursor: cursor}):              "INDEX jobs_children_all (parent=? AND id<?)",
-		list(store.Query{Parent: "p", State: "failed"}):             "INDEX jobs_children (parent=? AND state=?)",
+		list(store.Query{Parent: "p", Cursor: cursor}):              "INDEX sqlite_autoindex_jobs_1 (id>? AND id<?)",
+		purgeChildrenQuery: "INDEX sqlite_autoindex_jobs_1 (id>? AND id<?)",
+		list(store.Query{Parent: "p", State: "failed"}): "INDEX jobs_children (parent=? AND state=?)",
 	} {
 		text := queryPlan(t, s, query)
 		require.Contains(t, text, "USING "+index, query)

@@ -100,6 +100,11 @@ type writeStmts struct {
 	keyHolders     *sql.Stmt
 	claim          *sql.Stmt
 	advanceVirtual *sql.Stmt
+	// Fan-out's statements.
+	parentRow   *sql.Stmt
+	writeParent *sql.Stmt
+	release     *sql.Stmt
+	startParent *sql.Stmt
 }
 
 // prepareWrites prepares the writer's fixed statements into its cache.
@@ -126,6 +131,10 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.keyHolders, keyHoldersQuery},
 		{&ws.claim, claimQuery},
 		{&ws.advanceVirtual, advanceVirtualQuery},
+		{&ws.parentRow, parentRowQuery},
+		{&ws.writeParent, writeParentQuery},
+		{&ws.release, releaseQuery},
+		{&ws.startParent, startParentQuery},
 	} {
 		if *p.dst, err = c.get(ctx, p.query); err != nil {
 			return writeStmts{}, err

@@ -210,7 +210,7 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 			return err
 		}
 		for _, p := range parents {
-			k, err := purgeChildren(ctx, tx, p, contracts.MaxItems)
+			k, err := purgeChildren(ctx, tx, p)
 			if err != nil {
 				return err
 			}

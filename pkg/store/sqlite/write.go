@@ -151,6 +151,14 @@ func (s *Store) commit(batch []*writeReq) {
 		if r.err = r.ctx.Err(); r.err != nil {
 			continue
 		}
+		if r.read {
+			// A read sees what the requests before it wrote, parents'
+			// counts included (they are written at the commit).
+			if err := s.flushParents(context.Background(), tx); err != nil {
+				s.rerunAlone(tx, batch, nil)
+				return
+			}
+		}
 		r.err = r.fn(tx)
 		if r.err == nil || r.read || wroteNothing(r.err) {
 			continue

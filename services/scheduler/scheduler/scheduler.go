@@ -75,7 +75,12 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	s := &Scheduler{cfg: cfg, deps: d, roster: r}
 	pub := events.NewPublisher(d.NC)
 	s.parents = events.NewParents(d.Store, events.NewPublisher(d.NC), 0)
-	pub.WithChildren(s.parents.Touch)
+	// A fan-out child that changed may have released the next one into the
+	// ready queue: claim it now, not at the next poll.
+	pub.WithChildren(func(parent string) {
+		s.parents.Touch(parent)
+		s.dispatch.Wake()
+	})
 	s.dispatch = dispatch.New(dispatch.Config{
 		RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
 		Offers: cfg.Concurrency, NoWorkerGrace: cfg.NoWorkerGrace,

@@ -1,0 +1,55 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/storetest"
+)
+
+// BenchmarkAdmitFanout measures the admission of one parent of 100,000
+// items (window 1,000): the store's share of a large fan-out's submit.
+func BenchmarkAdmitFanout(b *testing.B) {
+	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
+	ctx := context.Background()
+	items := make([]json.RawMessage, 100_000)
+	for i := range items {
+		items[i] = json.RawMessage(`null`)
+	}
+	b.ResetTimer()
+	for range b.N {
+		p := storetest.NewJob("acme", time.Now())
+		p.ID = uuid.Must(uuid.NewV7()).String()
+		p.Payload, p.Concurrency = nil, 1000
+		res, err := s.AdmitBatch(ctx, []store.AdmitRequest{{Job: p, Items: items}})
+		require.NoError(b, err)
+		require.Equal(b, store.Admitted, res[0].Admission)
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/fan-out")
+}
+
+// BenchmarkAdmitBatch measures AdmitBatch of 1,000 plain jobs: the store's
+// share of a batch submit.
+func BenchmarkAdmitBatch(b *testing.B) {
+	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		reqs := make([]store.AdmitRequest, 1000)
+		for i := range reqs {
+			j := storetest.NewJob("acme", time.Now())
+			j.ID = uuid.Must(uuid.NewV7()).String()
+			reqs[i] = store.AdmitRequest{Job: j}
+		}
+		_, err := s.AdmitBatch(ctx, reqs)
+		require.NoError(b, err)
+	}
+	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "jobs/s")
+}
