@@ -47,6 +47,8 @@ type Event struct {
 	JobID    string    `json:"job_id"`
 	Tenant   string    `json:"tenant"`
 	Kind     string    `json:"kind,omitempty"`
+	// Parent is set on the events of a fan-out's children: the parent's id.
+	Parent   string    `json:"parent,omitempty"`
 	State    JobState  `json:"state,omitempty"`
 	Attempt  int64     `json:"attempt"`
 	Worker   string    `json:"worker,omitempty"`
@@ -62,7 +64,7 @@ func StateEvent(job Job) Event {
 		at = time.Now().UTC()
 	}
 	return Event{
-		Type: EventState, JobID: job.ID, Tenant: job.Tenant, Kind: job.Kind,
+		Type: EventState, JobID: job.ID, Tenant: job.Tenant, Kind: job.Kind, Parent: job.Parent,
 		State: job.State, Attempt: job.Attempt, Worker: job.Worker, Error: job.Error, At: at,
 	}
 }

@@ -200,6 +200,43 @@ func TestDashboardNoCap(t *testing.T) {
 	require.Empty(t, problems(), "the page reported errors")
 }
 
+// TestDashboardFoldsAFanout: a fan-out is one row whose runs column counts
+// its children and whose bar is their progress; its children have no rows
+// of their own and unfold under it with its button.
+func TestDashboardFoldsAFanout(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("headless Chromium: not run with -short (make test runs it)")
+	}
+	chromium, ok := chromiumPath()
+	if !ok {
+		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): skipping the dashboard browser test")
+	}
+	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken,
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
+	})
+	ctx := newBrowser(t, chromium)
+	problems := watchPage(t, ctx)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.base+"/")))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#token"), dashToken),
+		chromedp.Click(chromedp.CSS(`#token-form button`)),
+	))
+	waitFor(t, ctx, `#conn[data-conn="live"]`, "the event stream never went live")
+
+	id := b.tokenSubmit(t, `{"kind":"sleep","items":[{"ms":400},{"ms":400},{"ms":400},{"ms":400},{"ms":400},{"ms":400}],"concurrency":2}`)
+	waitFor(t, ctx, jobRow(id, "running"), "the parent never showed running")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr[data-job-id="`+id+`"] button.fold`))))
+	waitTrue(t, ctx, `document.querySelectorAll('tr.kids-row li.kid').length === 6`, "the children never unfolded")
+	waitFor(t, ctx, jobRow(id, "succeeded"), "the parent never showed succeeded")
+	waitTrue(t, ctx, `document.querySelector('tr[data-job-id="`+id+`"] .runs').textContent === '6 / 6'`, "the runs column never counted the children")
+	waitTrue(t, ctx, `document.querySelectorAll('tr.kids-row li.kid[data-state="succeeded"]').length === 6`, "the unfolded children never all succeeded")
+	require.Zero(t, evalJS[int](t, ctx, `document.querySelectorAll('tr[data-job-id^="`+id+`-"]').length`), "a child got a row of its own")
+	require.Equal(t, "100%", evalJS[string](t, ctx, `document.querySelector('tr[data-job-id="`+id+`"] .progress .pct').textContent`))
+	require.Empty(t, problems(), "the page reported errors")
+}
+
 // streamProxy stands between the page and the gateway like a flaky
 // network: it forwards everything, can drop the open event streams, and
 // records the Last-Event-ID of every GET /v1/events and the last event id

@@ -40,7 +40,7 @@ func (a *Applier) Progress(ctx context.Context, data []byte) {
 	}
 	a.m.Progress.WithLabelValues("applied").Inc()
 	a.ev.Publish(contracts.Event{
-		Type: contracts.EventProgress, JobID: job.ID, Tenant: job.Tenant, Kind: job.Kind,
+		Type: contracts.EventProgress, JobID: job.ID, Tenant: job.Tenant, Kind: job.Kind, Parent: job.Parent,
 		Attempt: job.Attempt, Worker: job.Worker, Progress: &p, At: a.now().UTC(),
 	})
 }

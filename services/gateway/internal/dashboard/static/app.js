@@ -284,6 +284,7 @@
     const r = {
       id, kind: '', state: '', attempt: 0, runs: 0, maxAttempts: 0, runAttempt: -1, worker: '', error: '',
       created: null, started: null, finished: null, progress: null, cancelRequested: false,
+      children: null, open: false, kids: null,
       tr: null, cells: null, fetched: false,
     };
     rows.set(id, r);
@@ -311,6 +312,7 @@
       r.startedAttempt = r.attempt;
       r.finished = parseTime(j.finished_at) || (FINAL.has(j.state) ? r.finished : null);
       r.cancelRequested = !!j.cancel_requested;
+      if (j.children) r.children = j.children;
       if (j.progress) r.progress = j.progress;
       else if (j.state !== 'running' && j.state !== 'succeeded') r.progress = null;
     }
@@ -361,6 +363,51 @@
     render(r);
   }
 
+  // A fan-out's children fold under their parent: their events only
+  // refresh the parent's row (its counts, its bar), at most twice a second.
+  const parentTimers = new Map();
+  function touchParent(id) {
+    if (parentTimers.has(id)) return;
+    parentTimers.set(id, setTimeout(async () => {
+      try {
+        const p = await api('/v1/jobs/' + encodeURIComponent(id));
+        mergeJob(p);
+        const r = rows.get(id);
+        if (r && r.open) loadChildren(r);
+      } catch (_) { /* the next event tries again */ }
+      parentTimers.delete(id);
+    }, 500));
+  }
+
+  // loadChildren shows the first page of a parent's children under its row.
+  async function loadChildren(r) {
+    let page;
+    try {
+      page = await api('/v1/jobs?parent=' + encodeURIComponent(r.id) + '&limit=' + LIST_LIMIT);
+    } catch (_) { return; }
+    if (!r.open) return;
+    const list = (page.jobs || []).slice().sort((a, b) => (a.index || 0) - (b.index || 0));
+    const items = list.map((c) => el('li', { className: 'kid', dataset: { state: c.state } },
+      el('span', { className: 'mono', textContent: '#' + (c.index || 0) }),
+      el('span', { className: 'badge', dataset: { state: c.state }, textContent: c.state }),
+      el('span', { className: 'mono', textContent: c.worker || '' }),
+      el('span', { className: 'err', textContent: c.error || '' })));
+    if (page.next_cursor) items.push(el('li', { className: 'kid more', textContent: 'and more: sluice ls --parent ' + r.id }));
+    r.kids.firstChild.replaceChildren(el('ul', { className: 'kids' }, ...items));
+  }
+
+  function toggleChildren(r) {
+    r.open = !r.open;
+    if (r.open) {
+      r.kids = el('tr', { className: 'kids-row' }, el('td', { colSpan: 11 }));
+      r.tr.after(r.kids);
+      loadChildren(r);
+    } else if (r.kids) {
+      r.kids.remove();
+      r.kids = null;
+    }
+  }
+
   async function fillFromAPI(r) {
     if (r.fetched) return;
     r.fetched = true;
@@ -400,6 +447,9 @@
     c.cancel = el('button', { type: 'button', className: 'cancel', textContent: 'cancel' });
     c.cancel.addEventListener('click', () => cancelJob(r));
     c.act.append(c.cancel);
+    c.fold = el('button', { type: 'button', className: 'fold', textContent: 'children', hidden: true });
+    c.fold.addEventListener('click', () => toggleChildren(r));
+    c.act.append(c.fold);
     r.cells = c;
     r.tr = el('tr', { className: listed ? 'job fresh' : 'job', dataset: { jobId: r.id } },
       c.id, c.kind, c.state, c.runs, c.claim, c.worker, c.wait, c.run, c.progress, c.error, c.act);
@@ -479,8 +529,20 @@
     setText(c.badge, r.state === 'running' && r.cancelRequested ? 'running · cancelling' : r.state || '…');
     // Runs (what max_attempts counts) and, apart, the claim counter, which
     // also counts dispatch claims that never ran.
-    setText(c.runs, r.maxAttempts ? r.runs + ' / ' + r.maxAttempts : String(r.runs));
-    c.runs.title = 'ran ' + r.runs + (r.maxAttempts ? ' of at most ' + r.maxAttempts : '') + ' times';
+    const k = r.children;
+    if (k) {
+      // A fan-out parent runs nothing itself: its children's counts.
+      const done = (k.succeeded || 0) + (k.failed || 0) + (k.cancelled || 0);
+      setText(c.runs, done + ' / ' + k.total);
+      c.runs.title = 'children: ' + k.succeeded + ' succeeded, ' + k.failed + ' failed, ' + k.cancelled +
+        ' cancelled, ' + k.running + ' running, ' + k.pending + ' waiting';
+      r.worker = k.running ? k.running + ' running' : '';
+      c.fold.hidden = false;
+      c.fold.textContent = r.open ? 'fold' : 'children';
+    } else {
+      setText(c.runs, r.maxAttempts ? r.runs + ' / ' + r.maxAttempts : String(r.runs));
+      c.runs.title = 'ran ' + r.runs + (r.maxAttempts ? ' of at most ' + r.maxAttempts : '') + ' times';
+    }
     setText(c.claim, String(r.attempt));
     c.claim.title = 'dispatch claim ' + r.attempt + ' (fencing token; not a run count)';
     setText(c.worker, r.worker);
@@ -530,6 +592,7 @@
   function dispatch(type, data) {
     let ev;
     try { ev = JSON.parse(data); } catch (_) { return; }
+    if (ev.parent) { touchParent(ev.parent); return; }
     switch (type) {
       case 'state': applyState(ev); break;
       case 'progress': applyProgress(ev); break;
