@@ -43,10 +43,10 @@ const (
 // attempt, worker and error after the change; progress events carry the
 // attempt and the progress.
 type Event struct {
-	Type     string    `json:"type"`
-	JobID    string    `json:"job_id"`
-	Tenant   string    `json:"tenant"`
-	Kind     string    `json:"kind,omitempty"`
+	Type   string `json:"type"`
+	JobID  string `json:"job_id"`
+	Tenant string `json:"tenant"`
+	Kind   string `json:"kind,omitempty"`
 	// Parent is set on the events of a fan-out's children: the parent's id.
 	Parent   string    `json:"parent,omitempty"`
 	State    JobState  `json:"state,omitempty"`

@@ -150,10 +150,14 @@ func describe(ev contracts.Event, job contracts.Job) string {
 		return sanitize(ev.Type)
 	}
 	parts := []string{fmt.Sprintf("%-9s", ev.State)}
-	if job.ID == ev.JobID && job.MaxAttempts > 0 {
+	// A fan-out parent runs nothing itself: no runs, no claim (its
+	// progress lines count its children).
+	if job.ID == ev.JobID && job.MaxAttempts > 0 && job.Children == nil {
 		parts = append(parts, fmt.Sprintf("runs %d/%d", job.Runs, job.MaxAttempts))
 	}
-	parts = append(parts, fmt.Sprintf("claim %d", ev.Attempt))
+	if job.Children == nil {
+		parts = append(parts, fmt.Sprintf("claim %d", ev.Attempt))
+	}
 	if ev.Worker != "" {
 		parts = append(parts, "on "+sanitize(ev.Worker))
 	}
