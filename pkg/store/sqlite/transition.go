@@ -54,18 +54,8 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 		if err != nil {
 			return fmt.Errorf("read back: %w", err)
 		}
-		if ch.State.Final() && exp.State.Active() {
-			s.release(j.Tenant, j.Slots())
-			if j.IsChild() {
-				if err := s.childEnded(ctx, tx, j, ch.State, ch.Now); err != nil {
-					return err
-				}
-			}
-		}
-		if ch.State == contracts.StateRunning && exp.State == contracts.StatePending && j.IsChild() {
-			if err := s.startParent(ctx, tx, j.Parent, ch.Now); err != nil {
-				return err
-			}
+		if err := s.followUp(ctx, tx, j, exp, ch); err != nil {
+			return err
 		}
 		out = j
 		return nil
@@ -117,18 +107,8 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 		if err := execCAS(ctx, tx, s.wc.lookup(query), query, args, exp); err != nil {
 			return err
 		}
-		if ch.State.Final() && exp.State.Active() {
-			s.release(before.Tenant, before.Slots())
-			if before.IsChild() {
-				if err := s.childEnded(ctx, tx, before, ch.State, ch.Now); err != nil {
-					return err
-				}
-			}
-		}
-		if ch.State == contracts.StateRunning && exp.State == contracts.StatePending && before.IsChild() {
-			if err := s.startParent(ctx, tx, before.Parent, ch.Now); err != nil {
-				return err
-			}
+		if err := s.followUp(ctx, tx, before, exp, ch); err != nil {
+			return err
 		}
 		out = ch.Apply(before)
 		return nil
@@ -140,6 +120,23 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 		return contracts.Job{}, err
 	}
 	return out, nil
+}
+
+// followUp does, in the same transaction, what a change of job from exp
+// brings with it: a job that ends frees its admission slots, a child that
+// ends counts on its parent (childEnded), a child that starts starts its
+// parent.
+func (s *Store) followUp(ctx context.Context, tx *sql.Tx, job contracts.Job, exp store.Expect, ch store.Change) error {
+	if ch.State.Final() && exp.State.Active() {
+		s.release(job.Tenant, job.Slots())
+		if job.IsChild() {
+			return s.childEnded(ctx, tx, job, ch.State, ch.Now)
+		}
+	}
+	if ch.State == contracts.StateRunning && exp.State == contracts.StatePending && job.IsChild() {
+		return s.startParent(ctx, tx, job.Parent, ch.Now)
+	}
+	return nil
 }
 
 // errDecided carries a Decide error through the write loop, which must see

@@ -181,14 +181,7 @@ func TestDashboardNoCap(t *testing.T) {
 		"SLUICE_MAX_ACTIVE":        "0",
 		"SLUICE_TENANT_MAX_ACTIVE": "0",
 	})
-	ctx := newBrowser(t, chromium)
-	problems := watchPage(t, ctx)
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.base+"/")))
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS("#token"), dashToken),
-		chromedp.Click(chromedp.CSS(`#token-form button`)),
-	))
-	waitFor(t, ctx, `#conn[data-conn="live"]`, "the event stream never went live")
+	ctx, problems := openDashboard(t, chromium, b)
 
 	id := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":30000}}`)
 	t.Cleanup(func() { b.tokenDo(t, http.MethodPost, "/v1/jobs/"+id+"/cancel", "") })
@@ -216,14 +209,7 @@ func TestDashboardFoldsAFanout(t *testing.T) {
 		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken,
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
 	})
-	ctx := newBrowser(t, chromium)
-	problems := watchPage(t, ctx)
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.base+"/")))
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS("#token"), dashToken),
-		chromedp.Click(chromedp.CSS(`#token-form button`)),
-	))
-	waitFor(t, ctx, `#conn[data-conn="live"]`, "the event stream never went live")
+	ctx, problems := openDashboard(t, chromium, b)
 
 	id := b.tokenSubmit(t, `{"kind":"sleep","items":[{"ms":400},{"ms":400},{"ms":400},{"ms":400},{"ms":400},{"ms":400}],"concurrency":2}`)
 	waitFor(t, ctx, jobRow(id, "running"), "the parent never showed running")
@@ -235,6 +221,22 @@ func TestDashboardFoldsAFanout(t *testing.T) {
 	require.Zero(t, evalJS[int](t, ctx, `document.querySelectorAll('tr[data-job-id^="`+id+`-"]').length`), "a child got a row of its own")
 	require.Equal(t, "100%", evalJS[string](t, ctx, `document.querySelector('tr[data-job-id="`+id+`"] .progress .pct').textContent`))
 	require.Empty(t, problems(), "the page reported errors")
+}
+
+// openDashboard opens b's dashboard in a fresh browser, signs in with the
+// tenant's token and waits for its event stream; problems reports what the
+// page logged as errors.
+func openDashboard(t *testing.T, chromium string, b *bundle) (context.Context, func() []string) {
+	t.Helper()
+	ctx := newBrowser(t, chromium)
+	problems := watchPage(t, ctx)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.base+"/")))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#token"), dashToken),
+		chromedp.Click(chromedp.CSS(`#token-form button`)),
+	))
+	waitFor(t, ctx, `#conn[data-conn="live"]`, "the event stream never went live")
+	return ctx, problems
 }
 
 // streamProxy stands between the page and the gateway like a flaky

@@ -59,7 +59,7 @@ func (b *bundle) children(parent string, state contracts.JobState) []contracts.J
 	return all
 }
 
-// peakOverlap is the most children that ran at once, from their own times.
+// peakOverlap is the most of jobs that ran at once, from their own times.
 func peakOverlap(t *testing.T, kids []contracts.Job) int {
 	t.Helper()
 	type edge struct {

@@ -151,25 +151,11 @@ func TestConcurrencyKeyLimitsRunningJobs(t *testing.T) {
 		require.Equal(t, contracts.StateSucceeded, jobs[id].State)
 	}
 	// From the jobs' own times: never more than two keyed runs overlap.
-	type edge struct {
-		at    time.Time
-		delta int
-	}
-	var edges []edge
+	var runs []contracts.Job
 	for _, id := range keyed {
-		edges = append(edges, edge{*jobs[id].StartedAt, +1}, edge{*jobs[id].FinishedAt, -1})
+		runs = append(runs, jobs[id])
 	}
-	sort.Slice(edges, func(i, k int) bool {
-		if edges[i].at.Equal(edges[k].at) {
-			return edges[i].delta < edges[k].delta
-		}
-		return edges[i].at.Before(edges[k].at)
-	})
-	running, peak := 0, 0
-	for _, e := range edges {
-		running += e.delta
-		peak = max(peak, running)
-	}
+	peak := peakOverlap(t, runs)
 	require.Equal(t, 2, peak, "two at a time, never three")
 	require.True(t, jobs[free.ID].StartedAt.Before(*jobs[keyed[5]].StartedAt), "an unkeyed job does not wait behind the key")
 }
