@@ -86,9 +86,9 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 	if err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsertN(ctx, job, slots, err))
 	}
-	if err := s.insertChildren(ctx, job, r.Items, stamps); err != nil {
-		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsertN(ctx, job, slots, err))
-	}
+	// The parent first, so that no child is ever without one: a parent
+	// whose children did not all go in is ended by Reconcile
+	// (repairParents), with its slots.
 	doc := newJobDoc(job)
 	doc.Weight = r.Caps.Weight
 	if doc.Weight <= 0 {
@@ -96,7 +96,6 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 	}
 	doc.ChildrenReleased = release
 	if _, err := s.jobs.InsertOne(ctx, doc); err != nil {
-		_, _ = s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: job.ID}, {Key: fState, Value: stateHeld}})
 		if mongo.IsDuplicateKeyError(err) && job.Key != "" {
 			if gerr := s.giveBack(ctx, slots, store.GlobalScope, store.TenantScope(job.Tenant)); gerr != nil {
 				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, errors.Join(err, gerr))
@@ -107,12 +106,45 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 		}
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, s.afterFailedInsertN(ctx, job, slots, err))
 	}
+	if err := s.insertChildren(ctx, job, r.Items, stamps); err != nil {
+		// Take it all back (if this fails too, Reconcile ends the parent).
+		if aerr := s.abortParent(ctx, doc, time.Now()); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+	}
 	// The first children go: a failure here leaves them held until
 	// Reconcile releases them (they are below the parent's cursor).
 	if err := s.releaseBelow(ctx, job.ID, release, job.UpdatedAt); err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: release the first children: %w", op, err)
 	}
 	return doc.job(), store.Admitted, nil
+}
+
+// abortError is the error of a parent whose admission did not complete.
+var abortError = contracts.JobError(contracts.ClassStale, "the admission of this fan-out did not complete: its children were not all stored")
+
+// abortParent ends a parent whose children did not all go in: its children
+// are deleted, it ends failed, and its slots are freed.
+func (s *Store) abortParent(ctx context.Context, p jobDoc, now time.Time) error {
+	ctx, cancel := s.detached(ctx)
+	defer cancel()
+	if _, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: p.ID}}); err != nil {
+		return fmt.Errorf("delete the children of %s: %w", p.ID, err)
+	}
+	at := millis(now)
+	r, err := s.jobs.UpdateOne(ctx, parentFilter(p.ID), bson.D{
+		{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateFailed)}, {Key: fError, Value: abortError},
+			{Key: fFinishedAt, Value: at}, {Key: fUpdatedAt, Value: at}, {Key: fChildrenTotal, Value: 0}}},
+		{Key: "$unset", Value: bson.D{{Key: fNextDispatchAt, Value: ""}, {Key: fActiveKey, Value: ""}}},
+	})
+	if err != nil {
+		return fmt.Errorf("end parent %s: %w", p.ID, err)
+	}
+	if r.ModifiedCount == 1 {
+		return s.release(ctx, p.job().Slots(), store.GlobalScope, store.TenantScope(p.Tenant))
+	}
+	return nil
 }
 
 // stampFairN takes n consecutive stamps in the tenant's fair queue (see

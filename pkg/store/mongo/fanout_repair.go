@@ -13,15 +13,19 @@ import (
 // a fan-out left behind (see fanout.go), for every active parent, and
 // returns how many parents it repaired:
 //
+//   - only a parent whose counts and cursor have not moved for the grace
+//     period (WithReconcileGrace) is looked at: that is what keeps this
+//     from racing a child's end that is half-way (such an end moves the
+//     counts within milliseconds);
+//   - a parent with fewer children than its total, whose admission
+//     stopped half-way (no child stored for another grace period, and none
+//     released yet), ends failed;
 //   - children below the parent's cursor still held are released (the
 //     step that releases them may run again at any time: it is
 //     idempotent);
-//   - a parent whose counts and cursor have not moved for the grace period
-//     (WithReconcileGrace) while its children say more of them ended gets
-//     its counts from its children, then the places in its window that the
-//     lost steps left empty, then its end if every child ended. The grace
-//     period is what keeps this from racing a child's end that is half-way:
-//     such an end moves the counts within milliseconds.
+//   - a parent whose children say more of them ended gets its counts from
+//     them, then the places in its window that the lost steps left empty,
+//     then its end if every child ended.
 func (s *Store) repairParents(ctx context.Context) (int, error) {
 	parents, err := s.findDocs(ctx, bson.D{{Key: fWindow, Value: bson.D{{Key: "$gt", Value: 0}}},
 		{Key: fState, Value: bson.D{{Key: "$in", Value: activeStates}}}})
@@ -31,9 +35,6 @@ func (s *Store) repairParents(ctx context.Context) (int, error) {
 	now := s.now()
 	repaired := 0
 	for _, p := range parents {
-		if err := s.releaseBelow(ctx, p.ID, p.ChildrenReleased, now); err != nil {
-			return repaired, fmt.Errorf("release the children of %s: %w", p.ID, err)
-		}
 		stored := p.counts()
 		if !s.suspects.confirmed("parent:"+p.ID, int64(stored.Finished()), int64(p.ChildrenReleased), now, s.grace) {
 			continue
@@ -41,6 +42,22 @@ func (s *Store) repairParents(ctx context.Context) (int, error) {
 		actual, open, err := s.childStates(ctx, p.ID)
 		if err != nil {
 			return repaired, err
+		}
+		if actual.Total < p.ChildrenTotal {
+			// An admission still storing children, or one that stopped
+			// half-way: only children that stopped coming for the grace
+			// period too end it. None of them was released (that comes
+			// after the last is stored), so none ran.
+			if s.suspects.confirmed("admit:"+p.ID, int64(actual.Total), 0, now, s.grace) {
+				if err := s.abortParent(ctx, p, now); err != nil {
+					return repaired, err
+				}
+				repaired++
+			}
+			continue
+		}
+		if err := s.releaseBelow(ctx, p.ID, p.ChildrenReleased, now); err != nil {
+			return repaired, fmt.Errorf("release the children of %s: %w", p.ID, err)
 		}
 		missing := p.ChildrenReleased < p.ChildrenTotal && !p.CancelRequested && open < p.Window
 		if actual.Finished() == stored.Finished() && !missing && !actual.Done() {

@@ -137,16 +137,15 @@ func runDriverTests(t *testing.T, srv server) {
 			bson.D{{Key: "$set", Value: bson.D{{Key: fState, Value: stateHeld}}}})
 		require.NoError(t, err)
 
-		// The held child below the cursor goes at once; the counts only
-		// after the grace period.
+		// Nothing moves before the parent stood still for the grace period.
 		_, err = s.Reconcile(ctx)
 		require.NoError(t, err)
-		require.Equal(t, string(contracts.StatePending), getState(t, s, contracts.ChildID(parent.ID, 1)))
-		require.Equal(t, stateHeld, getState(t, s, contracts.ChildID(parent.ID, 2)))
+		require.Equal(t, stateHeld, getState(t, s, contracts.ChildID(parent.ID, 1)))
 		clock.Advance(grace)
 		drift, err := s.Reconcile(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, drift)
+		require.Equal(t, string(contracts.StatePending), getState(t, s, contracts.ChildID(parent.ID, 1)), "the held child below the cursor is released")
 		require.Equal(t, string(contracts.StatePending), getState(t, s, contracts.ChildID(parent.ID, 2)), "the empty place in the window is filled")
 		p, err := s.Get(ctx, parent.ID)
 		require.NoError(t, err)
@@ -164,6 +163,38 @@ func runDriverTests(t *testing.T, srv server) {
 		require.NoError(t, err)
 		require.Equal(t, contracts.StateSucceeded, p.State)
 		require.Equal(t, int64(0), counter(t, s, store.GlobalScope).Active)
+	})
+
+	t.Run("ReconcileEndsAFanoutWhoseAdmissionStoppedHalfWay", func(t *testing.T) {
+		t.Parallel()
+		const grace = time.Minute
+		clock := clocktest.New()
+		s := open(t, fresh(), WithReconcileGrace(grace), WithClock(clock.Now))
+		ctx := t.Context()
+		parent := storetest.NewJob("a", base)
+		parent.Payload, parent.Concurrency = nil, 2
+		items := []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`2`), json.RawMessage(`3`)}
+		_, err := s.AdmitBatch(ctx, []store.AdmitRequest{{Job: parent, Items: items}})
+		require.NoError(t, err)
+		// As if the gateway died storing the children: the last is missing.
+		_, err = s.jobs.DeleteOne(ctx, bson.D{{Key: fID, Value: contracts.ChildID(parent.ID, 2)}})
+		require.NoError(t, err)
+		for range 2 { // the parent stands still, then its children do
+			_, err = s.Reconcile(ctx)
+			require.NoError(t, err)
+			require.Equal(t, contracts.StatePending, get(t, s, parent.ID).State)
+			clock.Advance(grace)
+		}
+		drift, err := s.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, drift)
+		p := get(t, s, parent.ID)
+		require.Equal(t, contracts.StateFailed, p.State)
+		require.Equal(t, contracts.ClassStale, contracts.ClassOf(p.Error))
+		kids, _, err := s.List(ctx, store.Query{Parent: parent.ID})
+		require.NoError(t, err)
+		require.Empty(t, kids)
+		require.Equal(t, int64(0), counter(t, s, store.GlobalScope).Active, "its slots are free")
 	})
 
 	t.Run("ReconcileLowersOnlyAfterGrace", func(t *testing.T) {
@@ -440,4 +471,12 @@ func getState(t *testing.T, s *Store, id string) string {
 	var d jobDoc
 	require.NoError(t, s.jobs.FindOne(t.Context(), bson.D{{Key: fID, Value: id}}).Decode(&d))
 	return d.State
+}
+
+// get reads a job that must exist.
+func get(t *testing.T, s *Store, id string) contracts.Job {
+	t.Helper()
+	j, err := s.Get(t.Context(), id)
+	require.NoError(t, err)
+	return j
 }
