@@ -11,8 +11,8 @@ import (
 )
 
 // quietConfig announces only when something changes (or on discover).
-func quietConfig(id string) worker.Config {
-	cfg := testConfig(id)
+func quietConfig(t testing.TB, id string) worker.Config {
+	cfg := testConfig(t, id)
 	cfg.HeartbeatInterval = time.Minute
 	cfg.StaleThreshold = 3 * time.Minute
 	return cfg
@@ -22,7 +22,7 @@ func TestAnnounceLoadAndLeaving(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := newBlocking()
-	cfg := quietConfig("w-announce")
+	cfg := quietConfig(t, "w-announce")
 	cfg.MaxConcurrent = 2
 	r := b.start(cfg, map[string]worker.Handler{"block": h.handle, "another": echoHandler})
 
@@ -55,7 +55,7 @@ func TestAnnounceLoadAndLeaving(t *testing.T) {
 func TestDiscoverTriggersAnnounce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.start(quietConfig("w-discover"), nil)
+	b.start(quietConfig(t, "w-discover"), nil)
 	before := len(b.sched.announcements())
 	require.NoError(t, b.nc.Publish(contracts.SubjectDiscover, nil))
 	require.Eventually(t, func() bool { return len(b.sched.announcements()) > before }, waitFor, 5*time.Millisecond)

@@ -53,9 +53,11 @@ func setup(t *testing.T) *bundle {
 	return b
 }
 
-// testConfig is a worker configuration with fast timings and no built-ins.
-func testConfig(id string) worker.Config {
+// testConfig is a worker configuration with fast timings, no built-ins
+// and a scratch root of the test's own.
+func testConfig(t testing.TB, id string) worker.Config {
 	c := worker.DefaultConfig()
+	c.ScratchDir = t.TempDir()
 	c.WorkerID = id
 	c.Kinds = nil
 	c.HeartbeatInterval = 50 * time.Millisecond

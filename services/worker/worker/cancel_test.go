@@ -19,7 +19,7 @@ func TestCancelViaSubject(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := newBlocking()
-	r := b.start(testConfig("w-cancel"), map[string]worker.Handler{"block": h.handle})
+	r := b.start(testConfig(t, "w-cancel"), map[string]worker.Handler{"block": h.handle})
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-cancel", spec("c1", "block", 5, "")).Status)
 	h.waitStarted(t)
 
@@ -54,7 +54,7 @@ func TestCancelViaHeartbeatAck(t *testing.T) {
 		}
 		return contracts.HeartbeatAck{}, true
 	})
-	b.start(testConfig("w-cancel-ack"), map[string]worker.Handler{"block": h.handle})
+	b.start(testConfig(t, "w-cancel-ack"), map[string]worker.Handler{"block": h.handle})
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-cancel-ack", spec("c2", "block", 1, "")).Status)
 	h.waitStarted(t)
 	started.Store(true)

@@ -16,7 +16,7 @@ import (
 func TestStartHeartbeatAckedBeforeHandler(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	cfg := testConfig("w-claim")
+	cfg := testConfig(t, "w-claim")
 	cfg.HeartbeatInterval = time.Minute // only the start heartbeat can record the job
 	cfg.StaleThreshold = 3 * time.Minute
 	b.start(cfg, map[string]worker.Handler{
@@ -39,7 +39,7 @@ func TestLostStartAckNeverRunsHandler(t *testing.T) {
 	l := contracts.Lease{JobID: "lost1", Attempt: 1}
 	b.sched.setAnswer(lostFor(l))
 	var calls atomic.Int64
-	r := b.start(testConfig("w-lost-start"), map[string]worker.Handler{
+	r := b.start(testConfig(t, "w-lost-start"), map[string]worker.Handler{
 		"count": func(context.Context, worker.Job) (worker.Result, error) {
 			calls.Add(1)
 			return nil, nil
@@ -63,7 +63,7 @@ func TestNoStartAckNeverRunsHandler(t *testing.T) {
 	b := setup(t)
 	b.sched.setAnswer(func(contracts.Heartbeat) (contracts.HeartbeatAck, bool) { return contracts.HeartbeatAck{}, false })
 	var calls atomic.Int64
-	cfg := testConfig("w-no-ack")
+	cfg := testConfig(t, "w-no-ack")
 	cfg.HeartbeatInterval = time.Minute
 	cfg.StaleThreshold = 3 * time.Minute
 	cfg.ClaimWait = 300 * time.Millisecond

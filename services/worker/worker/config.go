@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,6 +43,18 @@ type Config struct {
 	MaxLifetime time.Duration `env:"SLUICE_WORKER_MAX_LIFETIME"`
 	// ExecAllow lists the programs the exec kind may run; empty refuses all.
 	ExecAllow []string `env:"SLUICE_WORKER_EXEC_ALLOW" envSeparator:","`
+	// ExecEnvAllow lists the environment variable names an exec job may
+	// set; empty allows none.
+	ExecEnvAllow []string `env:"SLUICE_WORKER_EXEC_ENV_ALLOW" envSeparator:","`
+	// ExecDirs lists the roots an exec job's dir may resolve inside,
+	// besides its run's scratch directory.
+	ExecDirs []string `env:"SLUICE_WORKER_EXEC_DIRS" envSeparator:","`
+	// ScratchDir is the root of the per-run scratch directories; default
+	// a scratch folder in the data dir.
+	ScratchDir string `env:"SLUICE_WORKER_SCRATCH_DIR"`
+	// ScratchBytes bounds what one run may keep in its scratch directory;
+	// 0 = no bound. A run over it fails handler:.
+	ScratchBytes int64 `env:"SLUICE_WORKER_SCRATCH_BYTES"`
 	// Kinds lists the built-in kinds to register; empty registers none
 	// (a Go service that embeds a worker registers its own with Handle).
 	Kinds []string `env:"SLUICE_WORKER_KINDS" envDefault:"sleep,exec" envSeparator:","`
@@ -99,7 +112,12 @@ func (c Config) withDefaults() Config {
 		c.WorkerID = GenerateWorkerID()
 	}
 	c.ExecAllow = cleanList(c.ExecAllow)
+	c.ExecEnvAllow = cleanList(c.ExecEnvAllow)
+	c.ExecDirs = cleanList(c.ExecDirs)
 	c.Kinds = cleanList(c.Kinds)
+	if c.ScratchDir == "" {
+		c.ScratchDir = filepath.Join(c.DataDir, "scratch")
+	}
 	return c
 }
 
@@ -160,6 +178,19 @@ func (c Config) Validate() error {
 		if strings.ContainsRune(p, 0) {
 			bad("SLUICE_WORKER_EXEC_ALLOW: %q contains a NUL byte", p)
 		}
+	}
+	for _, k := range c.ExecEnvAllow {
+		if !kinds.ValidEnvName(k) {
+			bad("SLUICE_WORKER_EXEC_ENV_ALLOW: %q is not a variable name", k)
+		}
+	}
+	for _, d := range c.ExecDirs {
+		if !filepath.IsAbs(d) {
+			bad("SLUICE_WORKER_EXEC_DIRS: %q must be an absolute path", d)
+		}
+	}
+	if c.ScratchBytes < 0 {
+		bad("SLUICE_WORKER_SCRATCH_BYTES %d must not be negative (0 = no bound)", c.ScratchBytes)
 	}
 	return errors.Join(errs...)
 }

@@ -108,26 +108,26 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 func TestNewRejectsInvalidConfig(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	cfg := testConfig("w-bad")
+	cfg := testConfig(t, "w-bad")
 	cfg.StaleThreshold = cfg.HeartbeatInterval
 	_, err := worker.New(cfg, worker.Deps{NC: b.wnc, JS: b.wjs})
 	require.ErrorContains(t, err, "SLUICE_STALE_THRESHOLD")
 
-	_, err = worker.New(testConfig("w-nil"), worker.Deps{JS: b.wjs})
+	_, err = worker.New(testConfig(t, "w-nil"), worker.Deps{JS: b.wjs})
 	require.Error(t, err)
 }
 
 func TestHandleValidatesKinds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := b.newWorker(testConfig("w-kinds"))
+	w := b.newWorker(testConfig(t, "w-kinds"))
 	require.ErrorContains(t, w.Handle("Bad Kind", echoHandler), "not a valid kind")
 	require.ErrorContains(t, w.Handle("nil", nil), "nil handler")
 	require.NoError(t, w.Handle("echo", echoHandler))
 	require.ErrorContains(t, w.Handle("echo", echoHandler), "already registered")
 	require.Equal(t, []string{"echo"}, w.Kinds())
 
-	cfg := testConfig("w-builtin")
+	cfg := testConfig(t, "w-builtin")
 	cfg.Kinds = []string{"sleep", "exec"}
 	bw := b.newWorker(cfg)
 	require.Equal(t, []string{"exec", "sleep"}, bw.Kinds())

@@ -24,7 +24,7 @@ func TestResultRetriedUntilStreamExists(t *testing.T) {
 	require.NoError(t, err)
 
 	done := make(chan struct{})
-	r := b.start(testConfig("w-later"), map[string]worker.Handler{
+	r := b.start(testConfig(t, "w-later"), map[string]worker.Handler{
 		"quick": func(context.Context, worker.Job) (worker.Result, error) {
 			defer close(done)
 			return worker.JSON("kept")

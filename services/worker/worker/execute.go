@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/worker/internal/progress"
 )
 
@@ -34,13 +35,34 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		err error
 	)
 	w.fenceIfExpired(t)
-	if jctx.Err() != nil {
+	dir, serr := w.scratch.make(t.lease)
+	switch {
+	case jctx.Err() != nil:
 		// Lost, cancelled, expired or shut down before the handler started.
 		err = context.Cause(jctx)
-	} else {
+	case serr != nil:
+		err = serr
+	default:
+		t.job.ScratchDir = dir
+		if w.cfg.ScratchBytes > 0 {
+			wctx, stopWatch := context.WithCancel(jctx)
+			go watchUsage(wctx, dir, w.cfg.ScratchBytes, func(used int64) {
+				t.cancel(&contracts.ClassedError{Class: contracts.ClassHandler, Err: fmt.Errorf(
+					"%w: %d bytes, SLUICE_WORKER_SCRATCH_BYTES is %d", errScratchFull, used, w.cfg.ScratchBytes)})
+			})
+			defer stopWatch()
+		}
 		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.now)
 		res, err = w.call(progress.With(jctx, th), t)
 		th.Stop()
+		if cause := context.Cause(jctx); err != nil && errors.Is(cause, errScratchFull) {
+			err = cause // the handler only saw its context end
+		}
+	}
+	if serr == nil {
+		if rerr := w.scratch.remove(dir); rerr != nil {
+			t.log.Warn().Err(rerr).Msg("scratch directory not removed")
+		}
 	}
 	w.fenceIfExpired(t)
 	w.release(t)

@@ -15,8 +15,8 @@ import (
 // pausedConfig never ticks during a test (the periodic heartbeat is a
 // minute away), so only the job goroutine's own checks can fence: fencing
 // happens after 2 minutes without an acknowledgement.
-func pausedConfig(id string) worker.Config {
-	cfg := testConfig(id)
+func pausedConfig(t testing.TB, id string) worker.Config {
+	cfg := testConfig(t, id)
 	cfg.HeartbeatInterval = time.Minute
 	cfg.StaleThreshold = 3 * time.Minute
 	return cfg
@@ -34,7 +34,7 @@ func TestExpiredLeaseResultNotReported(t *testing.T) {
 	b := setup(t)
 	clock := clocktest.New()
 	h := newBlocking()
-	r := b.start(pausedConfig("w-expired"), map[string]worker.Handler{"block": h.handle}, clock.Now)
+	r := b.start(pausedConfig(t, "w-expired"), map[string]worker.Handler{"block": h.handle}, clock.Now)
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-expired", spec("exp1", "block", 1, "")).Status)
 	h.waitStarted(t)
 
@@ -58,7 +58,7 @@ func TestExpiredLeaseHandlerNotStarted(t *testing.T) {
 		return contracts.HeartbeatAck{}, true
 	})
 	h := newBlocking()
-	r := b.start(pausedConfig("w-expired-start"), map[string]worker.Handler{"block": h.handle}, clock.Now)
+	r := b.start(pausedConfig(t, "w-expired-start"), map[string]worker.Handler{"block": h.handle}, clock.Now)
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-expired-start", spec("exp2", "block", 1, "")).Status)
 
 	require.Eventually(t, func() bool {

@@ -44,7 +44,7 @@ func TestLostLeaseInPeriodicAckCancelsHandler(t *testing.T) {
 		}
 		return contracts.HeartbeatAck{}, true
 	})
-	r := b.start(testConfig("w-lost"), map[string]worker.Handler{"fence": f.handle})
+	r := b.start(testConfig(t, "w-lost"), map[string]worker.Handler{"fence": f.handle})
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-lost", spec("fence1", "fence", 2, "")).Status)
 
 	select {
@@ -68,7 +68,7 @@ func TestMissingAcksSelfFenceHandler(t *testing.T) {
 		return contracts.HeartbeatAck{}, !silent.Load()
 	})
 	clock := clocktest.New()
-	cfg := testConfig("w-self-fence")
+	cfg := testConfig(t, "w-self-fence")
 	cfg.HeartbeatInterval = 50 * time.Millisecond
 	cfg.StaleThreshold = 300 * time.Millisecond // fence after 200ms without an ack
 	r := b.start(cfg, map[string]worker.Handler{"fence": f.handle}, clock.Now)
@@ -118,7 +118,7 @@ func TestErrorAcksDoNotRenew(t *testing.T) {
 		return contracts.HeartbeatAck{}, true
 	})
 	clock := clocktest.New()
-	cfg := testConfig("w-error-ack")
+	cfg := testConfig(t, "w-error-ack")
 	cfg.HeartbeatInterval = 50 * time.Millisecond
 	cfg.StaleThreshold = 300 * time.Millisecond
 	r := b.start(cfg, map[string]worker.Handler{"fence": f.handle}, clock.Now)

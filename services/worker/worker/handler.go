@@ -18,6 +18,9 @@ type Job struct {
 	Payload  json.RawMessage
 	Key      string
 	Priority int
+	// ScratchDir is a fresh directory for this run alone, removed when the
+	// run ends, whatever the outcome.
+	ScratchDir string
 }
 
 // jobFromSpec copies an offered job spec into a Job.
@@ -60,9 +63,10 @@ func (w *Worker) registerBuiltins() error {
 		var run kinds.Func
 		switch name {
 		case kinds.Sleep:
-			run = kinds.RunSleep
+			run = func(ctx context.Context, r kinds.Run) (json.RawMessage, error) { return kinds.RunSleep(ctx, r.Payload) }
 		case kinds.Exec:
-			run = kinds.NewExecer(w.cfg.ExecAllow, w.cfg.ExecGrace, w.now).Run
+			run = kinds.NewExecer(kinds.ExecPolicy{Programs: w.cfg.ExecAllow, Env: w.cfg.ExecEnvAllow, Dirs: w.cfg.ExecDirs},
+				w.cfg.ExecGrace, w.now).RunIn
 		default:
 			return fmt.Errorf("worker: %q is not a built-in kind", name)
 		}
@@ -76,7 +80,7 @@ func (w *Worker) registerBuiltins() error {
 // adapt turns a payload-level kind into a Handler.
 func adapt(run kinds.Func) Handler {
 	return func(ctx context.Context, job Job) (Result, error) {
-		out, err := run(ctx, job.Payload)
+		out, err := run(ctx, kinds.Run{Payload: job.Payload, ScratchDir: job.ScratchDir})
 		return Result(out), err
 	}
 }

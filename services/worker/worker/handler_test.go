@@ -40,7 +40,7 @@ func TestHandlerOutcomes(t *testing.T) {
 			return nil, nil
 		},
 	}
-	cfg := testConfig("w-outcomes")
+	cfg := testConfig(t, "w-outcomes")
 	cfg.MaxConcurrent = 0
 	b.start(cfg, handlers)
 
@@ -80,7 +80,7 @@ func TestHandlerOutcomes(t *testing.T) {
 func TestBuiltinKinds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	cfg := testConfig("w-builtins")
+	cfg := testConfig(t, "w-builtins")
 	cfg.MaxConcurrent = 0
 	cfg.Kinds = []string{"sleep", "exec"}
 	cfg.ExecAllow = []string{"/bin/sh"}

@@ -14,7 +14,7 @@ import (
 func TestIdleTimeoutReturnsNil(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	cfg := testConfig("w-idle")
+	cfg := testConfig(t, "w-idle")
 	cfg.IdleTimeout = 300 * time.Millisecond
 	r := b.start(cfg, map[string]worker.Handler{"echo": echoHandler})
 
@@ -32,7 +32,7 @@ func TestMaxLifetimeDrainsThenReturns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := newBlocking()
-	cfg := testConfig("w-life")
+	cfg := testConfig(t, "w-life")
 	cfg.MaxLifetime = 300 * time.Millisecond
 	r := b.start(cfg, map[string]worker.Handler{"block": h.handle})
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-life", spec("l1", "block", 1, "")).Status)
@@ -62,7 +62,7 @@ func TestShutdownRequeuesRunningJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := newBlocking()
-	cfg := testConfig("w-shutdown")
+	cfg := testConfig(t, "w-shutdown")
 	cfg.ShutdownTimeout = 200 * time.Millisecond
 	r := b.start(cfg, map[string]worker.Handler{"block": h.handle})
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-shutdown", spec("s1", "block", 7, "")).Status)
@@ -84,7 +84,7 @@ func TestShutdownWaitsForHandlersWithinTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := newBlocking()
-	r := b.start(testConfig("w-graceful"), map[string]worker.Handler{"block": h.handle})
+	r := b.start(testConfig(t, "w-graceful"), map[string]worker.Handler{"block": h.handle})
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-graceful", spec("g1", "block", 1, "")).Status)
 	h.waitStarted(t)
 
@@ -101,7 +101,7 @@ func TestShutdownWaitsForHandlersWithinTimeout(t *testing.T) {
 func TestRunTwiceFails(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	r := b.start(testConfig("w-twice"), nil)
+	r := b.start(testConfig(t, "w-twice"), nil)
 	require.ErrorContains(t, r.w.Run(context.Background()), "twice")
 	require.ErrorContains(t, r.w.Handle("late", echoHandler), "after Run")
 }
@@ -109,7 +109,7 @@ func TestRunTwiceFails(t *testing.T) {
 func TestRunServesItsProbeAndStopsWhenItCannot(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	cfg := testConfig("w-probe")
+	cfg := testConfig(t, "w-probe")
 	cfg.HTTPAddr = "127.0.0.1:-1" // no such port: the probe cannot listen
 	w := b.newWorker(cfg)
 	done := make(chan error, 1)

@@ -23,7 +23,7 @@ func TestMetricsOfHandlersAndSlots(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	release := make(chan struct{})
-	r := b.start(testConfig("w-metrics"), map[string]worker.Handler{
+	r := b.start(testConfig(t, "w-metrics"), map[string]worker.Handler{
 		"ok":  func(context.Context, worker.Job) (worker.Result, error) { <-release; return nil, nil },
 		"bad": func(context.Context, worker.Job) (worker.Result, error) { return nil, errors.New("boom") },
 	})

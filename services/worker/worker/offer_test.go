@@ -20,7 +20,7 @@ func echoHandler(_ context.Context, job worker.Job) (worker.Result, error) {
 func TestOfferAcceptedWhenFree(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	r := b.start(testConfig("w-accept"), map[string]worker.Handler{"echo": echoHandler})
+	r := b.start(testConfig(t, "w-accept"), map[string]worker.Handler{"echo": echoHandler})
 
 	reply := b.offer("w-accept", spec("job1", "echo", 1, `{"n":7}`))
 	require.Equal(t, contracts.OfferAccepted, reply.Status)
@@ -46,7 +46,7 @@ func TestOfferBusyAtLimitWithoutQueueing(t *testing.T) {
 	b := setup(t)
 	h := newBlocking()
 	var calls atomic.Int64
-	r := b.start(testConfig("w-busy"), map[string]worker.Handler{
+	r := b.start(testConfig(t, "w-busy"), map[string]worker.Handler{
 		"block": func(ctx context.Context, job worker.Job) (worker.Result, error) {
 			calls.Add(1)
 			return h.handle(ctx, job)
@@ -80,7 +80,7 @@ func TestOfferRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := newBlocking()
-	cfg := testConfig("w-refuse")
+	cfg := testConfig(t, "w-refuse")
 	cfg.MaxConcurrent = 0
 	b.start(cfg, map[string]worker.Handler{"block": h.handle})
 
@@ -126,7 +126,7 @@ func TestDuplicateLeaseIsIdempotent(t *testing.T) {
 	b := setup(t)
 	h := newBlocking()
 	var calls atomic.Int64
-	cfg := testConfig("w-dup")
+	cfg := testConfig(t, "w-dup")
 	cfg.MaxConcurrent = 2
 	r := b.start(cfg, map[string]worker.Handler{
 		"block": func(ctx context.Context, job worker.Job) (worker.Result, error) {
@@ -159,7 +159,7 @@ func TestOfferBatchTakesWhatFits(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := newBlocking()
-	cfg := testConfig("w-batch")
+	cfg := testConfig(t, "w-batch")
 	cfg.MaxConcurrent = 2
 	r := b.start(cfg, map[string]worker.Handler{"block": h.handle})
 

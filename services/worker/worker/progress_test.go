@@ -32,7 +32,7 @@ func TestHandlerProgressIsThrottledAndFenced(t *testing.T) {
 		<-release
 		return nil, nil
 	}
-	cfg := testConfig("w-progress")
+	cfg := testConfig(t, "w-progress")
 	cfg.ProgressInterval = 200 * time.Millisecond
 	b.start(cfg, map[string]worker.Handler{"chatty": handler})
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-progress", spec("j1", "chatty", 1, "")).Status)

@@ -70,6 +70,8 @@ type Worker struct {
 	idleSince time.Time     // when in-flight last dropped to 0 (zero while busy)
 	active    int           // job goroutines not yet finished (handler or delivery)
 	changed   chan struct{} // closed and replaced whenever in-flight, active or draining change
+	// scratch holds the runs' scratch directories (set by Run).
+	scratch *scratch
 }
 
 // New builds a worker from cfg (see DefaultConfig and LoadConfig; Kinds
@@ -197,6 +199,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.markRunning(); err != nil {
 		return err
 	}
+	sc, err := openScratch(w.cfg.ScratchDir, w.cfg.WorkerID)
+	if err != nil {
+		return fmt.Errorf("worker: SLUICE_WORKER_SCRATCH_DIR: %w", err)
+	}
+	w.scratch = sc
+	defer func() { _ = sc.close() }()
 	// The probe serves until the drain is over, so /readyz says
 	// "draining" meanwhile; if it cannot serve, the worker stops.
 	ctx, stopRun := context.WithCancelCause(ctx)

@@ -30,21 +30,37 @@ type ExecResult struct {
 	DurationMS int64  `json:"duration_ms"`
 }
 
+// ExecPolicy is what the operator lets exec jobs do. Each list is an allow
+// list: empty allows nothing.
+type ExecPolicy struct {
+	// Programs are the argv[0] values a job may run, exactly.
+	Programs []string
+	// Env are the environment variable names a job may set.
+	Env []string
+	// Dirs are the roots a job's dir may resolve inside (after symlinks),
+	// besides its run's scratch directory.
+	Dirs []string
+}
+
 // Execer runs the "exec" kind: allow-listed programs, each in its own
 // process group, with a minimal environment and bounded output capture.
 type Execer struct {
 	allow []string
+	env   []string
+	dirs  []string
 	grace time.Duration
 	now   func() time.Time
 	base  map[string]string
 }
 
-// NewExecer returns an exec kind that runs only programs named exactly in
-// allow (names resolved through PATH, or absolute paths), gives a process
-// group grace between SIGTERM and SIGKILL (DefaultKillGrace when ≤ 0) and
-// reads the time from now (time.Now when nil). Jobs start from a base
-// environment of the worker's PATH and HOME only.
-func NewExecer(allow []string, grace time.Duration, now func() time.Time) *Execer {
+// NewExecer returns an exec kind under policy p: it runs only the programs
+// p names exactly (names resolved through PATH, or absolute paths), lets a
+// job set only the variables p names and work only in its scratch
+// directory or under p's roots, gives a process group grace between
+// SIGTERM and SIGKILL (DefaultKillGrace when ≤ 0) and reads the time from
+// now (time.Now when nil). Jobs start from a base environment of the
+// worker's PATH and HOME only, plus SLUICE_SCRATCH_DIR.
+func NewExecer(p ExecPolicy, grace time.Duration, now func() time.Time) *Execer {
 	if grace <= 0 {
 		grace = DefaultKillGrace
 	}
@@ -58,15 +74,26 @@ func NewExecer(allow []string, grace time.Duration, now func() time.Time) *Exece
 	if base["HOME"] == "" {
 		base["HOME"] = "/"
 	}
-	return &Execer{allow: slices.Clone(allow), grace: grace, now: now, base: base}
+	return &Execer{allow: slices.Clone(p.Programs), env: slices.Clone(p.Env), dirs: slices.Clone(p.Dirs),
+		grace: grace, now: now, base: base}
 }
 
-// Run is the kind's Func. A bad payload or a program not in the allow list
-// is an input error; a timeout is a timeout error; a non-zero exit is the
-// error "exit status N". The result (exit code, the last OutputLimit bytes
-// of stdout and stderr, duration) is returned whenever the program started.
+// Run runs payload with no scratch directory (see RunIn).
 func (e *Execer) Run(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
-	spec, err := ParseExecPayload(payload, e.allow)
+	return e.RunIn(ctx, Run{Payload: payload})
+}
+
+// RunIn is the kind's Func. The program runs in the run's scratch
+// directory unless the payload names a dir. A bad payload, or one the
+// policy does not allow (program, variable, dir), is an input error; a
+// timeout is a timeout error; a non-zero exit is the error "exit status
+// N". The result (exit code, the last OutputLimit bytes of stdout and
+// stderr, duration) is returned whenever the program started.
+func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
+	spec, err := ParseExecPayload(r.Payload, e.allow)
+	if err == nil {
+		err = e.check(&spec, r.ScratchDir)
+	}
 	if err != nil {
 		return nil, &contracts.ClassedError{Class: contracts.ClassInput, Err: err}
 	}
@@ -80,7 +107,7 @@ func (e *Execer) Run(ctx context.Context, payload json.RawMessage) (json.RawMess
 	stdout, stderr := newTail(OutputLimit), newTail(OutputLimit)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Dir = spec.Dir
-	cmd.Env = e.environ(spec.Env)
+	cmd.Env = e.environ(spec.Env, r.ScratchDir)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = e.grace
@@ -129,11 +156,14 @@ func (e *Execer) outcome(ctx, runCtx context.Context, spec ExecSpec, cmd *exec.C
 }
 
 // environ is the base environment with the job's variables on top, in a
-// stable order.
-func (e *Execer) environ(extra map[string]string) []string {
-	env := make(map[string]string, len(e.base)+len(extra))
+// stable order, and SLUICE_SCRATCH_DIR when the run has one.
+func (e *Execer) environ(extra map[string]string, scratch string) []string {
+	env := make(map[string]string, len(e.base)+len(extra)+1)
 	for k, v := range e.base {
 		env[k] = v
+	}
+	if scratch != "" {
+		env[ScratchEnv] = scratch
 	}
 	for k, v := range extra {
 		env[k] = v

@@ -55,7 +55,7 @@ func processGone(pid int) bool {
 
 func TestExecCapturesOutput(t *testing.T) {
 	t.Parallel()
-	e := kinds.NewExecer([]string{"/bin/sh"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}, Env: []string{"WHO"}}, testGrace, nil)
 	out, err := e.Run(context.Background(), execPayload(t,
 		[]string{"/bin/sh", "-c", `echo "hello $WHO"; echo oops >&2`},
 		map[string]any{"env": map[string]string{"WHO": "sluice"}}))
@@ -69,7 +69,7 @@ func TestExecCapturesOutput(t *testing.T) {
 
 func TestExecResolvesNamesThroughPath(t *testing.T) {
 	t.Parallel()
-	e := kinds.NewExecer([]string{"echo"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"echo"}}, testGrace, nil)
 	out, err := e.Run(context.Background(), execPayload(t, []string{"echo", "a", "b"}, nil))
 	require.NoError(t, err)
 	require.Equal(t, "a b\n", decodeExecResult(t, out).Stdout)
@@ -77,7 +77,7 @@ func TestExecResolvesNamesThroughPath(t *testing.T) {
 
 func TestExecMinimalEnvironment(t *testing.T) {
 	t.Parallel()
-	e := kinds.NewExecer([]string{"env"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"env"}, Env: []string{"FOO"}}, testGrace, nil)
 	out, err := e.Run(context.Background(), execPayload(t, []string{"env"},
 		map[string]any{"env": map[string]string{"FOO": "bar"}}))
 	require.NoError(t, err)
@@ -92,15 +92,55 @@ func TestExecMinimalEnvironment(t *testing.T) {
 func TestExecWorkingDirectory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	e := kinds.NewExecer([]string{"pwd"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"pwd"}, Dirs: []string{dir}}, testGrace, nil)
 	out, err := e.Run(context.Background(), execPayload(t, []string{"pwd"}, map[string]any{"dir": dir}))
 	require.NoError(t, err)
 	require.Equal(t, dir+"\n", decodeExecResult(t, out).Stdout)
 }
 
+// TestExecLeastPrivilege: a job sets only the variables the operator
+// lists, works only in its scratch directory or under a listed root (after
+// symlinks), and runs in its scratch directory by default; anything else
+// fails input: without running.
+func TestExecLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	root, scratch, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(scratch, "sub"), 0o700))
+	require.NoError(t, os.Symlink(outside, filepath.Join(scratch, "escape")))
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}, Env: []string{"WHO"}, Dirs: []string{root}}, testGrace, nil)
+	run := func(extra map[string]any) (kinds.ExecResult, error) {
+		out, err := e.RunIn(context.Background(), kinds.Run{ScratchDir: scratch,
+			Payload: execPayload(t, []string{"/bin/sh", "-c", `pwd; echo "$SLUICE_SCRATCH_DIR"`}, extra)})
+		if err != nil {
+			return kinds.ExecResult{}, err
+		}
+		return decodeExecResult(t, out), nil
+	}
+	r, err := run(nil)
+	require.NoError(t, err)
+	require.Equal(t, scratch+"\n"+scratch+"\n", r.Stdout, "runs in its scratch directory, and is told it")
+	r, err = run(map[string]any{"dir": "sub"})
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(scratch, "sub")+"\n", r.Stdout[:len(filepath.Join(scratch, "sub"))+1])
+	_, err = run(map[string]any{"dir": root, "env": map[string]string{"WHO": "x"}})
+	require.NoError(t, err)
+	for name, extra := range map[string]map[string]any{
+		"env not listed":        {"env": map[string]string{"BASH_ENV": "/tmp/x"}},
+		"PATH not listed":       {"env": map[string]string{"PATH": "/tmp"}},
+		"dir outside":           {"dir": outside},
+		"dir through a symlink": {"dir": "escape"},
+		"dir up and out":        {"dir": "../"},
+		"dir missing":           {"dir": "nope"},
+	} {
+		_, err := run(extra)
+		require.Error(t, err, name)
+		require.Equal(t, contracts.ClassInput, contracts.ClassOf(contracts.Classify(err)), "%s: %v", name, err)
+	}
+}
+
 func TestExecOutputIsBounded(t *testing.T) {
 	t.Parallel()
-	e := kinds.NewExecer([]string{"/bin/sh"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}}, testGrace, nil)
 	out, err := e.Run(context.Background(), execPayload(t,
 		[]string{"/bin/sh", "-c", `head -c 200000 /dev/zero | tr '\0' a; printf END`}, nil))
 	require.NoError(t, err)
@@ -111,7 +151,7 @@ func TestExecOutputIsBounded(t *testing.T) {
 
 func TestExecNotAllowedIsInputError(t *testing.T) {
 	t.Parallel()
-	e := kinds.NewExecer([]string{"/bin/sh"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}}, testGrace, nil)
 	for _, argv := range [][]string{{"sh", "-c", "true"}, {"/bin/echo", "hi"}, {"rm", "-rf", "/nonexistent"}} {
 		out, err := e.Run(context.Background(), execPayload(t, argv, nil))
 		require.Nil(t, out)
@@ -120,13 +160,13 @@ func TestExecNotAllowedIsInputError(t *testing.T) {
 		require.Equal(t, contracts.ClassInput, ce.Class)
 		require.Equal(t, "input: exec: program "+strconv.Quote(argv[0])+" is not allowed", contracts.Classify(err))
 	}
-	_, err := kinds.NewExecer(nil, testGrace, nil).Run(context.Background(), execPayload(t, []string{"/bin/sh"}, nil))
+	_, err := kinds.NewExecer(kinds.ExecPolicy{}, testGrace, nil).Run(context.Background(), execPayload(t, []string{"/bin/sh"}, nil))
 	require.ErrorContains(t, err, "is not allowed", "an empty allow list refuses everything")
 }
 
 func TestExecNonZeroExit(t *testing.T) {
 	t.Parallel()
-	e := kinds.NewExecer([]string{"/bin/sh"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}}, testGrace, nil)
 	out, err := e.Run(context.Background(), execPayload(t, []string{"/bin/sh", "-c", "echo partial; exit 3"}, nil))
 	require.Error(t, err)
 	require.Equal(t, "handler: exit status 3", contracts.Classify(err))
@@ -137,7 +177,7 @@ func TestExecNonZeroExit(t *testing.T) {
 
 func TestExecMissingProgram(t *testing.T) {
 	t.Parallel()
-	e := kinds.NewExecer([]string{"no-such-program-sluice"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"no-such-program-sluice"}}, testGrace, nil)
 	_, err := e.Run(context.Background(), execPayload(t, []string{"no-such-program-sluice"}, nil))
 	require.Error(t, err)
 	require.Equal(t, contracts.ClassHandler, contracts.ClassOf(contracts.Classify(err)))
@@ -146,7 +186,7 @@ func TestExecMissingProgram(t *testing.T) {
 func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	t.Parallel()
 	pidfile := filepath.Join(t.TempDir(), "pid")
-	e := kinds.NewExecer([]string{"/bin/sh"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}}, testGrace, nil)
 	start := time.Now()
 	out, err := e.Run(context.Background(), execPayload(t,
 		[]string{"/bin/sh", "-c", `sleep 30 & echo $! > "$1"; wait`, "sh", pidfile},
@@ -169,7 +209,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 func TestExecEscalatesToSIGKILL(t *testing.T) {
 	t.Parallel()
 	pidfile := filepath.Join(t.TempDir(), "pid")
-	e := kinds.NewExecer([]string{"/bin/sh"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}}, testGrace, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -198,7 +238,7 @@ func TestExecEscalatesToSIGKILL(t *testing.T) {
 
 func TestExecBadPayloadIsInputError(t *testing.T) {
 	t.Parallel()
-	e := kinds.NewExecer([]string{"/bin/sh"}, testGrace, nil)
+	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}}, testGrace, nil)
 	_, err := e.Run(context.Background(), json.RawMessage(`{"argv":["/bin/sh"],"timeout":"forever"}`))
 	require.Equal(t, contracts.ClassInput, contracts.ClassOf(contracts.Classify(err)))
 }

@@ -26,6 +26,9 @@ const (
 // envKeyRE is a portable environment variable name.
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
+// ValidEnvName reports whether k is a portable environment variable name.
+func ValidEnvName(k string) bool { return envKeyRE.MatchString(k) }
+
 // ExecSpec is a validated exec payload.
 type ExecSpec struct {
 	// Argv is the program (exactly as allow-listed) and its arguments.

@@ -15,10 +15,17 @@ import (
 	"slices"
 )
 
-// Func runs one job of a kind: it decodes payload, does the work and
+// Run is one run of a job as a kind sees it: its payload and the scratch
+// directory the worker made for this run alone (removed when it ends).
+type Run struct {
+	Payload    json.RawMessage
+	ScratchDir string
+}
+
+// Func runs one job of a kind: it decodes the payload, does the work and
 // returns a JSON result. An error that is a *contracts.ClassedError keeps
 // its class; a cancelled ctx makes it return ctx's error.
-type Func func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error)
+type Func func(ctx context.Context, r Run) (json.RawMessage, error)
 
 // Names of the built-in kinds.
 const (

@@ -1,0 +1,155 @@
+package devstack
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// execResult reads a finished exec job's result.
+func execResult(t *testing.T, j contracts.Job) struct{ Stdout string } {
+	t.Helper()
+	var r struct{ Stdout string }
+	require.NoError(t, json.Unmarshal(j.Result, &r), string(j.Result))
+	return r
+}
+
+// waitGone waits until path no longer exists.
+func waitGone(t *testing.T, path, msg string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(path)
+		return os.IsNotExist(err)
+	}, 10*time.Second, 10*time.Millisecond, msg+": %s is still there", path)
+}
+
+// readWhenWritten waits for a file to hold a line and returns it.
+func readWhenWritten(t *testing.T, path string) string {
+	t.Helper()
+	var s string
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(path)
+		s = strings.TrimSpace(string(data))
+		return err == nil && s != ""
+	}, 20*time.Second, 10*time.Millisecond, "%s never written", path)
+	return s
+}
+
+// TestExecRunsInAScratchDirOnLeastPrivilege: every exec run works in a
+// fresh scratch directory of its own (told in SLUICE_SCRATCH_DIR), gone
+// after success, failure and cancel; a job that sets a variable or picks a
+// dir the operator did not allow fails input: after one run; a run that
+// fills its scratch past SLUICE_WORKER_SCRATCH_BYTES fails handler:.
+func TestExecRunsInAScratchDirOnLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	scratch, root, marks := t.TempDir(), t.TempDir(), t.TempDir()
+	b := setup(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_WORKER_EXEC_ENV_ALLOW":       "GREETING",
+		"SLUICE_WORKER_EXEC_DIRS":            root,
+		"SLUICE_WORKER_SCRATCH_DIR":          scratch,
+		"SLUICE_WORKER_SCRATCH_BYTES":        "100000",
+	})
+	sh := func(script string, extra map[string]any) contracts.Job {
+		p := map[string]any{"argv": []string{"/bin/sh", "-c", script}}
+		for k, v := range extra {
+			p[k] = v
+		}
+		raw, err := json.Marshal(p)
+		require.NoError(t, err)
+		code, j := b.submit(contracts.SubmitRequest{Kind: "exec", Payload: raw, MaxAttempts: 3})
+		require.Equal(t, http.StatusAccepted, code)
+		return j
+	}
+
+	// Success: it ran in its own directory, which is gone afterwards.
+	ok := b.waitFinal(sh(`pwd; echo "$SLUICE_SCRATCH_DIR"; echo "$GREETING"; echo data > file; ls`,
+		map[string]any{"env": map[string]string{"GREETING": "hello"}}).ID, 20*time.Second)
+	require.Equal(t, contracts.StateSucceeded, ok.State, ok.Error)
+	lines := strings.Split(strings.TrimSpace(execResult(t, ok).Stdout), "\n")
+	require.Len(t, lines, 4)
+	dir := lines[0]
+	require.Equal(t, dir, lines[1], "SLUICE_SCRATCH_DIR is the working directory")
+	require.True(t, strings.HasPrefix(dir, scratch+"/"), "under SLUICE_WORKER_SCRATCH_DIR: %s", dir)
+	require.Equal(t, ok.ID+"-"+"1", filepath.Base(dir)[len(filepath.Base(dir))-len(ok.ID)-2:], "named after the job and attempt")
+	require.Equal(t, []string{"hello", "file"}, lines[2:])
+	waitGone(t, dir, "after success")
+
+	// Failure: gone too (the result keeps what the program printed).
+	failed := b.waitFinal(sh(`pwd; exit 3`, map[string]any{}).ID, 30*time.Second)
+	require.Equal(t, contracts.StateFailed, failed.State)
+	waitGone(t, strings.TrimSpace(execResult(t, failed).Stdout), "after failure")
+
+	// Cancel: gone too.
+	mark := filepath.Join(marks, "pwd")
+	long := sh(`pwd > `+mark+`; sleep 300`, nil)
+	running := readWhenWritten(t, mark)
+	require.DirExists(t, running)
+	code, _ := b.cancelJob(long.ID)
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, contracts.StateCancelled, b.waitFinal(long.ID, 20*time.Second).State)
+	waitGone(t, running, "after cancel")
+
+	// A dir under an allowed root, or inside the scratch directory, is fine.
+	require.NoError(t, os.Mkdir(filepath.Join(root, "work"), 0o755))
+	inRoot := b.waitFinal(sh(`pwd`, map[string]any{"dir": filepath.Join(root, "work")}).ID, 20*time.Second)
+	require.Equal(t, contracts.StateSucceeded, inRoot.State, inRoot.Error)
+	require.Equal(t, filepath.Join(root, "work")+"\n", execResult(t, inRoot).Stdout)
+
+	// What the operator did not allow fails input: after one run.
+	for name, extra := range map[string]map[string]any{
+		"env name not allowed": {"env": map[string]string{"BASH_ENV": "/tmp/evil"}},
+		"PATH not allowed":     {"env": map[string]string{"PATH": marks}},
+		"dir outside":          {"dir": marks},
+		"dir up and out":       {"dir": "../.."},
+	} {
+		j := b.waitFinal(sh(`echo ran`, extra).ID, 20*time.Second)
+		require.Equal(t, contracts.StateFailed, j.State, name)
+		require.Equal(t, contracts.ClassInput, contracts.ClassOf(j.Error), "%s: %s", name, j.Error)
+		require.Equal(t, 1, j.Runs, "%s: an input error is not retried", name)
+	}
+
+	// Filling the scratch directory past its bound stops the run.
+	full := b.waitFinal(sh(`head -c 1000000 /dev/zero > big; sleep 30`, map[string]any{}).ID, 60*time.Second)
+	require.Equal(t, contracts.StateFailed, full.State)
+	require.Contains(t, full.Error, "scratch directory over its limit")
+	require.Equal(t, contracts.ClassHandler, contracts.ClassOf(full.Error))
+}
+
+// TestScratchOfAKilledWorkerIsRemoved: a worker killed with -9 in the
+// middle of a run leaves its scratch directory behind; the next worker to
+// start on that scratch root removes it (its lock is free), and the job
+// runs again elsewhere.
+func TestScratchOfAKilledWorkerIsRemoved(t *testing.T) {
+	t.Parallel()
+	scratch, marks := t.TempDir(), t.TempDir()
+	b := setup(t, Options{Workers: -1}, nil)
+	env := []string{"SLUICE_WORKER_EXEC_ALLOW=/bin/sh", "SLUICE_WORKER_SCRATCH_DIR=" + scratch}
+	proc := startWorkerProcess(t, b, "worker-doomed", env...)
+	mark := filepath.Join(marks, "pwd")
+	raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", `pwd >> ` + mark + `; sleep 2`}})
+	require.NoError(t, err)
+	code, j := b.submit(contracts.SubmitRequest{Kind: "exec", Payload: raw})
+	require.Equal(t, http.StatusAccepted, code)
+	left := readWhenWritten(t, mark)
+	require.NoError(t, syscall.Kill(proc.Process.Pid, syscall.SIGKILL))
+	_, _ = proc.Process.Wait()
+	require.DirExists(t, left, "a killed worker leaves its run's directory")
+
+	startWorkerProcess(t, b, "worker-next", env...)
+	waitGone(t, left, "after the next worker started")
+	done := b.waitFinal(j.ID, 30*time.Second)
+	require.Equal(t, contracts.StateSucceeded, done.State, done.Error)
+	require.Equal(t, "worker-next", done.Worker)
+	waitGone(t, filepath.Join(scratch, "worker-doomed"), "the dead worker's folder")
+}
