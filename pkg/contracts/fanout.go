@@ -143,6 +143,7 @@ func (j Job) Child(index int, item json.RawMessage) Job {
 		RunAt:            j.RunAt,
 		ConcurrencyKey:   j.ConcurrencyKey,
 		ConcurrencyLimit: j.ConcurrencyLimit,
+		RunLimits:        j.RunLimits,
 		Parent:           j.ID,
 		Index:            &i,
 		CreatedAt:        j.CreatedAt,

@@ -21,7 +21,7 @@ const messageFields = 4 << 10
 func (j Job) Spec() JobSpec {
 	return JobSpec{
 		ID: j.ID, Tenant: j.Tenant, Kind: j.Kind, Attempt: j.Attempt,
-		Payload: j.Payload, Key: j.Key, Priority: j.Priority,
+		Payload: j.Payload, Key: j.Key, Priority: j.Priority, RunLimits: j.RunLimits,
 	}
 }
 

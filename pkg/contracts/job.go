@@ -31,6 +31,8 @@ type Job struct {
 	// jobs with that key run at once.
 	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit int    `json:"concurrency_limit,omitempty"`
+	// RunLimits stop a run that makes no progress or takes too long.
+	RunLimits
 	// FairAt is the job's place in its tenant's fair queue (start-time fair
 	// queuing), stamped at admission; the store orders ready jobs by it.
 	FairAt float64 `json:"-"`

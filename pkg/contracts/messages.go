@@ -63,6 +63,8 @@ type JobSpec struct {
 	Payload  json.RawMessage `json:"payload,omitempty"`
 	Key      string          `json:"key,omitempty"`
 	Priority int             `json:"priority"`
+	// RunLimits are what the run may take; the worker stops it past them.
+	RunLimits
 }
 
 // Offer asks one worker to take one attempt.

@@ -30,6 +30,10 @@ type SubmitRequest struct {
 	// tenant's jobs with this key run at once; the others wait pending.
 	ConcurrencyKey   string `json:"concurrency_key,omitempty"`
 	ConcurrencyLimit int    `json:"concurrency_limit,omitempty"`
+	// StallTimeout stops a run that reports no progress for that long;
+	// MaxRuntime stops a run that takes longer (Go durations).
+	StallTimeout string `json:"stall_timeout,omitempty"`
+	MaxRuntime   string `json:"max_runtime,omitempty"`
 }
 
 // SubmitReply is the answer on SubjectSubmit: the HTTP status the same
@@ -47,6 +51,10 @@ type Limits struct {
 	MaxDispatchDeadline time.Duration
 	// DefaultMaxAttempts applies when the request gives none.
 	DefaultMaxAttempts int
+	// DefaultStallTimeout applies when the request gives none (0 = off).
+	DefaultStallTimeout time.Duration
+	// MaxRuntime bounds max_runtime (0 = no bound).
+	MaxRuntime time.Duration
 }
 
 // Submission is a validated SubmitRequest, ready to be admitted.
@@ -66,6 +74,8 @@ type Submission struct {
 	Items       []json.RawMessage
 	Concurrency int
 	FailFast    bool
+	// Limits are the run's stall timeout and maximum runtime.
+	Limits RunLimits
 }
 
 // Bounds of submit fields.
@@ -148,6 +158,18 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 	if err := r.validateFanout(&s); err != nil {
 		return s, err
 	}
+	stall, err := parseRunLimit("stall_timeout", r.StallTimeout, 0)
+	if err != nil {
+		return s, err
+	}
+	if r.StallTimeout == "" {
+		stall = Duration(lim.DefaultStallTimeout)
+	}
+	maxRun, err := parseRunLimit("max_runtime", r.MaxRuntime, lim.MaxRuntime)
+	if err != nil {
+		return s, err
+	}
+	s.Limits = RunLimits{StallTimeout: stall, MaxRuntime: maxRun}
 	if len(r.Payload) > 0 {
 		if !json.Valid(r.Payload) {
 			return s, &FieldError{"payload", "is not valid JSON"}

@@ -119,6 +119,10 @@ type jobDoc struct {
 	ChildrenSucceeded int     `bson:"children_succeeded,omitempty"`
 	ChildrenFailed    int     `bson:"children_failed,omitempty"`
 	ChildrenCancelled int     `bson:"children_cancelled,omitempty"`
+
+	// A run's limits, in nanoseconds (0 = none).
+	StallTimeout int64 `bson:"stall_timeout,omitempty"`
+	MaxRuntime   int64 `bson:"max_runtime,omitempty"`
 }
 
 // runErrDoc is one run's error, as a subdocument.
@@ -193,6 +197,8 @@ func newJobDoc(j contracts.Job) jobDoc {
 		ItemIndex:        j.Index,
 		Window:           j.Concurrency,
 		FailFast:         j.FailFast,
+		StallTimeout:     int64(j.StallTimeout),
+		MaxRuntime:       int64(j.MaxRuntime),
 	}
 	if j.Children != nil {
 		d.ChildrenTotal = j.Children.Total
@@ -239,6 +245,8 @@ func (d jobDoc) job() contracts.Job {
 		FairAt:           d.FairAt,
 		Parent:           d.Parent,
 		FailFast:         d.FailFast,
+		RunLimits: contracts.RunLimits{StallTimeout: contracts.Duration(d.StallTimeout),
+			MaxRuntime: contracts.Duration(d.MaxRuntime)},
 	}
 	if d.Parent != "" && d.ItemIndex != nil {
 		i := *d.ItemIndex

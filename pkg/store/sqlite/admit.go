@@ -252,7 +252,7 @@ func appendJobArgs(args []any, in admitInput) []any {
 		job.ConcurrencyKey, job.ConcurrencyLimit, in.runErrors, job.FairAt,
 		job.Parent, indexArg(job.Index), job.Concurrency, boolArg(job.FailFast),
 		childArg(job.Children, func(c contracts.ChildCounts) int { return c.Total }),
-		0, 0, 0,
+		0, 0, 0, int64(job.StallTimeout), int64(job.MaxRuntime),
 		in.held, job.Slots(), in.released, weightArg(in.caps.Weight))
 }
 

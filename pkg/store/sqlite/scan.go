@@ -16,10 +16,10 @@ const jobColumns = `id, tenant, kind, payload, key, priority, state, attempt, ru
 	dispatch_deadline, claim_until, heartbeat_at, run_at, concurrency_key,
 	concurrency_limit, errors, fair_at, parent, item_index, window_size,
 	fail_fast, children_total, children_succeeded, children_failed,
-	children_cancelled`
+	children_cancelled, stall_timeout, max_runtime`
 
 // jobColumnCount is the number of jobColumns.
-const jobColumnCount = 36
+const jobColumnCount = 38
 
 // activeStates is the SQL list of the states counted against the caps.
 const activeStates = `('pending', 'running')`
@@ -55,7 +55,7 @@ func scanJob(sc rowScanner) (contracts.Job, error) {
 		&cancel, &created, &updated, &started, &finished, &next, &deadline, &claim, &beat,
 		&runAt, &j.ConcurrencyKey, &j.ConcurrencyLimit, &runErrors, &j.FairAt,
 		&j.Parent, &index, &window, &failFast, &children.Total, &children.Succeeded,
-		&children.Failed, &children.Cancelled)
+		&children.Failed, &children.Cancelled, &j.StallTimeout, &j.MaxRuntime)
 	if err != nil {
 		return contracts.Job{}, err
 	}

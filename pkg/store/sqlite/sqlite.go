@@ -106,6 +106,9 @@ var columns = []struct{ table, name, decl string }{
 	{"jobs", "children_succeeded", "INTEGER NOT NULL DEFAULT 0"},
 	{"jobs", "children_failed", "INTEGER NOT NULL DEFAULT 0"},
 	{"jobs", "children_cancelled", "INTEGER NOT NULL DEFAULT 0"},
+	// A run's limits, in nanoseconds (0 = none).
+	{"jobs", "stall_timeout", "INTEGER NOT NULL DEFAULT 0"},
+	{"jobs", "max_runtime", "INTEGER NOT NULL DEFAULT 0"},
 }
 
 // indexes need the added columns.

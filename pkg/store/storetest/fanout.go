@@ -23,6 +23,23 @@ var fanoutTests = []test{
 	{"FanoutCancelHeldChild", testFanoutCancelHeldChild},
 	{"FanoutHeartbeatStartsParent", testFanoutHeartbeat},
 	{"FanoutDedupAndPurge", testFanoutDedupPurge},
+	{"RunLimitsRoundTrip", testRunLimits},
+}
+
+// testRunLimits: a job's stall timeout and max runtime are stored, and a
+// fan-out's children inherit them.
+func testRunLimits(t *testing.T, s store.Store) {
+	limits := contracts.RunLimits{StallTimeout: contracts.Duration(90 * time.Second), MaxRuntime: contracts.Duration(time.Hour)}
+	j := admitWith(t, s, "acme", base, store.Caps{}, func(j *contracts.Job) { j.RunLimits = limits })
+	require.Equal(t, limits, j.RunLimits)
+	requireJob(t, j, get(t, s, j.ID))
+	p, _ := admitFanout(t, s, "acme", 2, 1, store.Caps{}, func(j *contracts.Job) { j.RunLimits = limits })
+	require.Equal(t, limits, get(t, s, contracts.ChildID(p.ID, 1)).RunLimits)
+	claimed := claimN(t, s, 10, at(time.Second))
+	require.NotEmpty(t, claimed)
+	for _, c := range claimed {
+		require.Equal(t, limits, c.RunLimits, "claims carry them to the offer")
+	}
 }
 
 // items are n JSON items {"i":0}, {"i":1}, …

@@ -215,6 +215,7 @@ func requireJob(t *testing.T, want, got contracts.Job) {
 	require.Equal(t, want.Concurrency, got.Concurrency, "concurrency")
 	require.Equal(t, want.FailFast, got.FailFast, "fail_fast")
 	require.Equal(t, want.Children, got.Children, "children")
+	require.Equal(t, want.RunLimits, got.RunLimits, "run limits")
 	require.Len(t, got.Errors, len(want.Errors), "errors")
 	for i := range want.Errors {
 		w, g := want.Errors[i], got.Errors[i]

@@ -47,6 +47,12 @@ type Config struct {
 	DispatchDeadline time.Duration `env:"SLUICE_DISPATCH_DEADLINE" envDefault:"10m"`
 	// MaxAttempts is the max_attempts of a job that asks for none.
 	MaxAttempts int `env:"SLUICE_MAX_ATTEMPTS" envDefault:"3"`
+	// StallTimeout is the stall_timeout of a job that asks for none: its
+	// worker stops a run with no progress for that long; 0 = off.
+	StallTimeout time.Duration `env:"SLUICE_STALL_TIMEOUT" envDefault:"0s"`
+	// MaxRuntime bounds a job's max_runtime; 0 = no bound. The schedulers
+	// fail a run past it, whatever the job asked.
+	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s"`
 	// RetryInterval is what a rejected client is told to wait (Retry-After).
 	RetryInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s"`
 	// MaxBodyBytes bounds a submit request body, over HTTP and NATS.
@@ -143,6 +149,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := auth.Parse(c.APITokens); err != nil {
 		errs = append(errs, fmt.Errorf("SLUICE_API_TOKENS: %w", err))
+	}
+	if c.StallTimeout < 0 || c.StallTimeout > contracts.MaxRunLimit {
+		bad("SLUICE_STALL_TIMEOUT", "must be between 0 (off) and %s, got %s", contracts.MaxRunLimit, c.StallTimeout)
+	}
+	if c.MaxRuntime < 0 {
+		bad("SLUICE_MAX_RUNTIME", "must not be negative, got %s", c.MaxRuntime)
 	}
 	if c.DispatchDeadline <= 0 {
 		bad("SLUICE_DISPATCH_DEADLINE", "must be positive, got %s", c.DispatchDeadline)

@@ -155,8 +155,9 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	parents := events.NewParents(deps.Store, events.NewPublisher(deps.NC), 0)
 	pub := events.NewPublisher(deps.NC).WithChildren(parents.Touch)
 	admitter := admission.New(deps.Store, deps.JS, pub, admission.Settings{
-		Caps:       caps,
-		Limits:     contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts},
+		Caps: caps,
+		Limits: contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts,
+			DefaultStallTimeout: cfg.StallTimeout, MaxRuntime: cfg.MaxRuntime},
 		RetryAfter: cfg.RetryInterval,
 		Rejections: rejected,
 		Kinds:      cleanKinds(cfg.Kinds),

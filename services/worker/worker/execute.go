@@ -53,9 +53,11 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 			defer stopWatch()
 		}
 		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.now)
+		stopLimits := w.enforceLimits(jctx, t, th)
 		res, err = w.call(progress.With(jctx, th), t)
+		stopLimits()
 		th.Stop()
-		if cause := context.Cause(jctx); err != nil && errors.Is(cause, errScratchFull) {
+		if cause := context.Cause(jctx); err != nil && (errors.Is(cause, errScratchFull) || errors.Is(cause, errRunLimit)) {
 			err = cause // the handler only saw its context end
 		}
 	}

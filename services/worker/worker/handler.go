@@ -21,13 +21,16 @@ type Job struct {
 	// ScratchDir is a fresh directory for this run alone, removed when the
 	// run ends, whatever the outcome.
 	ScratchDir string
+	// RunLimits are what the run may take: the worker stops it after
+	// StallTimeout without a progress report, or after MaxRuntime.
+	contracts.RunLimits
 }
 
 // jobFromSpec copies an offered job spec into a Job.
 func jobFromSpec(s contracts.JobSpec) Job {
 	return Job{
 		ID: s.ID, Tenant: s.Tenant, Kind: s.Kind, Attempt: s.Attempt,
-		Payload: s.Payload, Key: s.Key, Priority: s.Priority,
+		Payload: s.Payload, Key: s.Key, Priority: s.Priority, RunLimits: s.RunLimits,
 	}
 }
 

@@ -98,10 +98,10 @@ func TestRunSubmit(t *testing.T) {
 
 	te := newTestEnv(f.srv.URL, false, nil)
 	require.Equal(t, ExitOK, te.run("submit", "sleep", "--payload", `{"ms":5}`, "--key", "k1", "--priority", "3", "--deadline", "90s", "--max-attempts", "2",
-		"--run-at", "30s", "--concurrency-key", "db", "--concurrency-limit", "2"))
+		"--run-at", "30s", "--concurrency-key", "db", "--concurrency-limit", "2", "--stall-timeout", "1m", "--max-runtime", "2h"))
 	require.Equal(t, testID+"\n", te.stdout.String())
 	require.Equal(t, contracts.SubmitRequest{Kind: "sleep", Payload: json.RawMessage(`{"ms":5}`), Key: "k1", Priority: 3, Deadline: "90s", MaxAttempts: 2,
-		RunAt: "30s", ConcurrencyKey: "db", ConcurrencyLimit: 2}, got[0])
+		RunAt: "30s", ConcurrencyKey: "db", ConcurrencyLimit: 2, StallTimeout: "1m", MaxRuntime: "2h"}, got[0])
 
 	items := filepath.Join(dir, "items.jsonl")
 	require.NoError(t, os.WriteFile(items, []byte("{\"ms\": 1}\n\n{\"ms\": 2}\n"), 0o600))

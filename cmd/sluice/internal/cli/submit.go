@@ -18,7 +18,7 @@ const maxPayloadInput = 64 << 20
 var cmdSubmit = &command{
 	name:    "submit",
 	summary: "submit a job; --wait follows it to its end",
-	usage:   "submit (<kind> [--payload JSON|-|@FILE | --items JSON|-|@FILE [--concurrency N] [--fail-fast]] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--wait] | --batch FILE.jsonl) [--json]",
+	usage:   "submit (<kind> [--payload JSON|-|@FILE | --items JSON|-|@FILE [--concurrency N] [--fail-fast]] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--stall-timeout D] [--max-runtime D] [--wait] | --batch FILE.jsonl) [--json]",
 	help: `
 Submits a job of the given kind and prints its id. With --json it prints the
 job as the API returns it.
@@ -31,7 +31,10 @@ duration from now ("30s") or an RFC 3339 time. --deadline is how long the job
 may wait for a worker after that: a Go duration ("90s") or an RFC 3339 time.
 A failed run runs again after a backoff until --max-attempts runs.
 --concurrency-key with --concurrency-limit lets at most that many of your
-jobs with that key run at once; the others wait.
+jobs with that key run at once; the others wait. --stall-timeout stops a
+run that reports no progress for that long (an exec job's line of output
+counts), --max-runtime one that runs longer: both fail timeout: and are
+retried like a handler failure.
 
 --items makes a fan-out: one child job per item, the item as its payload,
 at most --concurrency (default 10) running at once. It takes a JSON array
@@ -66,6 +69,8 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 	runAt := fs.String("run-at", "", "not before: a `duration` from now (30s) or an RFC 3339 time")
 	concKey := fs.String("concurrency-key", "", "with --concurrency-limit: a `key` whose jobs run at most N at once")
 	concLimit := fs.Int("concurrency-limit", 0, "how many jobs of --concurrency-key may run at once")
+	stall := fs.String("stall-timeout", "", "stop a run that reports no progress for this `duration` (default: the server's)")
+	maxRun := fs.String("max-runtime", "", "stop a run that takes longer than this `duration`")
 	items := fs.String("items", "", "fan-out `items`: a JSON array or JSON Lines; \"-\" reads stdin, \"@file\" reads a file")
 	window := fs.Int("concurrency", 0, "with --items: how many children run at once (default: the server's, 10)")
 	failFast := fs.Bool("fail-fast", false, "with --items: cancel the rest at the first failed child")
@@ -85,7 +90,7 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 		return 0, err
 	}
 	req := contracts.SubmitRequest{Kind: pos[0], Key: *key, Priority: *priority, Deadline: *deadline, MaxAttempts: *maxAttempts,
-		RunAt: *runAt, ConcurrencyKey: *concKey, ConcurrencyLimit: *concLimit}
+		RunAt: *runAt, ConcurrencyKey: *concKey, ConcurrencyLimit: *concLimit, StallTimeout: *stall, MaxRuntime: *maxRun}
 	if req.Payload, err = readPayload(*payload, inv.env.Stdin); err != nil {
 		return 0, err
 	}

@@ -153,3 +153,48 @@ func TestScratchOfAKilledWorkerIsRemoved(t *testing.T) {
 	require.Equal(t, "worker-next", done.Worker)
 	waitGone(t, filepath.Join(scratch, "worker-doomed"), "the dead worker's folder")
 }
+
+// TestRunLimitsStopStalledAndLongRuns: an exec job that prints nothing for
+// its stall_timeout is stopped and fails timeout:, one that keeps printing
+// runs on; a run past its max_runtime fails timeout:; limits out of bounds
+// are refused 422.
+func TestRunLimitsStopStalledAndLongRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_MAX_RUNTIME":                 "1h",
+	})
+	sh := func(script string, limits contracts.SubmitRequest) contracts.Job {
+		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", script}})
+		require.NoError(t, err)
+		limits.Kind, limits.Payload, limits.MaxAttempts = "exec", raw, 1
+		code, j := b.submit(limits)
+		require.Equal(t, http.StatusAccepted, code)
+		return j
+	}
+	start := time.Now()
+	stalled := sh(`echo started; sleep 60`, contracts.SubmitRequest{StallTimeout: "1s"})
+	chatty := sh(`for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.3; done`, contracts.SubmitRequest{StallTimeout: "1s"})
+	long := sh(`sleep 60`, contracts.SubmitRequest{MaxRuntime: "1500ms"})
+	require.Equal(t, contracts.Duration(time.Second), stalled.StallTimeout)
+
+	j := b.waitFinal(stalled.ID, 20*time.Second)
+	require.Equal(t, contracts.StateFailed, j.State)
+	require.Equal(t, "timeout: no progress for 1s (stall_timeout)", j.Error)
+	require.Less(t, time.Since(start), 15*time.Second)
+	j = b.waitFinal(chatty.ID, 20*time.Second)
+	require.Equal(t, contracts.StateSucceeded, j.State, j.Error)
+	j = b.waitFinal(long.ID, 20*time.Second)
+	require.Equal(t, contracts.StateFailed, j.State)
+	require.Equal(t, "timeout: ran longer than its max_runtime 1.5s", j.Error)
+
+	for _, bad := range []contracts.SubmitRequest{
+		{Kind: "sleep", StallTimeout: "soon"},
+		{Kind: "sleep", StallTimeout: "-1s"},
+		{Kind: "sleep", MaxRuntime: "2h"}, // over SLUICE_MAX_RUNTIME
+	} {
+		code, _ := b.submit(bad)
+		require.Equal(t, http.StatusUnprocessableEntity, code, "%+v", bad)
+	}
+}

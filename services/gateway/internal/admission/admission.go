@@ -199,6 +199,7 @@ func (a *Admitter) prepare(tenant string, body []byte) (store.AdmitRequest, *Out
 		DispatchDeadline: sub.DispatchDeadline.UTC(),
 		ConcurrencyKey:   sub.ConcurrencyKey,
 		ConcurrencyLimit: sub.ConcurrencyLimit,
+		RunLimits:        sub.Limits,
 	}
 	if sub.RunAt != nil {
 		at := sub.RunAt.UTC()

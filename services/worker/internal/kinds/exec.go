@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/internal/progress"
 )
 
 // DefaultKillGrace is how long an exec job's process group has between
@@ -104,7 +106,9 @@ func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
 	if cmd.Err != nil {
 		return nil, fmt.Errorf("exec: %w", cmd.Err)
 	}
-	stdout, stderr := newTail(OutputLimit), newTail(OutputLimit)
+	// A line of output is a sign of life for the job's stall timeout.
+	alive := func() { progress.Alive(ctx) }
+	stdout, stderr := newTail(OutputLimit, alive), newTail(OutputLimit, alive)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Dir = spec.Dir
 	cmd.Env = e.environ(spec.Env, r.ScratchDir)
@@ -197,18 +201,23 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 // the last OutputLimit bytes of each are kept.
 const OutputLimit = 64 << 10
 
-// tail is an io.Writer keeping only the last limit bytes written to it.
+// tail is an io.Writer keeping only the last limit bytes written to it,
+// calling onLine (when set) for every write that ends a line.
 type tail struct {
-	mu    sync.Mutex
-	limit int
-	buf   []byte
+	mu     sync.Mutex
+	limit  int
+	buf    []byte
+	onLine func()
 }
 
-func newTail(limit int) *tail { return &tail{limit: limit} }
+func newTail(limit int, onLine func()) *tail { return &tail{limit: limit, onLine: onLine} }
 
 // Write keeps the end of p and of what came before, up to the limit. It
 // never fails, so a chatty program is never blocked on its output.
 func (t *tail) Write(p []byte) (int, error) {
+	if t.onLine != nil && bytes.IndexByte(p, '\n') >= 0 {
+		t.onLine()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(p)

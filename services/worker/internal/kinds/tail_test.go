@@ -26,7 +26,7 @@ func TestTail(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tl := newTail(tc.limit)
+			tl := newTail(tc.limit, nil)
 			for _, w := range tc.writes {
 				n, err := tl.Write([]byte(w))
 				require.NoError(t, err)

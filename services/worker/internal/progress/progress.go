@@ -44,6 +44,15 @@ func Report(ctx context.Context, p contracts.Progress) error {
 	return nil
 }
 
+// Alive tells the job whose handler ctx belongs to that its work moves on
+// without a report to show (an exec job's line of output): it counts as
+// progress for the job's stall timeout. Outside a handler it does nothing.
+func Alive(ctx context.Context) {
+	if t, ok := ctx.Value(ctxKey{}).(*Throttle); ok && t != nil {
+		t.alive()
+	}
+}
+
 // Throttle rate-limits one attempt's progress reports. Its methods are
 // safe for concurrent use.
 type Throttle struct {
@@ -58,6 +67,20 @@ type Throttle struct {
 	stopped  bool
 	sent     int
 	coalesce int
+	// touched, when set, hears of every report and sign of life (the
+	// stall watchdog).
+	touched func()
+}
+
+// OnProgress makes t call fn at every report and every Alive (fn must not
+// block). Call it before the handler starts.
+func (t *Throttle) OnProgress(fn func()) { t.touched = fn }
+
+// alive passes a sign of life on to the watchdog.
+func (t *Throttle) alive() {
+	if t.touched != nil {
+		t.touched()
+	}
 }
 
 // NewThrottle returns a Throttle calling send at most once per interval.
@@ -73,6 +96,7 @@ func NewThrottle(interval time.Duration, send func(contracts.Progress), now func
 // otherwise keeps it (replacing any report kept before) to send when it
 // has.
 func (t *Throttle) Report(p contracts.Progress) {
+	t.alive()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
