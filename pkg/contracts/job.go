@@ -104,6 +104,7 @@ type WorkerInfo struct {
 	Capacity int       `json:"capacity"`
 	InFlight int       `json:"in_flight"`
 	Draining bool      `json:"draining,omitempty"`
+	Spawned  bool      `json:"spawned,omitempty"`
 	SeenAt   time.Time `json:"seen_at"`
 }
 

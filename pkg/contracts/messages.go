@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"time"
 )
 
 // Due says a job should be offered to workers now.
@@ -142,6 +143,19 @@ type Announce struct {
 	Leaving  bool     `json:"leaving,omitempty"`
 	// IntervalMS is how often the worker announces; a view entry older than a few intervals is dropped.
 	IntervalMS int64 `json:"interval_ms"`
+	// Spawned says the worker was started on a ScaleRequest.
+	Spawned bool `json:"spawned,omitempty"`
+}
+
+// ScaleRequest asks for one more worker of Kind: Ready jobs of it found no
+// free slot, the oldest waiting OldestWaitMS. Live is how many spawned
+// workers were alive when it was made.
+type ScaleRequest struct {
+	Kind         string    `json:"kind"`
+	Ready        int       `json:"ready"`
+	OldestWaitMS int64     `json:"oldest_wait_ms"`
+	Live         int       `json:"live"`
+	At           time.Time `json:"at"`
 }
 
 // Free reports the announced free slots; -1 means unlimited.

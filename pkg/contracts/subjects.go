@@ -45,6 +45,9 @@ const (
 	// they claim at once instead of at their next poll. It carries no
 	// body and nothing depends on it arriving: the store is the queue.
 	SubjectWake = "sluice.dispatch.wake"
+	// SubjectScaleRequest carries a scheduler's ScaleRequest: ready jobs of
+	// a kind found no free slot, one more worker of it is wanted.
+	SubjectScaleRequest = "sluice.scale.request"
 
 	// QueueScheduler is the queue group scheduler replicas share for heartbeats.
 	QueueScheduler = "sluice-scheduler"

@@ -79,6 +79,11 @@ type Store interface {
 	// holding no dispatch claim: the kinds waiting for a worker.
 	PendingKinds(ctx context.Context) ([]string, error)
 
+	// Backlog counts the jobs of kind that are ready at now and hold no
+	// dispatch claim (at most limit of them), and says when the oldest of
+	// those counted was created: what waits for a free slot.
+	Backlog(ctx context.Context, kind string, now time.Time, limit int) (int, time.Time, error)
+
 	// Purge deletes up to limit finished jobs that finished before the given
 	// time and says how many went.
 	Purge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)

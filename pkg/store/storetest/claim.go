@@ -23,6 +23,7 @@ var claimTests = []test{
 	{"ConcurrentClaimsHonourAKeyLimit", testConcurrentClaimsKeyLimit},
 	{"RunErrorsRoundTrip", testRunErrorsRoundTrip},
 	{"StaleFindsPendingPastTheirDeadline", testStaleDeadline},
+	{"BacklogCountsReadyJobs", testBacklog},
 }
 
 // claimN claims up to n jobs of test.kind at now for a minute.
@@ -280,4 +281,32 @@ func testStaleDeadline(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, []string{late.ID}, ids(got), "pending, past its deadline, no live claim")
 	_ = running
+}
+
+// testBacklog: the ready jobs of a kind holding no claim are counted (up
+// to the limit), with the oldest creation; claimed, delayed and held ones
+// are not.
+func testBacklog(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	n, _, err := s.Backlog(ctx, "test.kind", at(time.Minute), 10)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	first := admitNew(t, s, "acme", base)
+	admitNew(t, s, "acme", at(time.Second))
+	admitWith(t, s, "acme", at(2*time.Second), store.Caps{}, func(j *contracts.Job) { j.NextDispatchAt = ptr(at(time.Hour)) })
+	admitFanout(t, s, "acme", 5, 1, store.Caps{}, func(j *contracts.Job) { j.CreatedAt, j.UpdatedAt = at(3*time.Second), at(3*time.Second) })
+	n, oldest, err := s.Backlog(ctx, "test.kind", at(time.Minute), 10)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "two plain jobs and the fan-out's one released child")
+	requireTime(t, "oldest", &first.CreatedAt, &oldest)
+	n, _, err = s.Backlog(ctx, "test.kind", at(time.Minute), 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "bounded by the limit")
+	claimN(t, s, 1, at(time.Minute))
+	n, _, err = s.Backlog(ctx, "test.kind", at(time.Minute), 10)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "a claimed job waits for no slot")
+	n, _, err = s.Backlog(ctx, "other.kind", at(time.Minute), 10)
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

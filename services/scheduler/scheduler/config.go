@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/service"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/dial"
+	"github.com/sluicehq/sluice/services/scheduler/internal/spawn"
 )
 
 // Config is everything the scheduler reads from the environment.
@@ -47,6 +48,20 @@ type Config struct {
 	// long (counted from the scheduler's start at the earliest); 0 = wait
 	// for the dispatch deadline.
 	NoWorkerGrace time.Duration `env:"SLUICE_NO_WORKER_GRACE" envDefault:"1m"`
+	// Spawn is what a scale request does besides being published on
+	// sluice.scale.request: "command" runs SpawnCommand, "dev" leaves it
+	// to sluice dev (which starts a worker), empty does nothing more.
+	Spawn string `env:"SLUICE_SPAWN"`
+	// SpawnCommand is the argv (split on spaces) run per scale request
+	// when Spawn is "command".
+	SpawnCommand []string `env:"SLUICE_SPAWN_COMMAND" envSeparator:" "`
+	// SpawnCooldown is the least time between two scale requests of a kind.
+	SpawnCooldown time.Duration `env:"SLUICE_SPAWN_COOLDOWN" envDefault:"10s"`
+	// SpawnMax bounds the spawned workers live or asked for; 0 = no scale
+	// requests at all.
+	SpawnMax int `env:"SLUICE_SPAWN_MAX" envDefault:"4"`
+	// SpawnTimeout bounds one run of SpawnCommand.
+	SpawnTimeout time.Duration `env:"SLUICE_SPAWN_TIMEOUT" envDefault:"30s"`
 	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
 	HTTPAddr string `env:"SLUICE_SCHEDULER_HTTP_ADDR"`
 	// ShutdownTimeout bounds the drain on shutdown: offers, results and
@@ -103,6 +118,22 @@ func (c Config) Validate() error {
 	if c.MaxRuntime < 0 {
 		errs = append(errs, fmt.Errorf("SLUICE_MAX_RUNTIME: must not be negative, got %s", c.MaxRuntime))
 	}
+	switch c.Spawn {
+	case spawn.ModePublish, spawn.ModeDev:
+	case spawn.ModeCommand:
+		if len(c.SpawnCommand) == 0 {
+			errs = append(errs, errors.New("SLUICE_SPAWN_COMMAND: required with SLUICE_SPAWN=command"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("SLUICE_SPAWN: %q is not command, dev or empty", c.Spawn))
+	}
+	if c.SpawnMax < 0 {
+		errs = append(errs, fmt.Errorf("SLUICE_SPAWN_MAX: must not be negative (0 = off), got %d", c.SpawnMax))
+	}
+	if c.SpawnCooldown < 0 {
+		errs = append(errs, fmt.Errorf("SLUICE_SPAWN_COOLDOWN: must not be negative, got %s", c.SpawnCooldown))
+	}
+	pos("SLUICE_SPAWN_TIMEOUT", c.SpawnTimeout)
 	if c.Concurrency < 1 || c.Concurrency > 4096 {
 		errs = append(errs, fmt.Errorf("SLUICE_SCHEDULER_CONCURRENCY: must be between 1 and 4096, got %d", c.Concurrency))
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/services/scheduler/internal/dispatch"
 	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 	"github.com/sluicehq/sluice/services/scheduler/internal/picker"
+	"github.com/sluicehq/sluice/services/scheduler/internal/spawn"
 )
 
 // Deps are the scheduler's dependencies, wired by hand.
@@ -53,6 +54,7 @@ type Scheduler struct {
 	dispatch *dispatch.Dispatcher
 	apply    *apply.Applier
 	parents  *events.Parents
+	spawn    *spawn.Spawner
 	probe    *observe.Probe
 }
 
@@ -81,11 +83,14 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 		s.parents.Touch(parent)
 		s.dispatch.Wake()
 	})
+	pick := picker.New(r, 0)
+	s.spawn = spawn.New(spawn.Config{Mode: cfg.Spawn, Command: cfg.SpawnCommand, Cooldown: cfg.SpawnCooldown,
+		Max: cfg.SpawnMax, Timeout: cfg.SpawnTimeout}, d.Store, pick, r, d.NC, d.Now, d.Log, m)
 	s.dispatch = dispatch.New(dispatch.Config{
 		RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
 		Offers: cfg.Concurrency, NoWorkerGrace: cfg.NoWorkerGrace,
 	},
-		d.Store, d.NC, picker.New(r, 0), pub, d.Now, rand.Float64, d.Log, m)
+		d.Store, d.NC, pick, pub, d.Now, rand.Float64, d.Log, m)
 	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime,
 		RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax},
 		d.Store, notifier{nc: d.NC, js: d.JS}, pub, d.Now, d.Log, m)
@@ -125,6 +130,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.dispatch.Run(gctx) })
 	g.Go(func() error { return s.parents.Run(gctx) })
+	g.Go(func() error { return s.spawn.Run(gctx) })
 	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.Concurrency, s.dispatch.Handle)
 	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.Concurrency, s.apply.Result)
 	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)

@@ -49,6 +49,7 @@ func (w *Worker) announce(leaving bool) {
 		Draining:   draining || leaving,
 		Leaving:    leaving,
 		IntervalMS: w.cfg.HeartbeatInterval.Milliseconds(),
+		Spawned:    w.cfg.Spawned,
 	}
 	data, err := json.Marshal(a)
 	if err == nil {

@@ -74,6 +74,9 @@ type Config struct {
 	// DeliveryGrace is how long results may still be delivered after the
 	// shutdown timeout passed.
 	DeliveryGrace time.Duration `env:"SLUICE_WORKER_DELIVERY_GRACE" envDefault:"10s"`
+	// Spawned marks a worker started on a scale request (SLUICE_SPAWN):
+	// it says so when it announces itself.
+	Spawned bool `env:"SLUICE_WORKER_SPAWNED"`
 	// ExecGrace is the exec kind's time between SIGTERM and SIGKILL.
 	ExecGrace time.Duration `env:"SLUICE_WORKER_EXEC_GRACE" envDefault:"5s"`
 }

@@ -77,6 +77,8 @@ type Stack struct {
 	conns []*nats.Conn
 	ln    net.Listener
 	opts  Options
+	// spawner starts workers on scale requests (SLUICE_SPAWN=dev).
+	spawner *devSpawner
 }
 
 // Start builds the stack; Run runs it. On error everything already started
@@ -212,6 +214,13 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 		s.Workers = append(s.Workers, w)
 	}
+	if scfg.Spawn == "dev" {
+		nc, _, err := connect("sluice-dev-spawner")
+		if err != nil {
+			return nil, err
+		}
+		s.spawner = &devSpawner{cfg: wcfg, nc: nc, connect: connect}
+	}
 	if !o.NoReaper {
 		nc, js, err := connect("sluice-reaper")
 		if err != nil {
@@ -258,9 +267,25 @@ func (s *Stack) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	if s.spawner != nil {
+		err := s.spawner.start(wctx, func(err error, msg string) {
+			s.opts.Log.Error().Err(err).Msg(msg)
+		})
+		if err != nil {
+			stopWorkers()
+			workers.Wait()
+			return err
+		}
+	}
+	stopSpawned := func() {
+		if s.spawner != nil {
+			s.spawner.stop()
+		}
+	}
 	go func() {
 		<-wctx.Done()
 		workers.Wait()
+		stopSpawned()
 		stopSvcs()
 	}()
 
@@ -285,6 +310,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	err := g.Wait()
 	stopWorkers()
 	workers.Wait()
+	stopSpawned()
 	return err
 }
 

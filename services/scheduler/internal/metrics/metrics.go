@@ -45,6 +45,9 @@ type Scheduler struct {
 	Heartbeats *prometheus.CounterVec
 	// Progress counts workers' progress reports by outcome (applied, stale, malformed, store_error).
 	Progress *prometheus.CounterVec
+	// ScaleRequests counts scale requests by kind and outcome (published,
+	// command_failed).
+	ScaleRequests *prometheus.CounterVec
 
 	offers    *prometheus.CounterVec
 	queueWait prometheus.Histogram
@@ -131,8 +134,12 @@ func New(reg prometheus.Registerer) *Scheduler {
 	for _, o := range []string{"applied", "stale", "malformed", "store_error"} {
 		m.Progress.WithLabelValues(o)
 	}
+	m.ScaleRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_scheduler_scale_requests_total",
+		Help: "Requests for one more worker (ready jobs of a kind found no free slot), by kind and outcome (published; command_failed when SLUICE_SPAWN=command and the command failed).",
+	}, []string{"kind", "outcome"})
 	if reg != nil {
-		reg.MustRegister(m.Progress)
+		reg.MustRegister(m.Progress, m.ScaleRequests)
 		reg.MustRegister(m.offers, m.Evictions, m.Dispatches, m.Claims, m.CapacityFailures, m.OffersPerDispatch,
 			m.queueWait, m.runTime, m.Results, m.requeues, m.Heartbeats)
 	}

@@ -194,10 +194,11 @@
         title: (w.kinds || []).join(', '),
         dataset: {
           workerId: w.id, inFlight: String(inFlight), capacity: String(w.capacity || 0),
-          draining: w.draining ? 'true' : 'false',
+          draining: w.draining ? 'true' : 'false', spawned: w.spawned ? 'true' : 'false',
         },
       },
-      el('span', { className: 'wid', textContent: w.id }),
+      el('span', { className: 'wid', textContent: w.id },
+        w.spawned ? el('span', { className: 'tag', title: 'started on a scale request (SLUICE_SPAWN)', textContent: 'spawned' }) : null),
       el('div', { className: 'slots' }, ...slots),
       el('span', { className: 'load', textContent: unlimited ? inFlight + ' running' : inFlight + ' / ' + w.capacity }));
     }));
