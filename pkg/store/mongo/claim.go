@@ -189,6 +189,7 @@ func (s *Store) keyHolders(ctx context.Context, tenant, key string, now time.Tim
 	n, err := s.jobs.CountDocuments(ctx, bson.D{
 		{Key: fConcurrencyKey, Value: key},
 		{Key: fTenant, Value: tenant},
+		{Key: fWindow, Value: nil}, // a fan-out parent runs nothing itself
 		{Key: "$or", Value: bson.A{
 			bson.D{{Key: fState, Value: string(contracts.StateRunning)}},
 			bson.D{{Key: fState, Value: string(contracts.StatePending)}, {Key: fClaimUntil, Value: bson.D{{Key: "$gt", Value: millis(now)}}}},

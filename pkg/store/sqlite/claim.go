@@ -26,9 +26,10 @@ const (
 			AND (next_dispatch_at IS NULL OR next_dispatch_at <= ?2)
 		ORDER BY priority DESC, fair_at, id LIMIT ?3`
 	// keyHoldersQuery counts the jobs holding a tenant's key (?1, ?2) at ?3
-	// (see store.KeySlots).
+	// (see store.KeySlots). A fan-out parent runs nothing itself: it holds
+	// none of its key's slots (held = 1 leaves it out).
 	keyHoldersQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_concurrency_key
-		WHERE tenant = ?1 AND concurrency_key = ?2 AND concurrency_key != ''
+		WHERE tenant = ?1 AND concurrency_key = ?2 AND concurrency_key != '' AND held = 0
 			AND (state = 'running' OR (state = 'pending' AND claim_until > ?3))`
 	// expireClaimsQuery clears the claims that ended at or before ?1, so
 	// their jobs are in the ready queue again.

@@ -24,6 +24,24 @@ var fanoutTests = []test{
 	{"FanoutHeartbeatStartsParent", testFanoutHeartbeat},
 	{"FanoutDedupAndPurge", testFanoutDedupPurge},
 	{"RunLimitsRoundTrip", testRunLimits},
+	{"FanoutParentsHoldNoKeySlot", testFanoutKeys},
+}
+
+// testFanoutKeys: the children of fan-outs with a concurrency key share
+// its slots; the parents, running or not, hold none.
+func testFanoutKeys(t *testing.T, s store.Store) {
+	key := func(j *contracts.Job) { j.ConcurrencyKey, j.ConcurrencyLimit = "db", 2 }
+	a, _ := admitFanout(t, s, "acme", 2, 1, store.Caps{}, key)
+	b, _ := admitFanout(t, s, "acme", 2, 1, store.Caps{}, key)
+	got := claimN(t, s, 10, at(time.Second))
+	require.ElementsMatch(t, []string{contracts.ChildID(a.ID, 0), contracts.ChildID(b.ID, 0)}, ids(got))
+	a0 := start(t, s, got[0], "w1", at(time.Second))
+	start(t, s, got[1], "w1", at(time.Second))
+	require.Equal(t, contracts.StateRunning, get(t, s, a.ID).State)
+	finish(t, s, a0, contracts.StateSucceeded, at(2*time.Second))
+	next := claimN(t, s, 10, at(2*time.Second))
+	require.Len(t, next, 1, "one child runs under the key: room for the next, whatever the parents")
+	require.Equal(t, contracts.ChildID(get(t, s, a0.Parent).ID, 1), next[0].ID)
 }
 
 // testRunLimits: a job's stall timeout and max runtime are stored, and a
