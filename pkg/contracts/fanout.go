@@ -144,6 +144,7 @@ func (j Job) Child(index int, item json.RawMessage) Job {
 		ConcurrencyKey:   j.ConcurrencyKey,
 		ConcurrencyLimit: j.ConcurrencyLimit,
 		RunLimits:        j.RunLimits,
+		Inputs:           j.Inputs,
 		Parent:           j.ID,
 		Index:            &i,
 		CreatedAt:        j.CreatedAt,

@@ -21,7 +21,7 @@ const messageFields = 4 << 10
 func (j Job) Spec() JobSpec {
 	return JobSpec{
 		ID: j.ID, Tenant: j.Tenant, Kind: j.Kind, Attempt: j.Attempt,
-		Payload: j.Payload, Key: j.Key, Priority: j.Priority, RunLimits: j.RunLimits,
+		Payload: j.Payload, Key: j.Key, Priority: j.Priority, RunLimits: j.RunLimits, Inputs: j.Inputs,
 	}
 }
 
@@ -55,6 +55,9 @@ func CheckMessageSize(job Job, maxPayload int64) error {
 	// escaped at worst sixfold, the other fields within messageFields)
 	// settles them without encoding anything.
 	strs := len(job.ID) + len(job.Tenant) + len(job.Kind) + len(job.Key) + len(job.Error)
+	for _, in := range job.Inputs {
+		strs += len(in.Name) + len(in.URI) + len(in.SHA256) + len(in.Version) + 64
+	}
 	if int64(len(job.Payload)+len(job.Result)+6*strs+messageFields+MessageEnvelope) <= maxPayload {
 		return nil
 	}

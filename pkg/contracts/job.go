@@ -33,6 +33,8 @@ type Job struct {
 	ConcurrencyLimit int    `json:"concurrency_limit,omitempty"`
 	// RunLimits stop a run that makes no progress or takes too long.
 	RunLimits
+	// Inputs are the files the run needs, pinned by digest.
+	Inputs []InputRef `json:"inputs,omitempty"`
 	// FairAt is the job's place in its tenant's fair queue (start-time fair
 	// queuing), stamped at admission; the store orders ready jobs by it.
 	FairAt float64 `json:"-"`

@@ -66,6 +66,8 @@ type JobSpec struct {
 	Priority int             `json:"priority"`
 	// RunLimits are what the run may take; the worker stops it past them.
 	RunLimits
+	// Inputs are fetched and checked before the handler starts.
+	Inputs []InputRef `json:"inputs,omitempty"`
 }
 
 // Offer asks one worker to take one attempt.

@@ -34,6 +34,8 @@ type SubmitRequest struct {
 	// MaxRuntime stops a run that takes longer (Go durations).
 	StallTimeout string `json:"stall_timeout,omitempty"`
 	MaxRuntime   string `json:"max_runtime,omitempty"`
+	// Inputs are the files the run needs, pinned by digest (inputs.go).
+	Inputs []InputRef `json:"inputs,omitempty"`
 }
 
 // SubmitReply is the answer on SubjectSubmit: the HTTP status the same
@@ -76,6 +78,8 @@ type Submission struct {
 	FailFast    bool
 	// Limits are the run's stall timeout and maximum runtime.
 	Limits RunLimits
+	// Inputs are the run's pinned inputs; a digest may still be PinDigest.
+	Inputs []InputRef
 }
 
 // Bounds of submit fields.
@@ -170,6 +174,9 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 		return s, err
 	}
 	s.Limits = RunLimits{StallTimeout: stall, MaxRuntime: maxRun}
+	if s.Inputs, err = validateInputs(r.Inputs); err != nil {
+		return s, err
+	}
 	if len(r.Payload) > 0 {
 		if !json.Valid(r.Payload) {
 			return s, &FieldError{"payload", "is not valid JSON"}

@@ -123,6 +123,16 @@ type jobDoc struct {
 	// A run's limits, in nanoseconds (0 = none).
 	StallTimeout int64 `bson:"stall_timeout,omitempty"`
 	MaxRuntime   int64 `bson:"max_runtime,omitempty"`
+	// Inputs are the run's pinned inputs.
+	Inputs []inputDoc `bson:"inputs,omitempty"`
+}
+
+// inputDoc is one pinned input, as a subdocument.
+type inputDoc struct {
+	Name    string `bson:"name"`
+	URI     string `bson:"uri"`
+	SHA256  string `bson:"sha256"`
+	Version string `bson:"version,omitempty"`
 }
 
 // runErrDoc is one run's error, as a subdocument.
@@ -200,6 +210,9 @@ func newJobDoc(j contracts.Job) jobDoc {
 		StallTimeout:     int64(j.StallTimeout),
 		MaxRuntime:       int64(j.MaxRuntime),
 	}
+	for _, in := range j.Inputs {
+		d.Inputs = append(d.Inputs, inputDoc{Name: in.Name, URI: in.URI, SHA256: in.SHA256, Version: in.Version})
+	}
 	if j.Children != nil {
 		d.ChildrenTotal = j.Children.Total
 	}
@@ -247,6 +260,9 @@ func (d jobDoc) job() contracts.Job {
 		FailFast:         d.FailFast,
 		RunLimits: contracts.RunLimits{StallTimeout: contracts.Duration(d.StallTimeout),
 			MaxRuntime: contracts.Duration(d.MaxRuntime)},
+	}
+	for _, in := range d.Inputs {
+		j.Inputs = append(j.Inputs, contracts.InputRef{Name: in.Name, URI: in.URI, SHA256: in.SHA256, Version: in.Version})
 	}
 	if d.Parent != "" && d.ItemIndex != nil {
 		i := *d.ItemIndex

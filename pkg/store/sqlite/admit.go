@@ -75,6 +75,8 @@ type admitInput struct {
 	items               []json.RawMessage
 	// The columns the job does not show (see the schema).
 	held, released int
+	// inputs is the inputs column.
+	inputs any
 }
 
 // newAdmitInput checks a new job, fills its times and encodes its columns.
@@ -100,7 +102,11 @@ func newAdmitInput(r store.AdmitRequest) (admitInput, error) {
 	if err != nil {
 		return admitInput{}, err
 	}
-	in := admitInput{job: job, caps: caps, progress: progress, runErrors: runErrors, items: r.Items}
+	inputs, err := inputsArg(job.Inputs)
+	if err != nil {
+		return admitInput{}, err
+	}
+	in := admitInput{job: job, caps: caps, progress: progress, runErrors: runErrors, items: r.Items, inputs: inputs}
 	if job.IsParent() {
 		in.held, in.released = 1, min(job.Concurrency, len(r.Items))
 	}
@@ -252,8 +258,20 @@ func appendJobArgs(args []any, in admitInput) []any {
 		job.ConcurrencyKey, job.ConcurrencyLimit, in.runErrors, job.FairAt,
 		job.Parent, indexArg(job.Index), job.Concurrency, boolArg(job.FailFast),
 		childArg(job.Children, func(c contracts.ChildCounts) int { return c.Total }),
-		0, 0, 0, int64(job.StallTimeout), int64(job.MaxRuntime),
+		0, 0, 0, int64(job.StallTimeout), int64(job.MaxRuntime), in.inputs,
 		in.held, job.Slots(), in.released, weightArg(in.caps.Weight))
+}
+
+// inputsArg binds a job's inputs as JSON TEXT, or NULL when none.
+func inputsArg(in []contracts.InputRef) (any, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encode inputs: %w", err)
+	}
+	return string(b), nil
 }
 
 // indexArg is a child's item_index column.

@@ -44,13 +44,13 @@ type fanoutRows struct {
 // the inserts themselves.
 const insertChildrenQuery = `INSERT INTO jobs (id, tenant, kind, payload, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
-		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime)
+		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime, inputs)
 	SELECT ?1 || '-' || printf('%06d', key), ?2, ?3,
 		CASE type WHEN 'text' THEN json_quote(value) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
 			WHEN 'null' THEN 'null' ELSE value END,
 		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11,
 		CASE WHEN key < ?12 THEN ?13 + (key + 1) / ?14 ELSE 0 END,
-		?1, key, CASE WHEN key < ?12 THEN 0 ELSE 1 END, 0, ?14, ?16, ?17
+		?1, key, CASE WHEN key < ?12 THEN 0 ELSE 1 END, 0, ?14, ?16, ?17, ?18
 	FROM json_each(?15)`
 
 // insertChildren inserts a parent's children: the first f.released
@@ -69,7 +69,7 @@ func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) er
 	res, err := tx.ExecContext(ctx, insertChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 		p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
 		p.ConcurrencyKey, p.ConcurrencyLimit, f.parent.released, f.fairFrom, weightArg(f.parent.caps.Weight),
-		items.String(), int64(p.StallTimeout), int64(p.MaxRuntime))
+		items.String(), int64(p.StallTimeout), int64(p.MaxRuntime), f.parent.inputs)
 	if err != nil {
 		return fmt.Errorf("insert the children of %s: %w", p.ID, err)
 	}

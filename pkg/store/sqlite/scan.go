@@ -16,10 +16,10 @@ const jobColumns = `id, tenant, kind, payload, key, priority, state, attempt, ru
 	dispatch_deadline, claim_until, heartbeat_at, run_at, concurrency_key,
 	concurrency_limit, errors, fair_at, parent, item_index, window_size,
 	fail_fast, children_total, children_succeeded, children_failed,
-	children_cancelled, stall_timeout, max_runtime`
+	children_cancelled, stall_timeout, max_runtime, inputs`
 
 // jobColumnCount is the number of jobColumns.
-const jobColumnCount = 38
+const jobColumnCount = 39
 
 // activeStates is the SQL list of the states counted against the caps.
 const activeStates = `('pending', 'running')`
@@ -45,7 +45,7 @@ func scanJob(sc rowScanner) (contracts.Job, error) {
 		created, updated                  int64
 		started, finished, next, deadline sql.NullInt64
 		claim, beat, runAt                sql.NullInt64
-		runErrors                         sql.NullString
+		runErrors, inputs                 sql.NullString
 		index, window                     int
 		failFast                          int64
 		children                          contracts.ChildCounts
@@ -55,7 +55,7 @@ func scanJob(sc rowScanner) (contracts.Job, error) {
 		&cancel, &created, &updated, &started, &finished, &next, &deadline, &claim, &beat,
 		&runAt, &j.ConcurrencyKey, &j.ConcurrencyLimit, &runErrors, &j.FairAt,
 		&j.Parent, &index, &window, &failFast, &children.Total, &children.Succeeded,
-		&children.Failed, &children.Cancelled, &j.StallTimeout, &j.MaxRuntime)
+		&children.Failed, &children.Cancelled, &j.StallTimeout, &j.MaxRuntime, &inputs)
 	if err != nil {
 		return contracts.Job{}, err
 	}
@@ -70,6 +70,11 @@ func scanJob(sc rowScanner) (contracts.Job, error) {
 		j.Progress = &p
 	}
 	j.CancelRequested = cancel != 0
+	if inputs.Valid && inputs.String != "" {
+		if err := json.Unmarshal([]byte(inputs.String), &j.Inputs); err != nil {
+			return contracts.Job{}, fmt.Errorf("decode inputs of job %s: %w", j.ID, err)
+		}
+	}
 	if j.Parent != "" {
 		j.Index = &index
 	}

@@ -109,6 +109,8 @@ var columns = []struct{ table, name, decl string }{
 	// A run's limits, in nanoseconds (0 = none).
 	{"jobs", "stall_timeout", "INTEGER NOT NULL DEFAULT 0"},
 	{"jobs", "max_runtime", "INTEGER NOT NULL DEFAULT 0"},
+	// A run's pinned inputs, as JSON.
+	{"jobs", "inputs", "TEXT"},
 }
 
 // indexes need the added columns.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,11 +49,15 @@ func testFanoutKeys(t *testing.T, s store.Store) {
 // fan-out's children inherit them.
 func testRunLimits(t *testing.T, s store.Store) {
 	limits := contracts.RunLimits{StallTimeout: contracts.Duration(90 * time.Second), MaxRuntime: contracts.Duration(time.Hour)}
-	j := admitWith(t, s, "acme", base, store.Caps{}, func(j *contracts.Job) { j.RunLimits = limits })
+	inputs := []contracts.InputRef{{Name: "reads", URI: "file:///data/x", SHA256: strings.Repeat("ab", 32), Version: "v2"}}
+	edit := func(j *contracts.Job) { j.RunLimits, j.Inputs = limits, inputs }
+	j := admitWith(t, s, "acme", base, store.Caps{}, edit)
 	require.Equal(t, limits, j.RunLimits)
+	require.Equal(t, inputs, j.Inputs)
 	requireJob(t, j, get(t, s, j.ID))
-	p, _ := admitFanout(t, s, "acme", 2, 1, store.Caps{}, func(j *contracts.Job) { j.RunLimits = limits })
+	p, _ := admitFanout(t, s, "acme", 2, 1, store.Caps{}, edit)
 	require.Equal(t, limits, get(t, s, contracts.ChildID(p.ID, 1)).RunLimits)
+	require.Equal(t, inputs, get(t, s, contracts.ChildID(p.ID, 1)).Inputs)
 	claimed := claimN(t, s, 10, at(time.Second))
 	require.NotEmpty(t, claimed)
 	for _, c := range claimed {

@@ -216,6 +216,7 @@ func requireJob(t *testing.T, want, got contracts.Job) {
 	require.Equal(t, want.FailFast, got.FailFast, "fail_fast")
 	require.Equal(t, want.Children, got.Children, "children")
 	require.Equal(t, want.RunLimits, got.RunLimits, "run limits")
+	require.Equal(t, want.Inputs, got.Inputs, "inputs")
 	require.Len(t, got.Errors, len(want.Errors), "errors")
 	for i := range want.Errors {
 		w, g := want.Errors[i], got.Errors[i]

@@ -57,7 +57,7 @@ func setup(t *testing.T) *bundle {
 // and a scratch root of the test's own.
 func testConfig(t testing.TB, id string) worker.Config {
 	c := worker.DefaultConfig()
-	c.ScratchDir = t.TempDir()
+	c.ScratchDir, c.CacheDir = t.TempDir(), t.TempDir()
 	c.WorkerID = id
 	c.Kinds = nil
 	c.HeartbeatInterval = 50 * time.Millisecond

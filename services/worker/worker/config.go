@@ -52,6 +52,13 @@ type Config struct {
 	// ScratchDir is the root of the per-run scratch directories; default
 	// a scratch folder in the data dir.
 	ScratchDir string `env:"SLUICE_WORKER_SCRATCH_DIR"`
+	// CacheDir is the root of the pinned-input cache (one folder per
+	// worker); default a cache folder in the data dir.
+	CacheDir string `env:"SLUICE_WORKER_CACHE_DIR"`
+	// CacheBytes bounds the pinned-input cache (and so one input).
+	CacheBytes int64 `env:"SLUICE_WORKER_CACHE_BYTES" envDefault:"1073741824"`
+	// FetchTimeout bounds the fetch of one input.
+	FetchTimeout time.Duration `env:"SLUICE_WORKER_FETCH_TIMEOUT" envDefault:"5m"`
 	// ScratchBytes bounds what one run may keep in its scratch directory;
 	// 0 = no bound. A run over it fails handler:.
 	ScratchBytes int64 `env:"SLUICE_WORKER_SCRATCH_BYTES"`
@@ -120,6 +127,9 @@ func (c Config) withDefaults() Config {
 	c.Kinds = cleanList(c.Kinds)
 	if c.ScratchDir == "" {
 		c.ScratchDir = filepath.Join(c.DataDir, "scratch")
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = filepath.Join(c.DataDir, "cache")
 	}
 	return c
 }
@@ -191,6 +201,12 @@ func (c Config) Validate() error {
 		if !filepath.IsAbs(d) {
 			bad("SLUICE_WORKER_EXEC_DIRS: %q must be an absolute path", d)
 		}
+	}
+	if c.CacheBytes <= 0 {
+		bad("SLUICE_WORKER_CACHE_BYTES %d must be positive", c.CacheBytes)
+	}
+	if c.FetchTimeout <= 0 {
+		bad("SLUICE_WORKER_FETCH_TIMEOUT %s must be positive", c.FetchTimeout)
 	}
 	if c.ScratchBytes < 0 {
 		bad("SLUICE_WORKER_SCRATCH_BYTES %d must not be negative (0 = no bound)", c.ScratchBytes)

@@ -44,6 +44,15 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		err = serr
 	default:
 		t.job.ScratchDir = dir
+		if len(t.job.Inputs) > 0 {
+			paths, release, ierr := w.inputs.Acquire(jctx, t.job.Inputs)
+			if ierr != nil {
+				err = ierr
+				break
+			}
+			defer release()
+			t.job.InputPaths = paths
+		}
 		if w.cfg.ScratchBytes > 0 {
 			wctx, stopWatch := context.WithCancel(jctx)
 			go watchUsage(wctx, dir, w.cfg.ScratchBytes, func(used int64) {

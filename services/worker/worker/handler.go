@@ -24,13 +24,17 @@ type Job struct {
 	// RunLimits are what the run may take: the worker stops it after
 	// StallTimeout without a progress report, or after MaxRuntime.
 	contracts.RunLimits
+	// Inputs are the run's pinned inputs; InputPaths are their local,
+	// read-only copies by name, checked against their digests.
+	Inputs     []contracts.InputRef
+	InputPaths map[string]string
 }
 
 // jobFromSpec copies an offered job spec into a Job.
 func jobFromSpec(s contracts.JobSpec) Job {
 	return Job{
 		ID: s.ID, Tenant: s.Tenant, Kind: s.Kind, Attempt: s.Attempt,
-		Payload: s.Payload, Key: s.Key, Priority: s.Priority, RunLimits: s.RunLimits,
+		Payload: s.Payload, Key: s.Key, Priority: s.Priority, RunLimits: s.RunLimits, Inputs: s.Inputs,
 	}
 }
 
@@ -83,7 +87,13 @@ func (w *Worker) registerBuiltins() error {
 // adapt turns a payload-level kind into a Handler.
 func adapt(run kinds.Func) Handler {
 	return func(ctx context.Context, job Job) (Result, error) {
-		out, err := run(ctx, kinds.Run{Payload: job.Payload, ScratchDir: job.ScratchDir})
+		env := map[string]string{}
+		for _, in := range job.Inputs {
+			if p, ok := job.InputPaths[in.Name]; ok {
+				env[in.EnvName()] = p
+			}
+		}
+		out, err := run(ctx, kinds.Run{Payload: job.Payload, ScratchDir: job.ScratchDir, InputEnv: env})
 		return Result(out), err
 	}
 }

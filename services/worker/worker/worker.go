@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/services/worker/internal/inputs"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
 	"github.com/sluicehq/sluice/services/worker/internal/lease"
 	"github.com/sluicehq/sluice/services/worker/internal/slots"
@@ -72,6 +74,8 @@ type Worker struct {
 	changed   chan struct{} // closed and replaced whenever in-flight, active or draining change
 	// scratch holds the runs' scratch directories (set by Run).
 	scratch *scratch
+	// inputs is the pinned-input cache (set by Run).
+	inputs *inputs.Cache
 }
 
 // New builds a worker from cfg (see DefaultConfig and LoadConfig; Kinds
@@ -205,6 +209,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.scratch = sc
 	defer func() { _ = sc.close() }()
+	ic, err := inputs.Open(filepath.Join(w.cfg.CacheDir, w.cfg.WorkerID), w.cfg.CacheBytes, inputs.Fetchers{Timeout: w.cfg.FetchTimeout})
+	if err != nil {
+		return fmt.Errorf("worker: SLUICE_WORKER_CACHE_DIR: %w", err)
+	}
+	w.inputs = ic
 	// The probe serves until the drain is over, so /readyz says
 	// "draining" meanwhile; if it cannot serve, the worker stops.
 	ctx, stopRun := context.WithCancelCause(ctx)

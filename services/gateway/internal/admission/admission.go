@@ -201,6 +201,9 @@ func (a *Admitter) prepare(tenant string, body []byte) (store.AdmitRequest, *Out
 		ConcurrencyLimit: sub.ConcurrencyLimit,
 		RunLimits:        sub.Limits,
 	}
+	if job.Inputs, err = pinInputs(sub.Inputs); err != nil {
+		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, err.Error()))
+	}
 	if sub.RunAt != nil {
 		at := sub.RunAt.UTC()
 		job.RunAt, job.NextDispatchAt = &at, &at

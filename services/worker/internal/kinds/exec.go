@@ -111,7 +111,7 @@ func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
 	stdout, stderr := newTail(OutputLimit, alive), newTail(OutputLimit, alive)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Dir = spec.Dir
-	cmd.Env = e.environ(spec.Env, r.ScratchDir)
+	cmd.Env = e.environ(spec.Env, r.ScratchDir, r.InputEnv)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = e.grace
@@ -161,9 +161,12 @@ func (e *Execer) outcome(ctx, runCtx context.Context, spec ExecSpec, cmd *exec.C
 
 // environ is the base environment with the job's variables on top, in a
 // stable order, and SLUICE_SCRATCH_DIR when the run has one.
-func (e *Execer) environ(extra map[string]string, scratch string) []string {
-	env := make(map[string]string, len(e.base)+len(extra)+1)
+func (e *Execer) environ(extra map[string]string, scratch string, inputs map[string]string) []string {
+	env := make(map[string]string, len(e.base)+len(extra)+1+len(inputs))
 	for k, v := range e.base {
+		env[k] = v
+	}
+	for k, v := range inputs {
 		env[k] = v
 	}
 	if scratch != "" {

@@ -20,6 +20,9 @@ import (
 type Run struct {
 	Payload    json.RawMessage
 	ScratchDir string
+	// InputEnv are the run's pinned inputs: their variables
+	// (SLUICE_INPUT_<NAME>) and local paths.
+	InputEnv map[string]string
 }
 
 // Func runs one job of a kind: it decodes the payload, does the work and

@@ -1,0 +1,88 @@
+package devstack
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// TestPinnedInputs: an exec job reads its pinned inputs from local
+// read-only paths; a wrong digest fails input: after one run; two jobs
+// needing one digest fetch it once; "pin" makes the gateway hash a file
+// at submit, and the job records the digest.
+func TestPinnedInputs(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte("ACGT\n"))
+	}))
+	defer srv.Close()
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	dir := t.TempDir()
+	local := filepath.Join(dir, "ref.txt")
+	require.NoError(t, os.WriteFile(local, []byte("reference v1\n"), 0o644))
+
+	b := setup(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+	})
+	sh := func(inputs []contracts.InputRef) (int, contracts.Job) {
+		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c",
+			`cat "$SLUICE_INPUT_READS"; cat "$SLUICE_INPUT_REF" 2>/dev/null; true`}})
+		require.NoError(t, err)
+		return b.submit(contracts.SubmitRequest{Kind: "exec", Payload: raw, MaxAttempts: 3, Inputs: inputs})
+	}
+	reads := contracts.InputRef{Name: "reads", URI: srv.URL + "/x.fastq", SHA256: sum("ACGT\n"), Version: "run-7"}
+
+	// Two jobs, one digest: one fetch; each reads it, read-only.
+	_, j1 := sh([]contracts.InputRef{reads})
+	_, j2 := sh([]contracts.InputRef{reads})
+	for _, j := range []contracts.Job{j1, j2} {
+		done := b.waitFinal(j.ID, 30*time.Second)
+		require.Equal(t, contracts.StateSucceeded, done.State, done.Error)
+		require.Equal(t, "ACGT\n", execResult(t, done).Stdout)
+		require.Equal(t, []contracts.InputRef{reads}, done.Inputs)
+	}
+	require.Equal(t, int64(1), hits.Load(), "the cache fetched the shared input once")
+
+	// The gateway pins a file it can read.
+	code, pinned := sh([]contracts.InputRef{reads, {Name: "ref", URI: "file://" + local, SHA256: "pin"}})
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, sum("reference v1\n"), pinned.Inputs[1].SHA256, "the job records which version it runs on")
+	done := b.waitFinal(pinned.ID, 30*time.Second)
+	require.Equal(t, contracts.StateSucceeded, done.State, done.Error)
+	require.Equal(t, "ACGT\nreference v1\n", execResult(t, done).Stdout)
+
+	// A wrong digest fails input: after one run.
+	_, bad := sh([]contracts.InputRef{{Name: "reads", URI: srv.URL + "/y", SHA256: sum("something else")}})
+	failed := b.waitFinal(bad.ID, 30*time.Second)
+	require.Equal(t, contracts.StateFailed, failed.State)
+	require.Equal(t, contracts.ClassInput, contracts.ClassOf(failed.Error), failed.Error)
+	require.Contains(t, failed.Error, "pinned")
+	require.Equal(t, 1, failed.Runs, "a wrong digest cannot get better: no retry")
+
+	// Malformed inputs are refused at submit.
+	for _, in := range [][]contracts.InputRef{
+		{{Name: "Reads", URI: srv.URL, SHA256: sum("a")}},
+		{{Name: "a", URI: "ftp://x/y", SHA256: sum("a")}},
+		{{Name: "a", URI: srv.URL, SHA256: "abc"}},
+		{{Name: "a", URI: srv.URL, SHA256: "pin"}},
+		{{Name: "a", URI: "file://" + filepath.Join(dir, "missing"), SHA256: "pin"}},
+		{{Name: "a", URI: srv.URL, SHA256: sum("a")}, {Name: "a", URI: srv.URL, SHA256: sum("a")}},
+	} {
+		code, _ := sh(in)
+		require.Equal(t, http.StatusUnprocessableEntity, code, "%+v", in)
+	}
+}
