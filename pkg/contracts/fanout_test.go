@@ -94,3 +94,17 @@ func TestChildrenOfAParent(t *testing.T) {
 	p.Children.Total = 2
 	check.Equal(2, p.Slots(), "fewer items than the window")
 }
+
+func TestCompareVersions(t *testing.T) {
+	t.Parallel()
+	check := checker{t}
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"1.2.3", "1.2.3", 0}, {"v1.2", "1.2.0", 0}, {"1.10.0", "1.9.9", 1}, {"1.2", "1.2.1", -1},
+		{"2.0.0-rc1", "2.0.0", 0}, {"dev", "0.1.0", -1}, {"", "0", 0}, {"1.2.3+abc", "1.2.4", -1},
+	} {
+		check.Equal(tc.want, CompareVersions(tc.a, tc.b), tc.a, " vs ", tc.b)
+	}
+}

@@ -107,6 +107,7 @@ type WorkerInfo struct {
 	InFlight int       `json:"in_flight"`
 	Draining bool      `json:"draining,omitempty"`
 	Spawned  bool      `json:"spawned,omitempty"`
+	Version  string    `json:"version,omitempty"`
 	SeenAt   time.Time `json:"seen_at"`
 }
 

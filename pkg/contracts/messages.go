@@ -147,6 +147,8 @@ type Announce struct {
 	IntervalMS int64 `json:"interval_ms"`
 	// Spawned says the worker was started on a ScaleRequest.
 	Spawned bool `json:"spawned,omitempty"`
+	// Version is the worker's release version (SLUICE_WORKER_VERSION).
+	Version string `json:"version,omitempty"`
 }
 
 // ScaleRequest asks for one more worker of Kind: Ready jobs of it found no

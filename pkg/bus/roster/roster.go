@@ -71,7 +71,7 @@ func (r *Roster) Observe(a contracts.Announce) {
 	}
 	e.info = contracts.WorkerInfo{
 		ID: a.WorkerID, Kinds: slices.Clone(a.Kinds), Capacity: a.Capacity,
-		InFlight: a.InFlight, Draining: a.Draining, Spawned: a.Spawned, SeenAt: now,
+		InFlight: a.InFlight, Draining: a.Draining, Spawned: a.Spawned, Version: a.Version, SeenAt: now,
 	}
 	e.expires = now.Add(expiryIntervals * iv)
 }

@@ -62,6 +62,9 @@ type Config struct {
 	SpawnMax int `env:"SLUICE_SPAWN_MAX" envDefault:"4"`
 	// SpawnTimeout bounds one run of SpawnCommand.
 	SpawnTimeout time.Duration `env:"SLUICE_SPAWN_TIMEOUT" envDefault:"30s"`
+	// MinWorkerVersion makes the scheduler skip workers that announce an
+	// older version (contracts.CompareVersions); empty = none skipped.
+	MinWorkerVersion string `env:"SLUICE_MIN_WORKER_VERSION"`
 	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
 	HTTPAddr string `env:"SLUICE_SCHEDULER_HTTP_ADDR"`
 	// ShutdownTimeout bounds the drain on shutdown: offers, results and

@@ -83,7 +83,11 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 		s.parents.Touch(parent)
 		s.dispatch.Wake()
 	})
-	pick := picker.New(r, 0)
+	var view picker.View = r
+	if cfg.MinWorkerVersion != "" {
+		view = picker.MinVersion(r, cfg.MinWorkerVersion)
+	}
+	pick := picker.New(view, 0)
 	s.spawn = spawn.New(spawn.Config{Mode: cfg.Spawn, Command: cfg.SpawnCommand, Cooldown: cfg.SpawnCooldown,
 		Max: cfg.SpawnMax, Timeout: cfg.SpawnTimeout}, d.Store, pick, r, d.NC, d.Now, d.Log, m)
 	s.dispatch = dispatch.New(dispatch.Config{

@@ -50,6 +50,7 @@ func (w *Worker) announce(leaving bool) {
 		Leaving:    leaving,
 		IntervalMS: w.cfg.HeartbeatInterval.Milliseconds(),
 		Spawned:    w.cfg.Spawned,
+		Version:    w.cfg.Version,
 	}
 	data, err := json.Marshal(a)
 	if err == nil {

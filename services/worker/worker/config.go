@@ -81,6 +81,9 @@ type Config struct {
 	// DeliveryGrace is how long results may still be delivered after the
 	// shutdown timeout passed.
 	DeliveryGrace time.Duration `env:"SLUICE_WORKER_DELIVERY_GRACE" envDefault:"10s"`
+	// Version is the release version the worker announces; the schedulers
+	// skip workers older than SLUICE_MIN_WORKER_VERSION.
+	Version string `env:"SLUICE_WORKER_VERSION"`
 	// Spawned marks a worker started on a scale request (SLUICE_SPAWN):
 	// it says so when it announces itself.
 	Spawned bool `env:"SLUICE_WORKER_SPAWNED"`
@@ -127,6 +130,9 @@ func (c Config) withDefaults() Config {
 	c.Kinds = cleanList(c.Kinds)
 	if c.ScratchDir == "" {
 		c.ScratchDir = filepath.Join(c.DataDir, "scratch")
+	}
+	if c.Version == "" {
+		c.Version = contracts.Release
 	}
 	if c.CacheDir == "" {
 		c.CacheDir = filepath.Join(c.DataDir, "cache")

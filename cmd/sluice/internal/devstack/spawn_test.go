@@ -66,3 +66,27 @@ func TestSpawnFromZeroWorkersAndBack(t *testing.T) {
 	require.Contains(t, string(body), `sluice_scheduler_scale_requests_total{kind="sleep",outcome="published"}`)
 	require.False(t, strings.Contains(string(body), `outcome="command_failed"} 1`))
 }
+
+// TestOlderWorkersGetNoOffer: with SLUICE_MIN_WORKER_VERSION, a worker
+// announcing an older version is listed (with its version) but offered
+// nothing, though it sorts first.
+func TestOlderWorkersGetNoOffer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_MIN_WORKER_VERSION": contracts.Release})
+	startWorkerProcess(t, b, "worker-00", "SLUICE_WORKER_VERSION=0.1.0")
+	var st contracts.Stats
+	require.Eventually(t, func() bool {
+		b.getJSON("/v1/stats", &st)
+		return len(st.Workers) == 2
+	}, 10*time.Second, 20*time.Millisecond)
+	versions := map[string]string{}
+	for _, w := range st.Workers {
+		versions[w.ID] = w.Version
+	}
+	require.Equal(t, map[string]string{"worker-00": "0.1.0", "worker-01": contracts.Release}, versions)
+	for range 3 {
+		j := b.waitFinal(b.mustSubmit("sleep", map[string]int{"ms": 10}).ID, 20*time.Second)
+		require.Equal(t, contracts.StateSucceeded, j.State)
+		require.Equal(t, "worker-01", j.Worker, "the older worker-00 is skipped")
+	}
+}

@@ -191,10 +191,10 @@
       if (unlimited) slots.push(el('span', { className: 'unlimited', textContent: 'no limit' }));
       return el('div', {
         className: 'worker',
-        title: (w.kinds || []).join(', '),
+        title: (w.kinds || []).join(', ') + (w.version ? ' · version ' + w.version : ''),
         dataset: {
           workerId: w.id, inFlight: String(inFlight), capacity: String(w.capacity || 0),
-          draining: w.draining ? 'true' : 'false', spawned: w.spawned ? 'true' : 'false',
+          draining: w.draining ? 'true' : 'false', spawned: w.spawned ? 'true' : 'false', version: w.version || '',
         },
       },
       el('span', { className: 'wid', textContent: w.id },

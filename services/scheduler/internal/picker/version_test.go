@@ -1,0 +1,27 @@
+package picker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/bus/roster"
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// TestMinVersionSkipsOlderWorkers: with a minimum version, an older worker
+// (or one announcing none) gets no offer and counts for no room.
+func TestMinVersionSkipsOlderWorkers(t *testing.T) {
+	t.Parallel()
+	r := roster.New(time.Now)
+	for id, v := range map[string]string{"w-old": "0.11.9", "w-new": "0.12.0", "w-none": ""} {
+		r.Observe(contracts.Announce{WorkerID: id, Kinds: []string{"k"}, Capacity: 2, Version: v, IntervalMS: 1000})
+	}
+	p := New(MinVersion(r, "0.12"), 0)
+	ids, _ := p.Candidates("k")
+	require.Equal(t, []string{"w-new"}, ids)
+	require.Equal(t, map[string]int{"k": 2}, p.Room())
+	require.False(t, p.Reserve("w-old"))
+	require.True(t, p.Reserve("w-new"))
+}
