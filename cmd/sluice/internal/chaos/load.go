@@ -30,12 +30,16 @@ func submit(ctx context.Context, hc *http.Client, gw string, tenant Tenant, ms i
 	if err != nil {
 		return submitOutcome{}, fmt.Errorf("submit: %w", err)
 	}
-	payload, err := json.Marshal(map[string]int64{"ms": ms})
+	if shape.Stall {
+		ms = max(ms, 4*stallTimeout.Milliseconds())
+	}
+	payload, err := json.Marshal(map[string]any{"ms": ms, "stall": shape.Stall})
 	if err != nil {
 		return submitOutcome{}, fmt.Errorf("submit: encode: %w", err)
 	}
 	req := contracts.SubmitRequest{Kind: probeKind, Payload: payload,
-		Priority: shape.Priority, ConcurrencyKey: shape.ConcurrencyKey, ConcurrencyLimit: shape.ConcurrencyLimit}
+		Priority: shape.Priority, ConcurrencyKey: shape.ConcurrencyKey, ConcurrencyLimit: shape.ConcurrencyLimit,
+		StallTimeout: shape.StallTimeout}
 	if shape.Items > 0 {
 		items := make([]map[string]int64, shape.Items)
 		for i := range items {

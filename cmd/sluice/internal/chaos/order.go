@@ -40,6 +40,10 @@ type jobShape struct {
 	// Items > 0 makes the job a fan-out of that many probe items with
 	// window Window (see fanout.go).
 	Items, Window int
+	// StallTimeout is the job's stall_timeout ("" = none); Stall makes the
+	// probe report no progress, so it must be stopped (see stall.go).
+	StallTimeout string
+	Stall        bool
 }
 
 // randomShape draws a job's priority and, for keyShare of the jobs, its key.
@@ -48,6 +52,12 @@ func randomShape(rng *lockedRand) jobShape {
 	if rng.float() < keyShare {
 		s.ConcurrencyKey = fmt.Sprintf("key-%d", rng.intN(chaosKeys))
 		s.ConcurrencyLimit = keyLimit
+	}
+	switch r := rng.float(); {
+	case r < stallShare:
+		s.Stall, s.StallTimeout = true, stallTimeout.String()
+	case r < stallShare+watchedShare:
+		s.StallTimeout = watchedTimeout.String()
 	}
 	if rng.float() < fanoutShare {
 		s.Items = fanoutMinItems + rng.intN(fanoutMaxItems-fanoutMinItems+1)

@@ -60,6 +60,9 @@ type Report struct {
 	WindowOverLimit              []string // parents whose children's live runs passed the window (see fanout.go)
 	FanoutMiscounted             []string // parents whose counts or children are not right at the end
 
+	Stalled, StallsCaught int      // admitted jobs whose probe stalls, and those that ended failed timeout: (see stall.go)
+	StallsMissed          []string // stalling jobs that succeeded: never stopped
+
 	Samples int
 	Drain   time.Duration
 }
@@ -96,6 +99,7 @@ func (r Report) Summary() string {
 	fmt.Fprintf(&b, " | max live per key %d/%d, priority inversions %d of %d first runs", r.MaxPerKey, keyLimit, r.Inversions, r.FirstRuns)
 	fmt.Fprintf(&b, " | fan-outs %d (%d children), max live per window %d/%d, over the window %d, miscounted %d",
 		r.Fanouts, r.FanoutChildren, r.MaxPerWindow, r.MaxPerWindowOf, len(r.WindowOverLimit), len(r.FanoutMiscounted))
+	fmt.Fprintf(&b, " | stalling jobs %d, stopped timeout: %d, never stopped %d", r.Stalled, r.StallsCaught, len(r.StallsMissed))
 	fmt.Fprintf(&b, " | samples=%d drain=%s", r.Samples, r.Drain.Round(100*time.Millisecond))
 	return b.String()
 }
@@ -141,6 +145,9 @@ func (r Report) Violations() []string {
 	}
 	if len(r.WindowOverLimit) > 0 {
 		v = append(v, fmt.Sprintf("fan-out windows passed: %v", r.WindowOverLimit[:min(len(r.WindowOverLimit), 10)]))
+	}
+	if len(r.StallsMissed) > 0 {
+		v = append(v, fmt.Sprintf("stalling jobs never stopped by their stall timeout: %v", r.StallsMissed[:min(len(r.StallsMissed), 10)]))
 	}
 	if len(r.FanoutMiscounted) > 0 {
 		v = append(v, fmt.Sprintf("fan-out parents miscounted: %v", r.FanoutMiscounted[:min(len(r.FanoutMiscounted), 10)]))

@@ -102,6 +102,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	var (
 		mu       sync.Mutex
 		admitted = map[string]bool{}
+		stalling []string // admitted jobs whose probe stalls
 		over     []storeSample // samples over a limit as the store showed it
 	)
 	loadStart := time.Now()
@@ -134,13 +135,17 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 				if p.LongShare > 0 && rng.float() < p.LongShare {
 					d = rng.dur(p.LongMin, p.LongMax)
 				}
-				out, err := submit(loadCtx, client, gw, c.pickTenant(rng), d.Milliseconds(), randomShape(rng),
+				shape := randomShape(rng)
+				out, err := submit(loadCtx, client, gw, c.pickTenant(rng), d.Milliseconds(), shape,
 					func(int) int64 { return rng.dur(p.MinSleep, p.MaxSleep).Milliseconds() })
 				mu.Lock()
 				switch {
 				case err == nil && out.ID != "":
 					rep.Admitted++
 					admitted[out.ID] = true
+					if shape.Stall && shape.Items == 0 && out.Status == http.StatusAccepted {
+						stalling = append(stalling, out.ID)
+					}
 				case err == nil && out.Status == http.StatusTooManyRequests:
 					rep.Rejected++
 					rep.RejectedBy[out.Limit]++
@@ -307,6 +312,14 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	rep.Fanouts, rep.FanoutChildren = fr.Parents, fr.Children
 	rep.MaxPerWindow, rep.MaxPerWindowOf = fr.MaxLive, fr.MaxWindow
 	rep.WindowOverLimit, rep.FanoutMiscounted = fr.OverWindow, fr.Miscounted
+	mu.Lock()
+	stalled := append([]string(nil), stalling...)
+	mu.Unlock()
+	sr, err := checkStalls(ctx, st, stalled)
+	if err != nil {
+		return rep, err
+	}
+	rep.Stalled, rep.StallsCaught, rep.StallsMissed = sr.Stalled, sr.Caught, sr.Missed
 	mu.Lock()
 	for _, s := range over {
 		perWorker, total := correctSample(s.Running, runs)

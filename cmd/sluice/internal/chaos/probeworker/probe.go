@@ -16,10 +16,17 @@ import (
 // Kind is the job kind the probe handler runs.
 const Kind = "probe"
 
-// payload is a probe job's payload: how long to run.
+// payload is a probe job's payload: how long to run, and whether to stall
+// (report no progress; otherwise a job with a stall timeout reports some
+// every progressEvery).
 type payload struct {
-	MS int64 `json:"ms"`
+	MS    int64 `json:"ms"`
+	Stall bool  `json:"stall,omitempty"`
 }
+
+// progressEvery is how often a probe job with a stall timeout reports
+// progress.
+const progressEvery = 100 * time.Millisecond
 
 // probe runs "probe" jobs: it sleeps for the payload's duration in small
 // steps, stopping as soon as its context ends, and journals its start, the
@@ -49,10 +56,17 @@ func (p *probe) handle(ctx context.Context, job worker.Job) (worker.Result, erro
 	})
 
 	deadline := start.Add(time.Duration(pl.MS) * time.Millisecond)
+	reports := job.StallTimeout > 0 && !pl.Stall
+	lastReport := start
 	for ctx.Err() == nil {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
+		}
+		if reports && time.Since(lastReport) >= progressEvery {
+			lastReport = time.Now()
+			pct := 100 * float64(time.Since(start)) / float64(deadline.Sub(start))
+			_ = worker.ReportProgress(ctx, contracts.Progress{Percent: contracts.RoundPercent(min(pct, 100))})
 		}
 		t := time.NewTimer(min(left, p.step))
 		select {
