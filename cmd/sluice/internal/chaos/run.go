@@ -102,7 +102,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	var (
 		mu       sync.Mutex
 		admitted = map[string]bool{}
-		stalling []string // admitted jobs whose probe stalls
+		stalling []string      // admitted jobs whose probe stalls
 		over     []storeSample // samples over a limit as the store showed it
 	)
 	loadStart := time.Now()
