@@ -120,17 +120,12 @@ func runDriverTests(t *testing.T, srv server) {
 		clock := clocktest.New()
 		s := open(t, fresh(), WithReconcileGrace(grace), WithClock(clock.Now))
 		ctx := t.Context()
-		parent := storetest.NewJob("a", base)
-		parent.Payload, parent.Concurrency = nil, 2
-		items := []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`2`), json.RawMessage(`3`)}
-		res, err := s.AdmitBatch(ctx, []store.AdmitRequest{{Job: parent, Items: items}})
-		require.NoError(t, err)
-		require.Equal(t, store.Admitted, res[0].Admission)
+		parent := admitThreeItems(t, s, base)
 		// A process died after child 0 ended, before it counted on its
 		// parent and released child 2; and one died before the admission
 		// released child 1.
 		now := base.Add(time.Second)
-		_, err = s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: contracts.ChildID(parent.ID, 0)}},
+		_, err := s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: contracts.ChildID(parent.ID, 0)}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateSucceeded)}, {Key: fFinishedAt, Value: now}}}})
 		require.NoError(t, err)
 		_, err = s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: contracts.ChildID(parent.ID, 1)}},
@@ -171,13 +166,9 @@ func runDriverTests(t *testing.T, srv server) {
 		clock := clocktest.New()
 		s := open(t, fresh(), WithReconcileGrace(grace), WithClock(clock.Now))
 		ctx := t.Context()
-		parent := storetest.NewJob("a", base)
-		parent.Payload, parent.Concurrency = nil, 2
-		items := []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`2`), json.RawMessage(`3`)}
-		_, err := s.AdmitBatch(ctx, []store.AdmitRequest{{Job: parent, Items: items}})
-		require.NoError(t, err)
+		parent := admitThreeItems(t, s, base)
 		// As if the gateway died storing the children: the last is missing.
-		_, err = s.jobs.DeleteOne(ctx, bson.D{{Key: fID, Value: contracts.ChildID(parent.ID, 2)}})
+		_, err := s.jobs.DeleteOne(ctx, bson.D{{Key: fID, Value: contracts.ChildID(parent.ID, 2)}})
 		require.NoError(t, err)
 		for range 2 { // the parent stands still, then its children do
 			_, err = s.Reconcile(ctx)
@@ -479,4 +470,16 @@ func get(t *testing.T, s *Store, id string) contracts.Job {
 	j, err := s.Get(t.Context(), id)
 	require.NoError(t, err)
 	return j
+}
+
+// admitThreeItems admits a fan-out of three items, window 2, created at.
+func admitThreeItems(t *testing.T, s *Store, at time.Time) contracts.Job {
+	t.Helper()
+	parent := storetest.NewJob("a", at)
+	parent.Payload, parent.Concurrency = nil, 2
+	items := []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`2`), json.RawMessage(`3`)}
+	res, err := s.AdmitBatch(t.Context(), []store.AdmitRequest{{Job: parent, Items: items}})
+	require.NoError(t, err)
+	require.Equal(t, store.Admitted, res[0].Admission)
+	return res[0].Job
 }

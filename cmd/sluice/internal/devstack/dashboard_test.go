@@ -62,13 +62,7 @@ func chromiumPath() (string, bool) {
 // (dashboard.png) into SLUICE_ARTIFACTS_DIR, or into a temporary directory.
 func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("headless Chromium: not run with -short (make test runs it)")
-	}
-	chromium, ok := chromiumPath()
-	if !ok {
-		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): skipping the dashboard browser test")
-	}
+	chromium := needChromium(t)
 	b := startTokenStack(t, Options{Workers: 3}, map[string]string{
 		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken,
 		"SLUICE_MAX_ACTIVE":                  "4",
@@ -169,13 +163,7 @@ func TestDashboardInBrowser(t *testing.T) {
 // stay empty, never a full bar that reads as 100 %.
 func TestDashboardNoCap(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("headless Chromium: not run with -short (make test runs it)")
-	}
-	chromium, ok := chromiumPath()
-	if !ok {
-		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): skipping the dashboard browser test")
-	}
+	chromium := needChromium(t)
 	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_API_TOKENS":        dashTenant + ":" + dashToken,
 		"SLUICE_MAX_ACTIVE":        "0",
@@ -198,13 +186,7 @@ func TestDashboardNoCap(t *testing.T) {
 // of their own and unfold under it with its button.
 func TestDashboardFoldsAFanout(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("headless Chromium: not run with -short (make test runs it)")
-	}
-	chromium, ok := chromiumPath()
-	if !ok {
-		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): skipping the dashboard browser test")
-	}
+	chromium := needChromium(t)
 	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken,
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
@@ -221,6 +203,20 @@ func TestDashboardFoldsAFanout(t *testing.T) {
 	require.Zero(t, evalJS[int](t, ctx, `document.querySelectorAll('tr[data-job-id^="`+id+`-"]').length`), "a child got a row of its own")
 	require.Equal(t, "100%", evalJS[string](t, ctx, `document.querySelector('tr[data-job-id="`+id+`"] .progress .pct').textContent`))
 	require.Empty(t, problems(), "the page reported errors")
+}
+
+// needChromium skips the test in -short mode or without Chromium, and
+// returns Chromium's path.
+func needChromium(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("headless Chromium: not run with -short (make test runs it)")
+	}
+	chromium, ok := chromiumPath()
+	if !ok {
+		t.Skip("chromium is not installed (apt-get install chromium; .ci/run installs it): skipping the dashboard browser test")
+	}
+	return chromium
 }
 
 // openDashboard opens b's dashboard in a fresh browser, signs in with the
