@@ -41,6 +41,7 @@ func TestRunUsage(t *testing.T) {
 		{name: "items line not JSON", args: []string{"submit", "sleep", "--items", "1\n{x}"}, code: ExitUsage, stderr: "line 2 is not valid JSON"},
 		{name: "items with payload", args: []string{"submit", "sleep", "--items", "[1]", "--payload", "{}"}, code: ExitUsage, stderr: "do not go together"},
 		{name: "window without items", args: []string{"submit", "sleep", "--concurrency", "3"}, code: ExitUsage, stderr: "need --items"},
+		{name: "input without digest", args: []string{"submit", "sleep", "--input", "reads=file:///x"}, code: ExitUsage, stderr: "want name=uri@sha256"},
 		{name: "ls parent not an id", args: []string{"ls", "--parent", "a b"}, code: ExitUsage, stderr: "not a job id"},
 		{name: "get without id", args: []string{"get"}, code: ExitUsage, stderr: "missing argument"},
 		{name: "get with a bad id", args: []string{"get", "../stats"}, code: ExitUsage, stderr: "is not a job id"},
@@ -98,10 +99,13 @@ func TestRunSubmit(t *testing.T) {
 
 	te := newTestEnv(f.srv.URL, false, nil)
 	require.Equal(t, ExitOK, te.run("submit", "sleep", "--payload", `{"ms":5}`, "--key", "k1", "--priority", "3", "--deadline", "90s", "--max-attempts", "2",
-		"--run-at", "30s", "--concurrency-key", "db", "--concurrency-limit", "2", "--stall-timeout", "1m", "--max-runtime", "2h"))
+		"--run-at", "30s", "--concurrency-key", "db", "--concurrency-limit", "2", "--stall-timeout", "1m", "--max-runtime", "2h",
+		"--input", "reads=https://u@h/x.fq@"+strings.Repeat("a", 64), "--input", "ref=file:///data/ref@pin"))
 	require.Equal(t, testID+"\n", te.stdout.String())
 	require.Equal(t, contracts.SubmitRequest{Kind: "sleep", Payload: json.RawMessage(`{"ms":5}`), Key: "k1", Priority: 3, Deadline: "90s", MaxAttempts: 2,
-		RunAt: "30s", ConcurrencyKey: "db", ConcurrencyLimit: 2, StallTimeout: "1m", MaxRuntime: "2h"}, got[0])
+		RunAt: "30s", ConcurrencyKey: "db", ConcurrencyLimit: 2, StallTimeout: "1m", MaxRuntime: "2h",
+		Inputs: []contracts.InputRef{{Name: "reads", URI: "https://u@h/x.fq", SHA256: strings.Repeat("a", 64)},
+			{Name: "ref", URI: "file:///data/ref", SHA256: "pin"}}}, got[0])
 
 	items := filepath.Join(dir, "items.jsonl")
 	require.NoError(t, os.WriteFile(items, []byte("{\"ms\": 1}\n\n{\"ms\": 2}\n"), 0o600))

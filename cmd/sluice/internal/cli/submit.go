@@ -18,7 +18,7 @@ const maxPayloadInput = 64 << 20
 var cmdSubmit = &command{
 	name:    "submit",
 	summary: "submit a job; --wait follows it to its end",
-	usage:   "submit (<kind> [--payload JSON|-|@FILE | --items JSON|-|@FILE [--concurrency N] [--fail-fast]] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--stall-timeout D] [--max-runtime D] [--wait] | --batch FILE.jsonl) [--json]",
+	usage:   "submit (<kind> [--payload JSON|-|@FILE | --items JSON|-|@FILE [--concurrency N] [--fail-fast]] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--stall-timeout D] [--max-runtime D] [--input NAME=URI@SHA256]... [--wait] | --batch FILE.jsonl) [--json]",
 	help: `
 Submits a job of the given kind and prints its id. With --json it prints the
 job as the API returns it.
@@ -34,7 +34,9 @@ A failed run runs again after a backoff until --max-attempts runs.
 jobs with that key run at once; the others wait. --stall-timeout stops a
 run that reports no progress for that long (an exec job's line of output
 counts), --max-runtime one that runs longer: both fail timeout: and are
-retried like a handler failure.
+retried like a handler failure. --input name=uri@sha256 (repeatable) pins a
+file the run needs: the worker fetches and checks it and gives exec its
+path in SLUICE_INPUT_<NAME>; "@pin" on a file:// makes the gateway hash it.
 
 --items makes a fan-out: one child job per item, the item as its payload,
 at most --concurrency (default 10) running at once. It takes a JSON array
@@ -69,6 +71,8 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 	runAt := fs.String("run-at", "", "not before: a `duration` from now (30s) or an RFC 3339 time")
 	concKey := fs.String("concurrency-key", "", "with --concurrency-limit: a `key` whose jobs run at most N at once")
 	concLimit := fs.Int("concurrency-limit", 0, "how many jobs of --concurrency-key may run at once")
+	var inputs inputFlags
+	fs.Var(&inputs, "input", "a pinned input `name=uri@sha256` (sha256 \"pin\" on a file:// asks the gateway to hash it); repeatable")
 	stall := fs.String("stall-timeout", "", "stop a run that reports no progress for this `duration` (default: the server's)")
 	maxRun := fs.String("max-runtime", "", "stop a run that takes longer than this `duration`")
 	items := fs.String("items", "", "fan-out `items`: a JSON array or JSON Lines; \"-\" reads stdin, \"@file\" reads a file")
@@ -90,7 +94,8 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 		return 0, err
 	}
 	req := contracts.SubmitRequest{Kind: pos[0], Key: *key, Priority: *priority, Deadline: *deadline, MaxAttempts: *maxAttempts,
-		RunAt: *runAt, ConcurrencyKey: *concKey, ConcurrencyLimit: *concLimit, StallTimeout: *stall, MaxRuntime: *maxRun}
+		RunAt: *runAt, ConcurrencyKey: *concKey, ConcurrencyLimit: *concLimit, StallTimeout: *stall, MaxRuntime: *maxRun,
+		Inputs: inputs}
 	if req.Payload, err = readPayload(*payload, inv.env.Stdin); err != nil {
 		return 0, err
 	}
@@ -127,6 +132,23 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 		fmt.Fprintln(inv.env.Stdout, job.ID)
 	}
 	return followJob(ctx, inv, job.ID, false)
+}
+
+// inputFlags are the --input values: name=uri@sha256 each.
+type inputFlags []contracts.InputRef
+
+// String implements flag.Value.
+func (f *inputFlags) String() string { return fmt.Sprint(len(*f), " inputs") }
+
+// Set reads one name=uri@sha256 (the digest after the last '@').
+func (f *inputFlags) Set(v string) error {
+	name, rest, ok := strings.Cut(v, "=")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 || name == "" {
+		return fmt.Errorf("want name=uri@sha256, got %q", v)
+	}
+	*f = append(*f, contracts.InputRef{Name: name, URI: rest[:at], SHA256: rest[at+1:]})
+	return nil
 }
 
 // readItems reads the --items value as readPayload reads --payload: a JSON
