@@ -29,7 +29,7 @@ func TestAnnounceLoadAndLeaving(t *testing.T) {
 	first := b.sched.announcements()[0]
 	require.Equal(t, contracts.Announce{
 		WorkerID: "w-announce", Kinds: []string{"another", "block"}, Capacity: 2, InFlight: 0,
-		IntervalMS: time.Minute.Milliseconds(),
+		IntervalMS: time.Minute.Milliseconds(), Version: contracts.Release,
 	}, first)
 
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-announce", spec("a1", "block", 1, "")).Status)

@@ -41,7 +41,7 @@ func TestChaosShort(t *testing.T) {
 	}
 	p := shortProfile(35 * time.Second)
 	p.MaxJobs = 4000
-	runProfile(t, Config{Store: StoreEmbedded}, p)
+	runProfile(t, Config{Store: StoreEmbedded, Spawn: 2}, p)
 }
 
 // TestChaosLong is the long profile (`make chaos`): the same cluster and

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/chaos/journal"
@@ -86,6 +87,9 @@ type Config struct {
 	RetryInterval                 time.Duration
 	DispatchDeadline              time.Duration
 	ReaperInterval                time.Duration
+	// Spawn, when positive, lets the schedulers ask for up to that many
+	// spawned workers (SLUICE_SPAWN=command; see spawn.go).
+	Spawn int
 }
 
 func (c *Config) defaults() {
@@ -149,7 +153,13 @@ type Cluster struct {
 	JournalDir string
 	NATS       *Proc
 	StoreProc  *Proc   // ferretd; nil for the embedded store
-	Procs      []*Proc // every service but NATS and the store
+	Procs      []*Proc // every service but NATS and the store (see procs)
+
+	// mu guards Procs, which grows with spawned workers (spawn.go).
+	mu      sync.Mutex
+	spool   string // where the spawn command leaves its requests
+	newProc func(name, service, bin string, args []string, extra ...string) *Proc
+	spawned int
 }
 
 // Start launches the store process (if any), NATS and every service and
@@ -219,8 +229,18 @@ func Start(cfg Config) (*Cluster, error) {
 	add := func(name, service, bin string, args []string, extra ...string) *Proc {
 		p := &Proc{Name: name, Service: service, bin: filepath.Join(cfg.BinDir, bin), args: args,
 			env: append(append([]string(nil), common...), extra...), log: filepath.Join(logDir, name+".log")}
+		c.mu.Lock()
 		c.Procs = append(c.Procs, p)
+		c.mu.Unlock()
 		return p
+	}
+	c.newProc = add
+	schedEnv := []string{}
+	if cfg.Spawn > 0 {
+		var err error
+		if schedEnv, err = c.spawnEnv(cfg); err != nil {
+			return nil, err
+		}
 	}
 	for i := 1; i <= cfg.Gateways; i++ {
 		addr, err := freeAddr()
@@ -236,7 +256,7 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 		c.Schedulers = append(c.Schedulers, "http://"+addr)
-		p := add(fmt.Sprintf("scheduler-%d", i), "scheduler", "scheduler", nil, "SLUICE_SCHEDULER_HTTP_ADDR="+addr)
+		p := add(fmt.Sprintf("scheduler-%d", i), "scheduler", "scheduler", nil, append([]string{"SLUICE_SCHEDULER_HTTP_ADDR=" + addr}, schedEnv...)...)
 		p.metricsURL = "http://" + addr + "/metrics"
 	}
 	for i := 1; i <= cfg.Workers; i++ {
@@ -263,7 +283,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := waitTCP(natsAddr, 15*time.Second); err != nil {
 		return c, fmt.Errorf("chaos: natsd: %w", err)
 	}
-	for _, p := range c.Procs {
+	for _, p := range c.procs() {
 		if err := p.start(); err != nil {
 			return c, err
 		}
@@ -283,7 +303,7 @@ func (c *Cluster) Close() {
 
 // all is every process: the services, NATS and the store process.
 func (c *Cluster) all() []*Proc {
-	out := append([]*Proc(nil), c.Procs...)
+	out := c.procs()
 	if c.NATS != nil {
 		out = append(out, c.NATS)
 	}
@@ -293,10 +313,17 @@ func (c *Cluster) all() []*Proc {
 	return out
 }
 
+// procs is a copy of Procs.
+func (c *Cluster) procs() []*Proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Proc(nil), c.Procs...)
+}
+
 // workers is the worker processes.
 func (c *Cluster) workers() []*Proc {
 	var out []*Proc
-	for _, p := range c.Procs {
+	for _, p := range c.procs() {
 		if p.workerID != "" {
 			out = append(out, p)
 		}

@@ -69,7 +69,8 @@ func (f *faults) randomKills(ctx context.Context) {
 			return
 		case <-time.After(f.rng.dur(f.p.KillEvery/2, f.p.KillEvery*3/2)):
 		}
-		victim := f.c.Procs[f.rng.intN(len(f.c.Procs))]
+		procs := f.c.procs()
+		victim := procs[f.rng.intN(len(procs))]
 		if !victim.hold() {
 			continue // frozen or being restarted: pick again next time
 		}
@@ -274,7 +275,7 @@ func (f *faults) supervise(ctx context.Context) {
 		case <-t.C:
 		}
 		for _, p := range f.c.all() {
-			if p.alive() || !p.hold() {
+			if p.transient || p.alive() || !p.hold() {
 				continue
 			}
 			if !p.alive() {
@@ -308,7 +309,7 @@ func (f *faults) scrape(ctx context.Context) {
 
 // scrapeAll reads every scheduler's counter once.
 func (f *faults) scrapeAll(ctx context.Context) {
-	for _, p := range f.c.Procs {
+	for _, p := range f.c.procs() {
 		if p.metricsURL == "" {
 			continue
 		}

@@ -33,6 +33,9 @@ type Proc struct {
 	frozen     *Span // the freeze in progress
 	freezes    []Span
 	held       bool // a fault is being applied to it: other faults keep off
+	// transient: a spawned worker, which leaves when idle and is not
+	// restarted.
+	transient bool
 }
 
 // Life is one incarnation of a process: its pid, when it was started and

@@ -60,6 +60,8 @@ type Report struct {
 	WindowOverLimit              []string // parents whose children's live runs passed the window (see fanout.go)
 	FanoutMiscounted             []string // parents whose counts or children are not right at the end
 
+	Spawned, SpawnMax int // workers started on scale requests (over the run), and the most live at once allowed (see spawn.go)
+
 	Stalled, StallsCaught int      // admitted jobs whose probe stalls, and those that ended failed timeout: (see stall.go)
 	StallsMissed          []string // stalling jobs that succeeded: never stopped
 
@@ -100,6 +102,7 @@ func (r Report) Summary() string {
 	fmt.Fprintf(&b, " | fan-outs %d (%d children), max live per window %d/%d, over the window %d, miscounted %d",
 		r.Fanouts, r.FanoutChildren, r.MaxPerWindow, r.MaxPerWindowOf, len(r.WindowOverLimit), len(r.FanoutMiscounted))
 	fmt.Fprintf(&b, " | stalling jobs %d, stopped timeout: %d, never stopped %d", r.Stalled, r.StallsCaught, len(r.StallsMissed))
+	fmt.Fprintf(&b, " | spawned workers %d (at most %d live)", r.Spawned, r.SpawnMax)
 	fmt.Fprintf(&b, " | samples=%d drain=%s", r.Samples, r.Drain.Round(100*time.Millisecond))
 	return b.String()
 }

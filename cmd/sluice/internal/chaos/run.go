@@ -77,7 +77,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	rep := Report{Store: c.cfg.Store, Final: map[string]int{}, RejectedBy: map[string]int{}, Kills: map[string]int{},
 		Planned: map[string]int{}, MaxTenantActive: map[string]int{},
 		Cap: c.cfg.MaxActive, TenantCap: c.cfg.TenantMaxActive,
-		WorkerLimit: c.cfg.WorkerLimit, TotalLimit: c.cfg.WorkerLimit * c.cfg.Workers}
+		WorkerLimit: c.cfg.WorkerLimit, TotalLimit: c.cfg.WorkerLimit * (c.cfg.Workers + c.cfg.spawnedLimit()), SpawnMax: c.cfg.spawnedLimit()}
 	for _, pf := range p.timeline(c.StoreProc != nil) {
 		rep.Planned[pf.kind]++
 	}
@@ -165,6 +165,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	faultWG.Go(func() { f.runTimeline(loadCtx, faultCtx, loadStart) })
 	faultWG.Go(func() { f.supervise(faultCtx) })
 	faultWG.Go(func() { f.scrape(faultCtx) })
+	faultWG.Go(func() { c.spawnLoop(faultCtx, p.Logf) })
 
 	// Sampler: the store (the truth) and /v1/stats on every gateway.
 	var sampleWG sync.WaitGroup
@@ -320,6 +321,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 		return rep, err
 	}
 	rep.Stalled, rep.StallsCaught, rep.StallsMissed = sr.Stalled, sr.Caught, sr.Missed
+	rep.Spawned = c.Spawned()
 	mu.Lock()
 	for _, s := range over {
 		perWorker, total := correctSample(s.Running, runs)
