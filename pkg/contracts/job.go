@@ -97,6 +97,9 @@ type Stats struct {
 	// MaxRecentRejections; in token mode only the caller's own. Each
 	// gateway keeps its own in memory: they are lost on restart.
 	RecentRejections []Rejection `json:"recent_rejections"`
+	// RecentScaleRequests are the schedulers' latest requests for one more
+	// worker (spawn on overflow), newest first, as this gateway heard them.
+	RecentScaleRequests []ScaleRequest `json:"recent_scale_requests,omitempty"`
 }
 
 // WorkerInfo is one live worker as the roster last heard of it.

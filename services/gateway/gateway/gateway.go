@@ -44,6 +44,7 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/natsapi"
 	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
 	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
+	"github.com/sluicehq/sluice/services/gateway/internal/scaling"
 )
 
 // streamSetupTimeout bounds the best-effort creation of the job stream at
@@ -103,6 +104,8 @@ type Gateway struct {
 	// parents publishes the events of the fan-out parents whose children
 	// a cancel ended.
 	parents *events.Parents
+	// scaled are the latest scale requests heard, for /v1/stats.
+	scaled *scaling.Log
 	// timeouts are the HTTP server's; tests shorten them.
 	timeouts serverTimeouts
 	// tenantLimit and ipLimit are the rate limiters (nil = off).
@@ -152,6 +155,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	}
 	// One log of recent 429s for both transports, shown in /v1/stats.
 	rejected := rejections.New(contracts.MaxRecentRejections, deps.Now)
+	scaled := &scaling.Log{}
 	parents := events.NewParents(deps.Store, events.NewPublisher(deps.NC), 0)
 	pub := events.NewPublisher(deps.NC).WithChildren(parents.Touch)
 	admitter := admission.New(deps.Store, deps.JS, pub, admission.Settings{
@@ -178,6 +182,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	ros := roster.New(deps.Now)
 	g := &Gateway{
 		parents:  parents,
+		scaled:   scaled,
 		cfg:      cfg,
 		log:      deps.Log,
 		nc:       deps.NC,
@@ -204,6 +209,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			TenantLimit:   tenantLimit,
 			IPLimit:       ipLimit,
 			Rejections:    rejected,
+			Scaling:       scaled,
 			JS:            deps.JS,
 		}),
 		natsAPI: natsapi.New(deps.NC, admitter, au, cfg.MaxBodyBytes, deps.Log,
@@ -242,6 +248,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	})
 	eg.Go(func() error { return g.natsAPI.Serve(ctx) })
 	eg.Go(func() error { return g.parents.Run(ctx) })
+	eg.Go(func() error { return g.scaled.Listen(ctx, g.nc) })
 	eg.Go(func() error {
 		if err := g.roster.Subscribe(ctx, g.nc); err != nil {
 			return err

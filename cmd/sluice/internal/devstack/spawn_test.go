@@ -48,6 +48,10 @@ func TestSpawnFromZeroWorkersAndBack(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.Equal(t, 2, most, "grew to SLUICE_SPAWN_MAX, never past it")
+	var st contracts.Stats
+	b.getJSON("/v1/stats", &st)
+	require.NotEmpty(t, st.RecentScaleRequests, "the gateway heard the scale requests")
+	require.Equal(t, "sleep", st.RecentScaleRequests[0].Kind)
 	for _, id := range ids {
 		require.Equal(t, contracts.StateSucceeded, b.job(id).State)
 	}

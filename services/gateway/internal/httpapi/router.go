@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/openapi"
 	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
 	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
+	"github.com/sluicehq/sluice/services/gateway/internal/scaling"
 )
 
 // contentTypeJSON is the Content-Type of every API answer.
@@ -69,6 +70,8 @@ type Deps struct {
 	// Rejections remembers recent 429s for /v1/stats (nil = none); the
 	// admitter records the cap rejections in the same log.
 	Rejections *rejections.Log
+	// Scaling holds the latest scale requests (nil = none shown).
+	Scaling *scaling.Log
 	// JS reads the event stream for the SSE routes (nil = job streams
 	// follow the store alone, the tenant stream is unavailable).
 	JS jetstream.JetStream

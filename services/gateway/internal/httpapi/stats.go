@@ -25,6 +25,9 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request, tenant string) {
 		Workers:         []contracts.WorkerInfo{},
 	}
 	out.RecentRejections = a.Rejections.Recent(tenant, a.Auth.Open())
+	if a.Scaling != nil {
+		out.RecentScaleRequests = a.Scaling.Recent()
+	}
 	for _, s := range contracts.AllStates {
 		out.Counts[s] = c.ByState[s]
 	}

@@ -174,11 +174,17 @@
   function renderWorkers(s) {
     // Stable order, as the scheduler offers: sorted by id (byte order).
     const ws = (s.workers || []).slice().sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    // The schedulers' latest requests for one more worker (spawn on overflow).
+    const scale = (s.recent_scale_requests || []).slice(0, 3).map((r) => el('p', {
+      className: 'muted scale-request', dataset: { kind: r.kind },
+      textContent: 'asked for a ' + r.kind + ' worker at ' + fmtClock(parseTime(r.at)) + ': ' + r.ready +
+        ' ready, oldest waiting ' + fmtDuration(r.oldest_wait_ms),
+    }));
     if (ws.length === 0) {
-      $('worker-rows').replaceChildren(el('p', { className: 'muted', textContent: 'no live workers' }));
+      $('worker-rows').replaceChildren(el('p', { className: 'muted', textContent: 'no live workers' }), ...scale);
       return;
     }
-    $('worker-rows').replaceChildren(...ws.map((w) => {
+    $('worker-rows').replaceChildren(...scale, ...ws.map((w) => {
       const inFlight = Math.max(0, w.in_flight || 0);
       const unlimited = !w.capacity;
       const total = unlimited ? inFlight : Math.max(w.capacity, inFlight);
