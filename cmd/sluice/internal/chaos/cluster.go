@@ -156,8 +156,9 @@ type Cluster struct {
 	Procs      []*Proc // every service but NATS and the store (see procs)
 
 	// mu guards Procs, which grows with spawned workers (spawn.go).
-	mu      sync.Mutex
-	spool   string // where the spawn command leaves its requests
+	mu    sync.Mutex
+	spool string // where the spawn command leaves its requests
+	// newProc makes a service's process, not started nor listed yet.
 	newProc func(name, service, bin string, args []string, extra ...string) *Proc
 	spawned int
 }
@@ -226,15 +227,15 @@ func Start(cfg Config) (*Cluster, error) {
 		"SLUICE_RATE_LIMIT_TENANT=0",
 		"SLUICE_RATE_LIMIT_IP=0",
 	)
-	add := func(name, service, bin string, args []string, extra ...string) *Proc {
-		p := &Proc{Name: name, Service: service, bin: filepath.Join(cfg.BinDir, bin), args: args,
+	c.newProc = func(name, service, bin string, args []string, extra ...string) *Proc {
+		return &Proc{Name: name, Service: service, bin: filepath.Join(cfg.BinDir, bin), args: args,
 			env: append(append([]string(nil), common...), extra...), log: filepath.Join(logDir, name+".log")}
-		c.mu.Lock()
-		c.Procs = append(c.Procs, p)
-		c.mu.Unlock()
+	}
+	add := func(name, service, bin string, args []string, extra ...string) *Proc {
+		p := c.newProc(name, service, bin, args, extra...)
+		c.addProc(p)
 		return p
 	}
-	c.newProc = add
 	schedEnv := []string{}
 	if cfg.Spawn > 0 {
 		var err error
@@ -311,6 +312,14 @@ func (c *Cluster) all() []*Proc {
 		out = append(out, c.StoreProc)
 	}
 	return out
+}
+
+// addProc lists p among the services (set its fields first: the faults
+// read them as soon as it is listed).
+func (c *Cluster) addProc(p *Proc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.Procs = append(c.Procs, p)
 }
 
 // procs is a copy of Procs.

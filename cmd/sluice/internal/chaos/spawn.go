@@ -87,6 +87,7 @@ func (c *Cluster) spawnLoop(ctx context.Context, logf func(string, ...any)) {
 				logf("chaos: start %s: %v", name, err)
 				continue
 			}
+			c.addProc(p)
 			logf("chaos: spawned %s on a scale request", name)
 		}
 	}
