@@ -59,6 +59,10 @@ var jobIndexes = []index{
 	// Fan-out: top-level lists (parent unset) and a parent's children in
 	// list order (they share its created_at), all or by state.
 	{name: "parent_created", keys: bson.D{{Key: fParent, Value: 1}, {Key: fCreatedAt, Value: -1}, {Key: fID, Value: -1}}},
+	// A tenant's top-level list (what the API lists), without scanning
+	// past the children of its fan-outs, which share their parent's
+	// created_at.
+	{name: "tenant_parent_created", keys: bson.D{{Key: fTenant, Value: 1}, {Key: fParent, Value: 1}, {Key: fCreatedAt, Value: -1}, {Key: fID, Value: -1}}},
 	{name: "parent_state", keys: bson.D{{Key: fParent, Value: 1}, {Key: fState, Value: 1}, {Key: fID, Value: 1}}},
 	// Purge: finished jobs, oldest first. Sparse: only finished jobs have it.
 	{name: "finished", keys: bson.D{{Key: fFinishedAt, Value: 1}}, sparse: true},
