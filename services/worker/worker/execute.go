@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/worker/internal/progress"
 )
 
@@ -35,15 +34,14 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		err error
 	)
 	w.fenceIfExpired(t)
-	dir, serr := w.scratch.make(t.lease)
+	sc := w.newRunScratch(jctx, t)
+	defer sc.remove(t)
 	switch {
 	case jctx.Err() != nil:
 		// Lost, cancelled, expired or shut down before the handler started.
 		err = context.Cause(jctx)
-	case serr != nil:
-		err = serr
 	default:
-		t.job.ScratchDir = dir
+		t.job.scratch = sc.get
 		if len(t.job.Inputs) > 0 {
 			paths, release, ierr := w.inputs.Acquire(jctx, t.job.Inputs)
 			if ierr != nil {
@@ -53,14 +51,6 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 			defer release()
 			t.job.InputPaths = paths
 		}
-		if w.cfg.ScratchBytes > 0 {
-			wctx, stopWatch := context.WithCancel(jctx)
-			go watchUsage(wctx, dir, w.cfg.ScratchBytes, func(used int64) {
-				t.cancel(&contracts.ClassedError{Class: contracts.ClassHandler, Err: fmt.Errorf(
-					"%w: %d bytes, SLUICE_WORKER_SCRATCH_BYTES is %d", errScratchFull, used, w.cfg.ScratchBytes)})
-			})
-			defer stopWatch()
-		}
 		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.now)
 		stopLimits := w.enforceLimits(jctx, t, th)
 		res, err = w.call(progress.With(jctx, th), t)
@@ -68,11 +58,6 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		th.Stop()
 		if cause := context.Cause(jctx); err != nil && (errors.Is(cause, errScratchFull) || errors.Is(cause, errRunLimit)) {
 			err = cause // the handler only saw its context end
-		}
-	}
-	if serr == nil {
-		if rerr := w.scratch.remove(dir); rerr != nil {
-			t.log.Warn().Err(rerr).Msg("scratch directory not removed")
 		}
 	}
 	w.fenceIfExpired(t)

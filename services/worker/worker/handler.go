@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -18,9 +19,8 @@ type Job struct {
 	Payload  json.RawMessage
 	Key      string
 	Priority int
-	// ScratchDir is a fresh directory for this run alone, removed when the
-	// run ends, whatever the outcome.
-	ScratchDir string
+	// scratch makes (once) and returns the run's scratch directory.
+	scratch func() (string, error)
 	// RunLimits are what the run may take: the worker stops it after
 	// StallTimeout without a progress report, or after MaxRuntime.
 	contracts.RunLimits
@@ -36,6 +36,15 @@ func jobFromSpec(s contracts.JobSpec) Job {
 		ID: s.ID, Tenant: s.Tenant, Kind: s.Kind, Attempt: s.Attempt,
 		Payload: s.Payload, Key: s.Key, Priority: s.Priority, RunLimits: s.RunLimits, Inputs: s.Inputs,
 	}
+}
+
+// Scratch returns a fresh directory for this run alone, made on the first
+// call and removed when the run ends, whatever the outcome.
+func (j Job) Scratch() (string, error) {
+	if j.scratch == nil {
+		return "", errors.New("worker: no scratch directory outside a run")
+	}
+	return j.scratch()
 }
 
 // Lease returns the attempt's fencing token.
@@ -93,7 +102,7 @@ func adapt(run kinds.Func) Handler {
 				env[in.EnvName()] = p
 			}
 		}
-		out, err := run(ctx, kinds.Run{Payload: job.Payload, ScratchDir: job.ScratchDir, InputEnv: env})
+		out, err := run(ctx, kinds.Run{Payload: job.Payload, Scratch: job.Scratch, InputEnv: env})
 		return Result(out), err
 	}
 }

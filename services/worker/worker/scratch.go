@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -166,4 +167,56 @@ func usage(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// runScratch is one run's scratch directory, made on first use (most runs
+// never ask for one: making and removing a directory per run costs more
+// than a no-op job itself).
+type runScratch struct {
+	w   *Worker
+	ctx context.Context
+	t   *task
+
+	once      sync.Once
+	dir       string
+	err       error
+	stopWatch context.CancelFunc
+}
+
+// newRunScratch prepares t's scratch directory without making it.
+func (w *Worker) newRunScratch(ctx context.Context, t *task) *runScratch {
+	return &runScratch{w: w, ctx: ctx, t: t}
+}
+
+// get makes the directory on the first call (and starts watching its
+// usage when SLUICE_WORKER_SCRATCH_BYTES bounds it) and returns it.
+func (r *runScratch) get() (string, error) {
+	r.once.Do(func() {
+		r.dir, r.err = r.w.scratch.make(r.t.lease)
+		limit := r.w.cfg.ScratchBytes
+		if r.err != nil || limit <= 0 {
+			return
+		}
+		wctx, stop := context.WithCancel(r.ctx)
+		r.stopWatch = stop
+		go watchUsage(wctx, r.dir, limit, func(used int64) {
+			r.t.cancel(&contracts.ClassedError{Class: contracts.ClassHandler, Err: fmt.Errorf(
+				"%w: %d bytes, SLUICE_WORKER_SCRATCH_BYTES is %d", errScratchFull, used, limit)})
+		})
+	})
+	return r.dir, r.err
+}
+
+// remove deletes the directory if it was made.
+func (r *runScratch) remove(t *task) {
+	r.once.Do(func() {}) // no directory after this
+	if r.stopWatch != nil {
+		r.stopWatch()
+	}
+	if r.dir == "" {
+		return
+	}
+	if err := r.w.scratch.remove(r.dir); err != nil {
+		t.log.Warn().Err(err).Msg("scratch directory not removed")
+	}
 }

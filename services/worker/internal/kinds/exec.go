@@ -93,10 +93,16 @@ func (e *Execer) Run(ctx context.Context, payload json.RawMessage) (json.RawMess
 // stderr, duration) is returned whenever the program started.
 func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
 	spec, err := ParseExecPayload(r.Payload, e.allow)
-	if err == nil {
-		err = e.check(&spec, r.ScratchDir)
-	}
 	if err != nil {
+		return nil, &contracts.ClassedError{Class: contracts.ClassInput, Err: err}
+	}
+	scratch := ""
+	if r.Scratch != nil {
+		if scratch, err = r.Scratch(); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.check(&spec, scratch); err != nil {
 		return nil, &contracts.ClassedError{Class: contracts.ClassInput, Err: err}
 	}
 	runCtx, cancel := context.WithTimeout(ctx, spec.Timeout)
@@ -111,7 +117,7 @@ func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
 	stdout, stderr := newTail(OutputLimit, alive), newTail(OutputLimit, alive)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Dir = spec.Dir
-	cmd.Env = e.environ(spec.Env, r.ScratchDir, r.InputEnv)
+	cmd.Env = e.environ(spec.Env, scratch, r.InputEnv)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = e.grace

@@ -109,7 +109,7 @@ func TestExecLeastPrivilege(t *testing.T) {
 	require.NoError(t, os.Symlink(outside, filepath.Join(scratch, "escape")))
 	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}, Env: []string{"WHO"}, Dirs: []string{root}}, testGrace, nil)
 	run := func(extra map[string]any) (kinds.ExecResult, error) {
-		out, err := e.RunIn(context.Background(), kinds.Run{ScratchDir: scratch,
+		out, err := e.RunIn(context.Background(), kinds.Run{Scratch: func() (string, error) { return scratch, nil },
 			Payload: execPayload(t, []string{"/bin/sh", "-c", `pwd; echo "$SLUICE_SCRATCH_DIR"`}, extra)})
 		if err != nil {
 			return kinds.ExecResult{}, err

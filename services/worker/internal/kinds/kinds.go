@@ -16,10 +16,11 @@ import (
 )
 
 // Run is one run of a job as a kind sees it: its payload and the scratch
-// directory the worker made for this run alone (removed when it ends).
+// directory of this run alone (made on the first call of Scratch, removed
+// when the run ends).
 type Run struct {
-	Payload    json.RawMessage
-	ScratchDir string
+	Payload json.RawMessage
+	Scratch func() (string, error)
 	// InputEnv are the run's pinned inputs: their variables
 	// (SLUICE_INPUT_<NAME>) and local paths.
 	InputEnv map[string]string
