@@ -90,10 +90,14 @@ func (j Job) Slots() int {
 	case j.IsChild():
 		return 0
 	case j.IsParent() && j.Children != nil:
-		return max(min(j.Concurrency, j.Children.Total), 1)
+		return ParentSlots(j.Concurrency, j.Children.Total)
 	}
 	return 1
 }
+
+// ParentSlots is the admission slots of a parent with that window over
+// that many items: min(window, items), at least one.
+func ParentSlots(window, items int) int { return max(min(window, items), 1) }
 
 // ParentFinalState is the state a parent ends in once every child ended:
 // cancelled when a user cancelled it, failed when a child failed (or was

@@ -9,8 +9,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // Backlog counts the ready jobs of kind waiting for a slot (see
@@ -19,15 +17,7 @@ import (
 func (s *Store) Backlog(ctx context.Context, kind string, now time.Time, limit int) (int, time.Time, error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
-	filter := bson.D{
-		{Key: fState, Value: string(contracts.StatePending)},
-		{Key: fKind, Value: kind},
-		{Key: fWindow, Value: nil},
-		{Key: "$and", Value: bson.A{
-			bson.D{{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)}},
-			bson.D{{Key: "$or", Value: claimFree(fNextDispatchAt, "$lte", now)}},
-		}},
-	}
+	filter := readyFilter(kind, now)
 	n, err := s.jobs.CountDocuments(ctx, filter, options.Count().SetLimit(int64(limit)))
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("mongo: backlog of %q: %w", kind, err)

@@ -32,29 +32,25 @@ const maxClaimRounds = 4
 // on by 1/weight ($inc), each an atomic single-document update, so two
 // admissions of one tenant never share a stamp.
 func (s *Store) stampFair(ctx context.Context, tenant string, weight float64) (float64, error) {
-	if weight <= 0 {
-		weight = 1
-	}
-	var g struct {
-		FairAt float64 `bson:"fair_at"`
-	}
-	err := s.counters.FindOne(ctx, bson.D{{Key: fID, Value: store.GlobalScope}}).Decode(&g)
-	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return 0, fmt.Errorf("read the virtual time: %w", err)
-	}
-	scope := bson.D{{Key: fID, Value: store.TenantScope(tenant)}}
-	if _, err := s.counters.UpdateOne(ctx, scope, bson.D{{Key: "$max", Value: bson.D{{Key: fFairAt, Value: g.FairAt}}}}); err != nil {
-		return 0, fmt.Errorf("catch the tenant's fair queue up: %w", err)
-	}
-	var t struct {
-		FairAt float64 `bson:"fair_at"`
-	}
-	err = s.counters.FindOneAndUpdate(ctx, scope, bson.D{{Key: "$inc", Value: bson.D{{Key: fFairAt, Value: 1 / weight}}}},
-		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&t)
+	stamps, err := s.stampFairN(ctx, tenant, weight, 1)
 	if err != nil {
-		return 0, fmt.Errorf("stamp the tenant's fair queue: %w", err)
+		return 0, err
 	}
-	return t.FairAt, nil
+	return stamps[0], nil
+}
+
+// readyFilter selects the jobs of kind ready at now: pending, holding no
+// live claim, due, and not a fan-out parent (never dispatched).
+func readyFilter(kind string, now time.Time) bson.D {
+	return bson.D{
+		{Key: fState, Value: string(contracts.StatePending)},
+		{Key: fKind, Value: kind},
+		{Key: fWindow, Value: nil},
+		{Key: "$and", Value: bson.A{
+			bson.D{{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)}},
+			bson.D{{Key: "$or", Value: claimFree(fNextDispatchAt, "$lte", now)}},
+		}},
+	}
 }
 
 // readyView is what a claim reads of a ready job.
@@ -157,16 +153,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 func (s *Store) ready(ctx context.Context, kind string, now time.Time, limit int) ([]readyView, error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
-	filter := bson.D{
-		{Key: fState, Value: string(contracts.StatePending)},
-		{Key: fKind, Value: kind},
-		{Key: fWindow, Value: nil}, // a fan-out parent is never dispatched
-		{Key: "$and", Value: bson.A{
-			bson.D{{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)}},
-			bson.D{{Key: "$or", Value: claimFree(fNextDispatchAt, "$lte", now)}},
-		}},
-	}
-	cur, err := s.jobs.Find(ctx, filter, options.Find().
+	cur, err := s.jobs.Find(ctx, readyFilter(kind, now), options.Find().
 		SetSort(bson.D{{Key: fPriority, Value: -1}, {Key: fFairAt, Value: 1}, {Key: fID, Value: 1}}).
 		SetLimit(int64(limit)).
 		SetProjection(bson.D{{Key: fTenant, Value: 1}, {Key: fAttempt, Value: 1}, {Key: fConcurrencyKey, Value: 1},
