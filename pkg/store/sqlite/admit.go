@@ -220,31 +220,6 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 	return out, nil
 }
 
-// insertRows is how many rows one multi-row insert carries.
-const insertRows = 16
-
-// insertJobs inserts rows, insertRows to a statement and the rest one by
-// one (all with prepared statements).
-func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) error {
-	args := make([]any, 0, insertRows*insertColumnCount)
-	for len(rows) >= insertRows {
-		args = args[:0]
-		for _, in := range rows[:insertRows] {
-			args = appendJobArgs(args, in)
-		}
-		if _, err := tx.StmtContext(ctx, s.ws.insertJobs).ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-		rows = rows[insertRows:]
-	}
-	for _, in := range rows {
-		if _, err := tx.StmtContext(ctx, s.ws.insertJob).ExecContext(ctx, appendJobArgs(args[:0], in)...); err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-	}
-	return nil
-}
-
 // appendJobArgs appends a new job's columns, in jobColumns order.
 func appendJobArgs(args []any, in admitInput) []any {
 	job := in.job
@@ -346,10 +321,6 @@ var jobPlaceholders = `(?` + strings.Repeat(`, ?`, insertColumnCount-1) + `)`
 
 // insertJobQuery inserts one job.
 var insertJobQuery = `INSERT INTO jobs (` + insertColumns + `) VALUES ` + jobPlaceholders
-
-// insertJobsQuery inserts insertRows jobs.
-var insertJobsQuery = `INSERT INTO jobs (` + insertColumns + `) VALUES ` + jobPlaceholders +
-	strings.Repeat(`, `+jobPlaceholders, insertRows-1)
 
 // activeByKey finds the tenant's active job with that dedup key, or
 // sql.ErrNoRows.

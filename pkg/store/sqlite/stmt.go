@@ -90,6 +90,7 @@ type writeStmts struct {
 	flushCounters *sql.Stmt
 	insertJob     *sql.Stmt
 	insertJobs    *sql.Stmt
+	insertPlain   *sql.Stmt
 	getJob        *sql.Stmt
 	leaseState    *sql.Stmt
 	renew         *sql.Stmt
@@ -122,6 +123,7 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.flushCounters, flushCountersQuery},
 		{&ws.insertJob, insertJobQuery},
 		{&ws.insertJobs, insertJobsQuery},
+		{&ws.insertPlain, insertPlainQuery},
 		{&ws.getJob, getQuery},
 		{&ws.leaseState, leaseStateQuery},
 		{&ws.renew, renewQuery},
