@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/store/dial"
 	"github.com/sluicehq/sluice/services/gateway/internal/admission"
 	"github.com/sluicehq/sluice/services/gateway/internal/auth"
+	"github.com/sluicehq/sluice/services/gateway/internal/httpapi"
 )
 
 // Config is the gateway's whole configuration, read from SLUICE_*
@@ -74,11 +75,16 @@ type Config struct {
 	// RateLimitTenantBurst is the per-tenant bucket size.
 	RateLimitTenantBurst int `env:"SLUICE_RATE_LIMIT_TENANT_BURST" envDefault:"400"`
 	// RateLimitIP is the token-bucket rate of HTTP submits and cancels per
-	// client IP (the connection's address, X-Forwarded-For is not trusted;
-	// an IPv6 client counts by its /64), in requests per second; 0 = off.
+	// client IP (the connection's address, or X-Forwarded-For when the
+	// connection comes from SLUICE_TRUSTED_PROXIES; an IPv6 client counts
+	// by its /64), in requests per second; 0 = off.
 	RateLimitIP float64 `env:"SLUICE_RATE_LIMIT_IP" envDefault:"100"`
 	// RateLimitIPBurst is the per-IP bucket size.
 	RateLimitIPBurst int `env:"SLUICE_RATE_LIMIT_IP_BURST" envDefault:"200"`
+	// TrustedProxies are the CIDRs (or addresses) of the load balancers in
+	// front of the gateway: from these peers only, the client's address is
+	// read from X-Forwarded-For. Empty trusts no one.
+	TrustedProxies []string `env:"SLUICE_TRUSTED_PROXIES" envSeparator:","`
 }
 
 // maxBodyLimit is the largest SLUICE_MAX_BODY_BYTES accepted.
@@ -190,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	rateLimit("SLUICE_RATE_LIMIT_TENANT", c.RateLimitTenant, "SLUICE_RATE_LIMIT_TENANT_BURST", c.RateLimitTenantBurst)
 	rateLimit("SLUICE_RATE_LIMIT_IP", c.RateLimitIP, "SLUICE_RATE_LIMIT_IP_BURST", c.RateLimitIPBurst)
+	if _, err := httpapi.ParseProxies(c.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("SLUICE_TRUSTED_PROXIES: %w", err))
+	}
 	if err := c.Store.Validate(); err != nil {
 		errs = append(errs, err)
 	}

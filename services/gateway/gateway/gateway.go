@@ -179,6 +179,11 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now})
 	ipLimit := ratelimit.New(cfg.RateLimitIP, cfg.RateLimitIPBurst, ratelimit.Options{Now: deps.Now})
 
+	proxies, err := httpapi.ParseProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: SLUICE_TRUSTED_PROXIES: %w", err)
+	}
+
 	ros := roster.New(deps.Now)
 	g := &Gateway{
 		parents:  parents,
@@ -194,23 +199,24 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		tenantLimit: tenantLimit,
 		ipLimit:     ipLimit,
 		handler: httpapi.New(httpapi.Deps{
-			Store:         deps.Store,
-			Admitter:      admitter,
-			Canceller:     cancel.New(deps.Store, deps.NC, pub, deps.Now, deps.Log),
-			Auth:          au,
-			Roster:        ros,
-			Probe:         probe,
-			Metrics:       m,
-			Gatherer:      reg,
-			Log:           deps.Log,
-			MaxBodyBytes:  cfg.MaxBodyBytes,
-			MaxBatchBytes: cfg.MaxBatchBytes,
-			Caps:          caps,
-			TenantLimit:   tenantLimit,
-			IPLimit:       ipLimit,
-			Rejections:    rejected,
-			Scaling:       scaled,
-			JS:            deps.JS,
+			Store:          deps.Store,
+			Admitter:       admitter,
+			Canceller:      cancel.New(deps.Store, deps.NC, pub, deps.Now, deps.Log),
+			Auth:           au,
+			Roster:         ros,
+			Probe:          probe,
+			Metrics:        m,
+			Gatherer:       reg,
+			Log:            deps.Log,
+			MaxBodyBytes:   cfg.MaxBodyBytes,
+			MaxBatchBytes:  cfg.MaxBatchBytes,
+			Caps:           caps,
+			TenantLimit:    tenantLimit,
+			IPLimit:        ipLimit,
+			TrustedProxies: proxies,
+			Rejections:     rejected,
+			Scaling:        scaled,
+			JS:             deps.JS,
 		}),
 		natsAPI: natsapi.New(deps.NC, admitter, au, cfg.MaxBodyBytes, deps.Log,
 			natsapi.Options{TenantLimit: tenantLimit, Metrics: m, Rejections: rejected}),

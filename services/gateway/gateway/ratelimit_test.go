@@ -250,6 +250,47 @@ func TestRateLimitNATSSubmit(t *testing.T) {
 	require.Contains(t, text, `sluice_gateway_admissions_total{limit="tenant_rate",outcome="rejected"} 2`)
 }
 
+// TestRateLimitTrustedProxies: behind a trusted load balancer each
+// client has its own bucket, named by X-Forwarded-For; from any other
+// peer the header is ignored.
+func TestRateLimitTrustedProxies(t *testing.T) {
+	t.Parallel()
+	b := setup(t, rateLimits(0, 0, 0.001, 2), func(c *gateway.Config) {
+		c.TrustedProxies = []string{"10.0.0.0/8"}
+	})
+	h := b.gws[0].gw.Handler()
+	via := func(peer, forwarded string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/v1/jobs", strings.NewReader(`{"kind":"lb"}`))
+		r.RemoteAddr = peer
+		r.Header.Set("X-Forwarded-For", forwarded)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Authorization", "Bearer "+tokenA)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	const lb1, lb2 = "10.0.0.5:40000", "10.0.0.6:40000"
+	// Client 203.0.113.1 through either balancer: one bucket.
+	require.Equal(t, http.StatusAccepted, via(lb1, "203.0.113.1").Code)
+	require.Equal(t, http.StatusAccepted, via(lb2, "203.0.113.1").Code)
+	requireRateLimited(t, recResponse(via(lb1, "203.0.113.1")), "ip_rate", 1000)
+	// A forged hop to the left changes nothing: the balancer appended the
+	// real address.
+	requireRateLimited(t, recResponse(via(lb2, "198.51.100.1, 203.0.113.1")), "ip_rate", 1000)
+	// Another client behind the same balancer has its own bucket.
+	require.Equal(t, http.StatusAccepted, via(lb1, "203.0.113.2").Code)
+	// An untrusted peer is the client, whatever it forwards.
+	require.Equal(t, http.StatusAccepted, via("192.0.2.50:1", "203.0.113.3").Code)
+	require.Equal(t, http.StatusAccepted, via("192.0.2.50:1", "203.0.113.4").Code)
+	requireRateLimited(t, recResponse(via("192.0.2.50:1", "203.0.113.5")), "ip_rate", 1000)
+
+	_, err := gateway.LoadConfig(map[string]string{"SLUICE_TRUSTED_PROXIES": "10.0.0.0/8,lb.internal"})
+	require.ErrorContains(t, err, "SLUICE_TRUSTED_PROXIES")
+	cfg, err := gateway.LoadConfig(map[string]string{"SLUICE_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1"})
+	require.NoError(t, err)
+	require.Len(t, cfg.TrustedProxies, 2)
+}
+
 func TestRateLimitConfig(t *testing.T) {
 	t.Parallel()
 	cfg := gateway.DefaultConfig()

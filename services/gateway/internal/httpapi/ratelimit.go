@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -21,7 +20,7 @@ func (a *api) ipLimited(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := a.IPLimit.Allow(ClientKey(r.RemoteAddr)); !ok {
+		if ok, wait := a.IPLimit.Allow(a.clientKey(r)); !ok {
 			// The token is not read yet: the tenant is known in open mode only.
 			var tenant string
 			if a.Auth.Open() {
@@ -82,20 +81,15 @@ func (a *api) countRateLimitedSubmit(r *http.Request, limit string) {
 	}
 }
 
-// ClientKey is the rate-limit key of a client from its r.RemoteAddr
-// (forwarding headers are not trusted): the IP address, or its /64 prefix
-// for IPv6, since one IPv6 client usually holds a whole /64.
-func ClientKey(remoteAddr string) string {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	ip = ip.Unmap().WithZone("")
-	if ip.Is6() {
+// clientKey is the rate-limit key of r's client (see Proxies.ClientIP):
+// the IP address, or its /64 prefix for IPv6, since one IPv6 client
+// usually holds a whole /64.
+func (a *api) clientKey(r *http.Request) string {
+	ip := a.TrustedProxies.ClientIP(r)
+	switch {
+	case !ip.IsValid():
+		return r.RemoteAddr
+	case ip.Is6():
 		return netip.PrefixFrom(ip, 64).Masked().String()
 	}
 	return ip.String()

@@ -67,6 +67,9 @@ type Deps struct {
 	TenantLimit *ratelimit.Limiter
 	// IPLimit rate-limits submits and cancels per client IP (nil = off).
 	IPLimit *ratelimit.Limiter
+	// TrustedProxies may name the client in X-Forwarded-For (nil = none:
+	// the connection's peer is the client).
+	TrustedProxies Proxies
 	// Rejections remembers recent 429s for /v1/stats (nil = none); the
 	// admitter records the cap rejections in the same log.
 	Rejections *rejections.Log
