@@ -125,7 +125,7 @@ type access struct {
 // "w1" is the worker's own, "w2" another worker's.
 var accessOf = map[string]access{
 	"gateway": {
-		pub: []string{contracts.SubjectDue, "sluice.worker.cancel.w1", contracts.SubjectDiscover,
+		pub: []string{contracts.SubjectDue, "sluice.worker.cancel.w1", contracts.SubjectDiscover, contracts.SubjectRateUsage,
 			"$JS.API.STREAM.INFO.SLUICE_JOBS", contracts.EventSubject("acme", "j1"), "$JS.API.STREAM.INFO.SLUICE_EVENTS",
 			"$JS.API.CONSUMER.CREATE.SLUICE_EVENTS.abc.sluice.events.acme.j1"},
 		noPub: []string{contracts.SubjectRequeue, contracts.SubjectResult, "sluice.worker.offer.w1", contracts.SubjectProgress,
@@ -136,7 +136,7 @@ var accessOf = map[string]access{
 			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due",
 			"$JS.ACK.SLUICE_JOBS.sluice-scheduler-due.1.1.1.1.0", "_INBOX.someone.else"},
 		sub: []sub{{contracts.SubjectSubmit, "q"}, {"$SRV.PING", ""}, {"$SRV.INFO.sluice-api", ""},
-			{"$SRV.STATS.sluice-api.abc", ""}, {contracts.SubjectAnnounce, ""}, {"_INBOX.abc.*", ""}},
+			{"$SRV.STATS.sluice-api.abc", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectRateUsage, ""}, {"_INBOX.abc.*", ""}},
 		noSub: []sub{{contracts.SubjectDue, ""}, {"sluice.jobs.>", ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
 			{"sluice.worker.offer.w1", ""}, {"sluice.worker.cancel.w1", ""}, {"$SRV.PING.other", ""}, {">", ""}},
 	},
@@ -145,6 +145,7 @@ var accessOf = map[string]access{
 			contracts.SubjectDiscover, "$JS.API.STREAM.INFO.SLUICE_JOBS",
 			"$JS.API.CONSUMER.INFO.SLUICE_JOBS.sluice-scheduler-due", contracts.EventSubject("acme", "j1")},
 		noPub: []string{contracts.SubjectResult, contracts.SubjectProgress, "$JS.API.STREAM.DELETE.SLUICE_EVENTS", contracts.SubjectRequeue, contracts.SubjectSubmit,
+			contracts.SubjectRateUsage,
 			contracts.SubjectHeartbeat, contracts.SubjectAnnounce,
 			"$JS.API.STREAM.UPDATE.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.PURGE.SLUICE_JOBS",
 			"$JS.API.STREAM.CREATE.OTHER",
@@ -159,6 +160,7 @@ var accessOf = map[string]access{
 		pub: []string{contracts.SubjectHeartbeat, contracts.SubjectAnnounce, contracts.SubjectResult, contracts.SubjectRequeue,
 			contracts.SubjectProgress},
 		noPub: []string{contracts.SubjectDue, contracts.EventSubject("acme", "j1"), contracts.SubjectSubmit, "sluice.worker.offer.w2", "sluice.worker.cancel.w2",
+			contracts.SubjectRateUsage,
 			contracts.SubjectDiscover, "$JS.API.STREAM.CREATE.SLUICE_JOBS", "$JS.API.STREAM.UPDATE.SLUICE_JOBS",
 			"$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.INFO.SLUICE_JOBS",
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-due.sluice.jobs.due",

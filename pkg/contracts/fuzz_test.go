@@ -576,3 +576,39 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeRateUsage(f *testing.F) {
+	addSeeds(f,
+		`{"gateway":"g1","used":{"tenant_rate":{"acme":3},"ip_rate":{"203.0.113.1":1}}}`,
+		`{"gateway":"g1","used":{}}`, `{"gateway":"g1"}`, `{"gateway":"","used":{}}`,
+		`{"gateway":"g1","used":{"other":{"a":1}}}`, `{"gateway":"g1","used":{"ip_rate":{"a":0}}}`,
+		`{"gateway":"g1","used":{"ip_rate":{"":1}}}`, `{"gateway":"g1","used":{"ip_rate":{"a":-4}}}`,
+		`{"gateway":"g1","used":{"ip_rate":{"`+strings.Repeat("k", 129)+`":1}}}`, `[]`, `null`,
+	)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u, err := DecodeRateUsage(data)
+		if err != nil {
+			return
+		}
+		acceptedIsOneValue(t, data)
+		if u.Gateway == "" {
+			t.Fatal("accepted a usage with no gateway")
+		}
+		n := 0
+		for limit, keys := range u.Used {
+			if limit != LimitTenantRate && limit != LimitIPRate {
+				t.Fatalf("accepted limit %q", limit)
+			}
+			for k, c := range keys {
+				n++
+				if k == "" || len(k) > 128 || c < 1 {
+					t.Fatalf("accepted %s %q: %d", limit, k, c)
+				}
+			}
+		}
+		if n > MaxRateUsageKeys {
+			t.Fatalf("accepted %d keys", n)
+		}
+		checkRoundTrip(t, u, DecodeRateUsage, sameValue[RateUsage])
+	})
+}

@@ -49,6 +49,11 @@ const (
 	// a kind found no free slot, one more worker of it is wanted.
 	SubjectScaleRequest = "sluice.scale.request"
 
+	// SubjectRateUsage carries a gateway's RateUsage to the other
+	// gateways, so that every replica's buckets count the requests all of
+	// them let through.
+	SubjectRateUsage = "sluice.ratelimit.usage"
+
 	// QueueScheduler is the queue group scheduler replicas share for heartbeats.
 	QueueScheduler = "sluice-scheduler"
 

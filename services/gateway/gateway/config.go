@@ -81,6 +81,11 @@ type Config struct {
 	RateLimitIP float64 `env:"SLUICE_RATE_LIMIT_IP" envDefault:"100"`
 	// RateLimitIPBurst is the per-IP bucket size.
 	RateLimitIPBurst int `env:"SLUICE_RATE_LIMIT_IP_BURST" envDefault:"200"`
+	// RateLimitShare is how often a gateway tells the others what its rate
+	// limits let through, so that the limits hold across replicas (each
+	// answers from its own buckets; the others count it within about this
+	// interval). 0 = every gateway limits alone.
+	RateLimitShare time.Duration `env:"SLUICE_RATE_LIMIT_SHARE" envDefault:"100ms"`
 	// TrustedProxies are the CIDRs (or addresses) of the load balancers in
 	// front of the gateway: from these peers only, the client's address is
 	// read from X-Forwarded-For. Empty trusts no one.
@@ -196,6 +201,9 @@ func (c Config) Validate() error {
 	}
 	rateLimit("SLUICE_RATE_LIMIT_TENANT", c.RateLimitTenant, "SLUICE_RATE_LIMIT_TENANT_BURST", c.RateLimitTenantBurst)
 	rateLimit("SLUICE_RATE_LIMIT_IP", c.RateLimitIP, "SLUICE_RATE_LIMIT_IP_BURST", c.RateLimitIPBurst)
+	if c.RateLimitShare < 0 || c.RateLimitShare > time.Minute {
+		bad("SLUICE_RATE_LIMIT_SHARE", "must be between 0 (off) and 1m, got %s", c.RateLimitShare)
+	}
 	if _, err := httpapi.ParseProxies(c.TrustedProxies); err != nil {
 		errs = append(errs, fmt.Errorf("SLUICE_TRUSTED_PROXIES: %w", err))
 	}

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,6 +111,8 @@ type Gateway struct {
 	timeouts serverTimeouts
 	// tenantLimit and ipLimit are the rate limiters (nil = off).
 	tenantLimit, ipLimit *ratelimit.Limiter
+	// sharer makes the limits count across gateway replicas.
+	sharer *ratelimit.Sharer
 }
 
 // New validates cfg and wires a gateway from deps. It starts nothing.
@@ -176,8 +179,13 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, nc, js) })
 
 	// One per-tenant limiter serves HTTP and NATS alike.
-	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now})
-	ipLimit := ratelimit.New(cfg.RateLimitIP, cfg.RateLimitIPBurst, ratelimit.Options{Now: deps.Now})
+	shared := cfg.RateLimitShare > 0
+	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
+	ipLimit := ratelimit.New(cfg.RateLimitIP, cfg.RateLimitIPBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
+	// The replicas' buckets count together (SLUICE_RATE_LIMIT_SHARE).
+	sharer := ratelimit.NewSharer(deps.NC, uuid.NewString(), cfg.RateLimitShare, map[string]*ratelimit.Limiter{
+		contracts.LimitTenantRate: tenantLimit, contracts.LimitIPRate: ipLimit,
+	}, deps.Log)
 
 	proxies, err := httpapi.ParseProxies(cfg.TrustedProxies)
 	if err != nil {
@@ -198,6 +206,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 
 		tenantLimit: tenantLimit,
 		ipLimit:     ipLimit,
+		sharer:      sharer,
 		handler: httpapi.New(httpapi.Deps{
 			Store:          deps.Store,
 			Admitter:       admitter,
@@ -255,6 +264,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	eg.Go(func() error { return g.natsAPI.Serve(ctx) })
 	eg.Go(func() error { return g.parents.Run(ctx) })
 	eg.Go(func() error { return g.scaled.Listen(ctx, g.nc) })
+	eg.Go(func() error { return g.sharer.Run(ctx) })
 	eg.Go(func() error {
 		if err := g.roster.Subscribe(ctx, g.nc); err != nil {
 			return err

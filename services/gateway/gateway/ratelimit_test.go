@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -248,6 +249,41 @@ func TestRateLimitNATSSubmit(t *testing.T) {
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="nats"} 1`)
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="http"} 1`)
 	require.Contains(t, text, `sluice_gateway_admissions_total{limit="tenant_rate",outcome="rejected"} 2`)
+}
+
+// TestRateLimitSharedAcrossGateways: two gateways behind one load
+// balancer let a tenant through at its rate, not at twice its rate.
+func TestRateLimitSharedAcrossGateways(t *testing.T) {
+	t.Parallel()
+	const perSecond, burst = 5, 5
+	b := setup(t, rateLimits(perSecond, burst, 0, 0), func(c *gateway.Config) {
+		c.RateLimitShare = 20 * time.Millisecond
+	})
+	b.addGateway()
+	var allowed [2]int
+	start := time.Now()
+	for i := 0; time.Since(start) < 2*time.Second; i++ {
+		r := b.doOn(b.gws[i%2].srv.URL, req{method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: `{"kind":"lb"}`})
+		switch r.status {
+		case http.StatusAccepted:
+			allowed[i%2]++
+		case http.StatusTooManyRequests:
+			requireRateLimited(t, r, "tenant_rate", 1)
+		default:
+			t.Fatalf("unexpected answer %d: %s", r.status, r.body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start).Seconds()
+	// One gateway alone lets through burst + rate × elapsed; two that do
+	// not share, twice that.
+	one := burst + perSecond*elapsed
+	total := float64(allowed[0] + allowed[1])
+	require.LessOrEqual(t, total, 1.25*one+2, "allowed %v in %.1fs", allowed, elapsed)
+	require.GreaterOrEqual(t, total, 0.6*one, "allowed %v in %.1fs", allowed, elapsed)
+	t.Logf("allowed %v in %.1fs", allowed, elapsed)
+	require.Positive(t, allowed[0])
+	require.Positive(t, allowed[1])
 }
 
 // TestRateLimitTrustedProxies: behind a trusted load balancer each

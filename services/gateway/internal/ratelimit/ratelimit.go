@@ -39,6 +39,9 @@ type Limiter struct {
 	mu   sync.Mutex
 	keys map[string]*list.Element // of *entry
 	lru  list.List                // front = most recently used
+	// used counts the tokens Allow took per key since the last Drain,
+	// when the limiter is shared (nil otherwise).
+	used map[string]int
 }
 
 // entry is one key's bucket.
@@ -56,7 +59,14 @@ type Options struct {
 	Idle time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Shared makes the limiter count what it lets through for Drain, so
+	// that other replicas can Take as much (see Sharer).
+	Shared bool
 }
+
+// maxUsedKeys bounds the keys counted between two Drains; past it, what
+// other keys take goes unshared (each replica still limits them alone).
+const maxUsedKeys = 10000
 
 // New returns a limiter allowing perSecond requests per second per key
 // with bursts of burst. perSecond <= 0 (or burst < 1) disables it: New
@@ -74,7 +84,12 @@ func New(perSecond float64, burst int, o Options) *Limiter {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	var used map[string]int
+	if o.Shared {
+		used = map[string]int{}
+	}
 	return &Limiter{
+		used:    used,
 		limit:   rate.Limit(perSecond),
 		burst:   burst,
 		maxKeys: o.MaxKeys,
@@ -101,10 +116,49 @@ func (l *Limiter) Allow(key string) (bool, time.Duration) {
 	}
 	delay := r.DelayFrom(now)
 	if delay <= 0 {
+		if l.used != nil {
+			if _, ok := l.used[key]; ok || len(l.used) < maxUsedKeys {
+				l.used[key]++
+			}
+		}
 		return true, 0
 	}
 	r.CancelAt(now)
 	return false, delay
+}
+
+// Take takes n tokens from key's bucket, however few it holds: requests
+// another replica let through. The bucket may go below empty; it then
+// refills from there, so the replicas together stay within the rate.
+func (l *Limiter) Take(key string, n int) {
+	if l == nil || n < 1 {
+		return
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.bucket(key, now)
+	// A reservation beyond the burst is refused; a debt of one whole
+	// burst already refuses everything for burst/rate, so clamp there.
+	n = min(n, l.burst)
+	lim.ReserveN(now, n)
+}
+
+// Drain returns the tokens Allow took per key since the last Drain and
+// starts counting again (nil when the limiter is not shared or nothing
+// was taken).
+func (l *Limiter) Drain() map[string]int {
+	if l == nil || l.used == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.used) == 0 {
+		return nil
+	}
+	out := l.used
+	l.used = make(map[string]int, len(out))
+	return out
 }
 
 // bucket returns key's bucket, creating it (and evicting idle or least
