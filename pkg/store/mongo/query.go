@@ -100,68 +100,90 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, strin
 func (s *Store) Stats(ctx context.Context) (store.Counts, error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
-	c := store.Counts{
-		ByState:      make(map[contracts.JobState]int, len(contracts.AllStates)),
-		TenantActive: map[string]int{},
+	// The active jobs in one aggregate: pending and running (and the
+	// slots per tenant) are one reading, never two moments apart.
+	c, err := s.activeCensus(ctx)
+	if err != nil {
+		return store.Counts{}, fmt.Errorf("mongo: stats: %w", err)
 	}
 	for _, st := range contracts.AllStates {
+		if st.Active() {
+			continue
+		}
 		n, err := s.jobs.CountDocuments(ctx, bson.D{{Key: fState, Value: string(st)}})
 		if err != nil {
 			return store.Counts{}, fmt.Errorf("mongo: stats: count %s jobs: %w", st, err)
 		}
 		c.ByState[st] = int(n)
 	}
-	held, err := s.jobs.CountDocuments(ctx, bson.D{{Key: fState, Value: stateHeld}})
-	if err != nil {
-		return store.Counts{}, fmt.Errorf("mongo: stats: count held jobs: %w", err)
+	return c, nil
+}
+
+// activeCensus counts the active jobs by state (held children count as
+// pending) and the admission slots they hold per tenant, with one
+// aggregation: plain jobs hold one slot, children none, a parent
+// contracts.ParentSlots. The groups are (state, tenant, has a parent,
+// window, items): one per state and tenant for plain jobs and children,
+// and few for parents (one per window and size in use).
+func (s *Store) activeCensus(ctx context.Context) (store.Counts, error) {
+	c := store.Counts{
+		ByState:      make(map[contracts.JobState]int, len(contracts.AllStates)),
+		TenantActive: map[string]int{},
 	}
-	c.ByState[contracts.StatePending] += int(held)
-	active, err := s.activeByTenant(ctx)
-	if err != nil {
-		return store.Counts{}, fmt.Errorf("mongo: stats: %w", err)
+	for _, st := range contracts.AllStates {
+		if st.Active() {
+			c.ByState[st] = 0
+		}
 	}
-	for tenant, n := range active {
-		c.TenantActive[tenant] = int(n)
+	cur, err := s.jobs.Aggregate(ctx, bson.A{
+		bson.D{{Key: "$match", Value: bson.D{{Key: fState, Value: bson.D{{Key: "$in", Value: censusStates}}}}}},
+		bson.D{{Key: "$addFields", Value: bson.D{{Key: "parent_type", Value: bson.D{{Key: "$type", Value: "$" + fParent}}}}}},
+		bson.D{{Key: "$group", Value: bson.D{
+			{Key: fID, Value: bson.D{{Key: "s", Value: "$" + fState}, {Key: "t", Value: "$" + fTenant},
+				{Key: "p", Value: "$parent_type"}, {Key: "w", Value: "$" + fWindow}, {Key: "c", Value: "$" + fChildrenTotal}}},
+			{Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}},
+		}}},
+	})
+	if err != nil {
+		return store.Counts{}, fmt.Errorf("count active jobs: %w", err)
+	}
+	var rows []struct {
+		Group struct {
+			State  string `bson:"s"`
+			Tenant string `bson:"t"`
+			Parent string `bson:"p"`
+			Window int    `bson:"w"`
+			Items  int    `bson:"c"`
+		} `bson:"_id"`
+		N int `bson:"n"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return store.Counts{}, fmt.Errorf("count active jobs: %w", err)
+	}
+	for _, r := range rows {
+		g := r.Group
+		st := contracts.JobState(g.State)
+		if g.State == stateHeld {
+			st = contracts.StatePending
+		}
+		c.ByState[st] += r.N
+		switch {
+		case g.Parent != "missing" && g.Parent != "null":
+			// A child: its parent holds its slots.
+		case g.Window > 0:
+			c.TenantActive[g.Tenant] += r.N * contracts.ParentSlots(g.Window, g.Items)
+		default:
+			c.TenantActive[g.Tenant] += r.N
+		}
+	}
+	for t, n := range c.TenantActive {
+		if n == 0 {
+			delete(c.TenantActive, t)
+		}
 	}
 	return c, nil
 }
 
-// activeByTenant counts the active jobs of each tenant that has some: one
-// $match + $group aggregation, covered by the state_tenant index.
-func (s *Store) activeByTenant(ctx context.Context) (map[string]int64, error) {
-	// Plain jobs hold one slot each; children none; parents (few) their
-	// own number, added below.
-	cur, err := s.jobs.Aggregate(ctx, bson.A{
-		bson.D{{Key: "$match", Value: bson.D{{Key: fState, Value: bson.D{{Key: "$in", Value: activeStates}}},
-			{Key: fParent, Value: nil}, {Key: fWindow, Value: nil}}}},
-		bson.D{{Key: "$group", Value: bson.D{{Key: fID, Value: "$" + fTenant}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count active jobs per tenant: %w", err)
-	}
-	var rows []struct {
-		Tenant string `bson:"_id"`
-		N      int64  `bson:"n"`
-	}
-	if err := cur.All(ctx, &rows); err != nil {
-		return nil, fmt.Errorf("count active jobs per tenant: %w", err)
-	}
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		out[r.Tenant] = r.N
-	}
-	cur, err = s.jobs.Find(ctx, bson.D{{Key: fState, Value: bson.D{{Key: "$in", Value: activeStates}}},
-		{Key: fWindow, Value: bson.D{{Key: "$gt", Value: 0}}}},
-		options.Find().SetProjection(bson.D{{Key: fTenant, Value: 1}, {Key: fWindow, Value: 1}, {Key: fChildrenTotal, Value: 1}}))
-	if err != nil {
-		return nil, fmt.Errorf("count the slots of active parents: %w", err)
-	}
-	var parents []jobDoc
-	if err := cur.All(ctx, &parents); err != nil {
-		return nil, fmt.Errorf("count the slots of active parents: %w", err)
-	}
-	for _, p := range parents {
-		out[p.Tenant] += int64(p.job().Slots())
-	}
-	return out, nil
-}
+// censusStates are the stored states of active jobs: held children wait
+// for their parent's window.
+var censusStates = bson.A{string(contracts.StatePending), string(contracts.StateRunning), stateHeld}

@@ -67,14 +67,14 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	if err := cur.All(ctx, &stored); err != nil {
 		return 0, fmt.Errorf("mongo: reconcile counters: read counters: %w", err)
 	}
-	perTenant, err := s.activeByTenant(ctx)
+	census, err := s.activeCensus(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("mongo: reconcile counters: %w", err)
 	}
 	actual := map[string]int64{store.GlobalScope: 0}
-	for tenant, n := range perTenant {
-		actual[store.TenantScope(tenant)] = n
-		actual[store.GlobalScope] += n
+	for tenant, n := range census.TenantActive {
+		actual[store.TenantScope(tenant)] = int64(n)
+		actual[store.GlobalScope] += int64(n)
 	}
 
 	now := s.now()

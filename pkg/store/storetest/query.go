@@ -19,6 +19,7 @@ var queryTests = []test{
 	{"ListDefaultLimit", testListDefaultLimit},
 	{"ListBadCursor", testListBadCursor},
 	{"Stats", testStats},
+	{"StatsActiveIsOneReading", testStatsActiveIsOneReading},
 	{"Ping", testPing},
 }
 
@@ -213,6 +214,43 @@ func testStats(t *testing.T, s store.Store) {
 	}, c.ByState)
 	require.Equal(t, map[string]int{"a": 3, "b": 1}, c.TenantActive)
 	require.Equal(t, 4, c.Active())
+}
+
+// testStatsActiveIsOneReading starts jobs while Stats runs: every reading
+// must count each active job once, pending or running, never both or
+// neither (as counting the states one after the other would).
+func testStatsActiveIsOneReading(t *testing.T, s store.Store) {
+	const n = 40
+	jobs := make([]contracts.Job, n)
+	for i := range jobs {
+		jobs[i] = admitNew(t, s, "a", base)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, j := range jobs {
+			_, err := s.Transition(t.Context(),
+				store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: j.Attempt},
+				store.Change{Now: at(time.Second), State: contracts.StateRunning, Attempt: j.Attempt + 1, IncRuns: true,
+					Worker: ptr("w1"), ClearClaim: true, StartedAt: ptr(at(time.Second)), HeartbeatAt: ptr(at(time.Second))})
+			if err != nil {
+				t.Errorf("start %s: %v", j.ID, err)
+				return
+			}
+		}
+	}()
+	readings := 0
+	for running := false; !running; readings++ {
+		select {
+		case <-done:
+			running = true
+		default:
+		}
+		c := stats(t, s)
+		require.Equal(t, n, c.Active(), "reading %d: %v", readings, c.ByState)
+		require.Equal(t, map[string]int{"a": n}, c.TenantActive, "reading %d", readings)
+	}
+	require.Equal(t, n, stats(t, s).ByState[contracts.StateRunning])
 }
 
 func testPing(t *testing.T, s store.Store) {
