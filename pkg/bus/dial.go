@@ -20,6 +20,24 @@ type Env struct {
 	// User and Password authenticate against a secured server.
 	User     string `env:"SLUICE_NATS_USER"`
 	Password string `env:"SLUICE_NATS_PASSWORD"`
+	// StreamReplicas is how many servers of a NATS cluster hold each
+	// stream this service creates (the job and event streams): 3 in a
+	// 3-node cluster. The embedded server is one node: 1.
+	StreamReplicas int `env:"SLUICE_STREAM_REPLICAS" envDefault:"1"`
+}
+
+// MaxStreamReplicas is the most replicas JetStream keeps of a stream.
+const MaxStreamReplicas = 5
+
+// Validate checks the settings, naming the variable at fault.
+func (e Env) Validate() error {
+	switch {
+	case e.StreamReplicas < 1 || e.StreamReplicas > MaxStreamReplicas:
+		return fmt.Errorf("SLUICE_STREAM_REPLICAS: must be between 1 and %d, got %d", MaxStreamReplicas, e.StreamReplicas)
+	case e.StreamReplicas > 1 && e.URL == "":
+		return fmt.Errorf("SLUICE_STREAM_REPLICAS: %d replicas need a NATS cluster (SLUICE_NATS_URL); the embedded server is one node", e.StreamReplicas)
+	}
+	return nil
 }
 
 // Link is an open NATS connection, its JetStream context and, when the
@@ -83,7 +101,7 @@ func Dial(ctx context.Context, env Env, dataDir, name string, notify Notify, opt
 		l.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	l.JS = js
+	l.JS = WithReplicas(js, env.StreamReplicas)
 	return l, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -30,6 +31,20 @@ type EmbeddedOptions struct {
 	StartTimeout time.Duration
 	// Auth, when set, closes the server to anonymous clients (token mode).
 	Auth *EmbeddedAuth
+	// Cluster, when set, makes the server one node of a NATS cluster
+	// (ServerName must then be unique in the cluster).
+	Cluster *ClusterOptions
+}
+
+// ClusterOptions join an embedded server to a cluster.
+type ClusterOptions struct {
+	// Name is the cluster's name, the same on every node.
+	Name string
+	// Listen is host:port for the other nodes' routes.
+	Listen string
+	// Routes are the other nodes' route URLs (nats-route://host:port);
+	// listing this node too is harmless.
+	Routes []string
 }
 
 // StartEmbedded starts a NATS server with JetStream (file storage) in this
@@ -61,21 +76,22 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	opts.DontListen = o.NoListen
 	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
 	if o.Listen != "" {
-		host, port, err := net.SplitHostPort(o.Listen)
+		host, port, err := splitListen(o.Listen)
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats: listen %q: %w", o.Listen, err)
 		}
-		p, err := strconv.Atoi(port)
-		if err != nil || p < 0 || p > 65535 {
-			return nil, fmt.Errorf("embedded nats: listen %q: bad port", o.Listen)
-		}
-		if p == 0 {
-			p = server.RANDOM_PORT
-		}
-		opts.Host, opts.Port = host, p
+		opts.Host, opts.Port = host, port
 	}
 	if o.Auth != nil {
 		opts.CustomClientAuthentication = o.Auth
+	}
+	if c := o.Cluster; c != nil {
+		host, port, err := splitListen(c.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: cluster listen %q: %w", c.Listen, err)
+		}
+		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = c.Name, host, port
+		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -91,4 +107,20 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded nats: not ready after %s", wait)
 	}
 	return ns, nil
+}
+
+// splitListen parses host:port; port 0 picks a free one.
+func splitListen(listen string) (string, int, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return "", 0, errors.New("bad port")
+	}
+	if p == 0 {
+		p = server.RANDOM_PORT
+	}
+	return host, p, nil
 }

@@ -70,7 +70,10 @@ const (
 // moment after an overlapping stream was deleted, while the server still
 // finishes the deletion. Either way the stream is looked up, and created
 // again, for up to a second before the error is returned.
+//
+// The stream gets the replicas of js (WithReplicas) when cfg asks fewer.
 func EnsureStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	cfg.Replicas = max(cfg.Replicas, Replicas(js))
 	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
 		return s, nil

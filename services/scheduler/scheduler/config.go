@@ -146,5 +146,8 @@ func (c Config) Validate() error {
 	if err := c.Store.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Bus.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

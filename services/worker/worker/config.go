@@ -217,6 +217,9 @@ func (c Config) Validate() error {
 	if c.ScratchBytes < 0 {
 		bad("SLUICE_WORKER_SCRATCH_BYTES %d must not be negative (0 = no bound)", c.ScratchBytes)
 	}
+	if err := c.Bus.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
