@@ -31,7 +31,7 @@ const (
 	natsConf    = "nats.conf"
 	dockerfile  = "Dockerfile"
 	mongoStore  = "mongodb://mongo:27017/sluice?replicaSet=rs0"
-	natsURL     = "nats://nats:4222"
+	natsURL     = "nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222"
 )
 
 // sluiceServices maps each Sluice service of compose.yaml to its Config
@@ -46,6 +46,9 @@ var sluiceServices = map[string]struct {
 	"worker":    {worker.Config{}, 3, false},
 	"reaper":    {reaper.Config{}, 1, true},
 }
+
+// natsNodes are the NATS cluster's services.
+var natsNodes = []string{"nats-1", "nats-2", "nats-3"}
 
 // natsUsers are the users of nats.conf: one per service, plus "client" for
 // callers of the NATS API.
@@ -65,7 +68,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	defaultProject = p
-	if nats, ok := p.Services["nats"]; ok {
+	if nats, ok := p.Services[natsNodes[0]]; ok {
 		for k, v := range nats.Environment {
 			if v != nil {
 				_ = os.Setenv(k, *v)
@@ -148,7 +151,7 @@ func TestComposeServices(t *testing.T) {
 	t.Parallel()
 	p := defaultProject
 	require.Equal(t, "sluice", p.Name)
-	want := []string{"gateway", "mongo", "nats", "reaper", "scheduler", "worker"}
+	want := []string{"gateway", "mongo", "nats-1", "nats-2", "nats-3", "reaper", "scheduler", "worker"}
 	require.Equal(t, want, slices.Sorted(maps.Keys(p.Services)))
 
 	for name, svc := range sluiceServices {
@@ -179,7 +182,7 @@ func TestComposeServices(t *testing.T) {
 			require.Equal(t, natsURL, env["SLUICE_NATS_URL"])
 			require.Equal(t, name, env["SLUICE_NATS_USER"], "one NATS user per service")
 			require.NotEmpty(t, env["SLUICE_NATS_PASSWORD"])
-			require.Equal(t, environment(p.Services["nats"])["NATS_"+strings.ToUpper(name)+"_PASSWORD"],
+			require.Equal(t, environment(p.Services[natsNodes[0]])["NATS_"+strings.ToUpper(name)+"_PASSWORD"],
 				env["SLUICE_NATS_PASSWORD"], "the password NATS expects")
 			if svc.store {
 				require.Equal(t, mongoStore, env["SLUICE_STORE"])
@@ -200,7 +203,11 @@ func TestComposeServices(t *testing.T) {
 			require.NoError(t, lerr)
 
 			// Started after NATS (and MongoDB, when it uses the store) are healthy.
-			deps := map[string]string{"nats": types.ServiceConditionHealthy}
+			require.Equal(t, "3", env["SLUICE_STREAM_REPLICAS"], "streams on every node of the cluster")
+			deps := map[string]string{}
+			for _, n := range natsNodes {
+				deps[n] = types.ServiceConditionHealthy
+			}
 			if svc.store {
 				deps["mongo"] = types.ServiceConditionHealthy
 			}
@@ -237,41 +244,56 @@ func TestComposeGatewayPort(t *testing.T) {
 
 func TestComposeNATS(t *testing.T) {
 	t.Parallel()
-	s := defaultProject.Services["nats"]
-	require.True(t, strings.HasPrefix(s.Image, "nats:2.12"), s.Image)
-	require.Equal(t, "unless-stopped", s.Restart)
-	require.NotNil(t, s.HealthCheck)
-	require.Contains(t, strings.Join(s.HealthCheck.Test, " "), "http://127.0.0.1:8222/healthz")
-	cmd := strings.Join(s.Command, " ")
-	require.Contains(t, cmd, "--config /etc/nats/nats.conf")
-	require.Contains(t, cmd, "--http_port 8222")
-
-	var conf, data bool
-	for _, v := range s.Volumes {
-		switch v.Target {
-		case "/etc/nats/nats.conf":
-			conf = true
-			abs, err := filepath.Abs(natsConf)
-			require.NoError(t, err)
-			require.Equal(t, abs, v.Source)
-			require.True(t, v.ReadOnly)
-		case "/data":
-			data = true
-			require.Equal(t, types.VolumeTypeVolume, v.Type, "JetStream files on a named volume")
-		}
-	}
-	require.True(t, conf, "nats.conf is mounted")
-	require.True(t, data, "JetStream has a volume")
-
-	// nats.conf reads one password variable per user; the container gets them all.
-	env := environment(s)
-	for _, u := range natsUsers {
-		require.NotEmpty(t, env["NATS_"+strings.ToUpper(u)+"_PASSWORD"], u)
-	}
 	raw, err := os.ReadFile(natsConf)
 	require.NoError(t, err)
 	for _, u := range natsUsers {
 		require.Contains(t, string(raw), "$NATS_"+strings.ToUpper(u)+"_PASSWORD")
+	}
+	for i, name := range natsNodes {
+		s := defaultProject.Services[name]
+		require.True(t, strings.HasPrefix(s.Image, "nats:2.12"), s.Image)
+		require.Equal(t, "unless-stopped", s.Restart)
+		require.NotNil(t, s.HealthCheck)
+		require.Contains(t, strings.Join(s.HealthCheck.Test, " "), "http://127.0.0.1:8222/healthz")
+		cmd := strings.Join(s.Command, " ")
+		require.Contains(t, cmd, "--config /etc/nats/nats.conf")
+		require.Contains(t, cmd, "--http_port 8222")
+
+		var conf, data bool
+		for _, v := range s.Volumes {
+			switch v.Target {
+			case "/etc/nats/nats.conf":
+				conf = true
+				abs, err := filepath.Abs(natsConf)
+				require.NoError(t, err)
+				require.Equal(t, abs, v.Source)
+				require.True(t, v.ReadOnly)
+			case "/data":
+				data = true
+				require.Equal(t, types.VolumeTypeVolume, v.Type, "JetStream files on a named volume")
+				require.Equal(t, name+"-data", v.Source, "a volume of its own")
+			}
+		}
+		require.True(t, conf, "%s: nats.conf is mounted", name)
+		require.True(t, data, "%s: JetStream has a volume", name)
+
+		// nats.conf reads one password variable per user and the node's
+		// name; the container gets them all.
+		env := environment(s)
+		for _, u := range natsUsers {
+			require.NotEmpty(t, env["NATS_"+strings.ToUpper(u)+"_PASSWORD"], u)
+			require.Equal(t, environment(defaultProject.Services[natsNodes[0]])["NATS_"+strings.ToUpper(u)+"_PASSWORD"],
+				env["NATS_"+strings.ToUpper(u)+"_PASSWORD"], "%s: the same users on every node", name)
+		}
+		require.Equal(t, name, env["NATS_SERVER_NAME"])
+		// Each node routes to every node by its service name.
+		require.Contains(t, string(raw), "nats-route://"+name+":6222")
+		// Only the first node is reachable from the host.
+		if i == 0 {
+			require.Len(t, s.Ports, 1)
+		} else {
+			require.Empty(t, s.Ports)
+		}
 	}
 }
 
@@ -300,7 +322,7 @@ func TestComposePasswordsFromEnvironment(t *testing.T) {
 		"SLUICE_NATS_GATEWAY_PASSWORD": "s3cret-g",
 	})
 	require.NoError(t, err)
-	nats := environment(p.Services["nats"])
+	nats := environment(p.Services[natsNodes[0]])
 	require.Equal(t, "s3cret-w", nats["NATS_WORKER_PASSWORD"])
 	require.Equal(t, "s3cret-w", environment(p.Services["worker"])["SLUICE_NATS_PASSWORD"])
 	require.Equal(t, "s3cret-g", nats["NATS_GATEWAY_PASSWORD"])

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,18 +26,27 @@ import (
 	"github.com/sluicehq/sluice/pkg/service"
 )
 
-// startNATS runs nats.conf on a random loopback port with JetStream under
-// a temporary directory (StartEmbedded overrides the file's listen address
-// and store directory) and returns its client URL.
+// startNATS runs nats.conf alone on a random loopback port with JetStream
+// under a temporary directory (StartEmbedded overrides the file's listen
+// address and store directory, and drops its cluster) and returns its
+// client URL. startNATSCluster runs it as the cluster it is.
 func startNATS(t *testing.T) string {
 	t.Helper()
-	return bustest.StartWith(t, bus.EmbeddedOptions{ConfigFile: natsConf, Listen: "127.0.0.1:0"}).URL()
+	return bustest.StartWith(t, bus.EmbeddedOptions{ConfigFile: natsConf, Listen: "127.0.0.1:0", Standalone: true}).URL()
+}
+
+// startNATSCluster runs nats.conf as a cluster of three on loopback (the
+// file's routes name the compose services; the nodes here route to each
+// other's loopback ports) and returns the URL of every node.
+func startNATSCluster(t *testing.T) *bustest.Cluster {
+	t.Helper()
+	return bustest.StartClusterWith(t, 3, bus.EmbeddedOptions{ConfigFile: natsConf})
 }
 
 // password is the password compose.yaml gives user (its default).
 func password(t *testing.T, user string) string {
 	t.Helper()
-	pw := environment(defaultProject.Services["nats"])["NATS_"+strings.ToUpper(user)+"_PASSWORD"]
+	pw := environment(defaultProject.Services[natsNodes[0]])["NATS_"+strings.ToUpper(user)+"_PASSWORD"]
 	require.NotEmpty(t, pw, user)
 	return pw
 }
@@ -382,7 +392,9 @@ func link(t *testing.T, url, user string) (*bus.Link, *syncBuffer) {
 	buf := &syncBuffer{}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	l, err := bus.Dial(ctx, bus.Env{URL: url, User: env["SLUICE_NATS_USER"], Password: env["SLUICE_NATS_PASSWORD"]},
+	replicas, err := strconv.Atoi(env["SLUICE_STREAM_REPLICAS"])
+	require.NoError(t, err, "SLUICE_STREAM_REPLICAS of %s", user)
+	l, err := bus.Dial(ctx, bus.Env{URL: url, User: env["SLUICE_NATS_USER"], Password: env["SLUICE_NATS_PASSWORD"], StreamReplicas: replicas},
 		t.TempDir(), "test-"+user, service.LogNotices(zerolog.New(buf)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -393,18 +405,25 @@ func link(t *testing.T, url, user string) (*bus.Link, *syncBuffer) {
 // its own user, and the ones it must not do.
 func TestNATSJetStream(t *testing.T) {
 	t.Parallel()
-	url := startNATS(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	// On the cluster compose.yaml runs, with its three replicas.
+	url := startNATSCluster(t).URL()
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
 	gw, gwLog := link(t, url, "gateway")
 	sched, schedLog := link(t, url, "scheduler")
 	wk, wkLog := link(t, url, "worker")
 	rp, rpLog := link(t, url, "reaper")
 
-	// Gateway: ensures the stream at startup (creating it: the server is
-	// new), publishes "due", readiness.
-	_, err := bus.EnsureStream(ctx, gw.JS)
-	require.NoError(t, err)
+	// Gateway: ensures the stream at startup (creating it: the cluster is
+	// new, and answers once it has elected its JetStream leader),
+	// publishes "due", readiness.
+	var err error
+	require.Eventually(t, func() bool {
+		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer tcancel()
+		_, err = bus.EnsureStream(tctx, gw.JS)
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "job stream never created")
 	require.NoError(t, bus.Publish(ctx, gw.JS, contracts.SubjectDue, contracts.Due{JobID: "j1"}, "due-j1"))
 	require.NoError(t, bus.Check(ctx, gw.Conn, gw.JS))
 
@@ -450,9 +469,12 @@ func TestNATSJetStream(t *testing.T) {
 	require.NoError(t, bus.Check(ctx, sched.Conn, sched.JS))
 	// Creating the stream again with the same config is a no-op that proves
 	// the scheduler and the reaper may create it when it is gone.
-	_, err = sched.JS.CreateStream(ctx, bus.StreamConfig())
+	same := bus.StreamConfig()
+	same.Replicas = bus.Replicas(sched.JS)
+	require.Equal(t, 3, same.Replicas)
+	_, err = sched.JS.CreateStream(ctx, same)
 	require.NoError(t, err)
-	_, err = rp.JS.CreateStream(ctx, bus.StreamConfig())
+	_, err = rp.JS.CreateStream(ctx, same)
 	require.NoError(t, err)
 
 	// Worker: results and shutdown requeues. Reaper: requeues, readiness,

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/pkg/bus"
 	sluiceclient "github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store/dial"
@@ -53,9 +55,12 @@ func serviceEnv(service, natsURL, dataDir string) map[string]string {
 // violation.
 func TestServicesUnderTheirUsers(t *testing.T) {
 	t.Parallel()
-	url := startNATS(t)
+	// The cluster compose.yaml runs: three nodes of nats.conf, the
+	// streams at three replicas (SLUICE_STREAM_REPLICAS from compose.yaml).
+	cluster := startNATSCluster(t)
+	url := cluster.URL()
 	dataDir := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 
 	gcfg, err := gateway.LoadConfig(serviceEnv("gateway", url, dataDir))
@@ -124,9 +129,12 @@ func TestServicesUnderTheirUsers(t *testing.T) {
 		var s contracts.Stats
 		return getJSON(base+"/v1/stats", &s) == http.StatusOK && len(s.Workers) == 2
 	}, 10*time.Second, 20*time.Millisecond, "both workers announced")
-	require.Equal(t, http.StatusOK, getJSON(base+"/readyz", nil))
+	// Ready once the cluster has elected its JetStream leader and the
+	// streams exist.
+	require.Eventually(t, func() bool { return getJSON(base+"/readyz", nil) == http.StatusOK },
+		20*time.Second, 50*time.Millisecond, "gateway ready")
 	for _, s := range schedulers {
-		require.Empty(t, s.Probe().Ready(ctx))
+		require.Eventually(t, func() bool { return len(s.Probe().Ready(ctx)) == 0 }, 20*time.Second, 50*time.Millisecond, "scheduler ready")
 	}
 	require.Empty(t, rp.Probe().Ready(ctx))
 
@@ -156,6 +164,27 @@ func TestServicesUnderTheirUsers(t *testing.T) {
 	// The reaper sweeps under its user (requeues nothing here).
 	_, err = rp.Sweep(ctx)
 	require.NoError(t, err)
+
+	// The job stream is on all three nodes; with one of them down, jobs
+	// still run (its clients move to the others).
+	info, err := jobStreamInfo(ctx, gl)
+	require.NoError(t, err)
+	require.Equal(t, 3, info.Config.Replicas)
+	cluster.Stop(1)
+	job = submitHTTP(t, base, `{"kind":"sleep","payload":{"ms":20}}`)
+	waitState(t, base, job.ID, contracts.StateSucceeded)
+	cluster.Start(1)
+	job = submitHTTP(t, base, `{"kind":"sleep","payload":{"ms":20}}`)
+	waitState(t, base, job.ID, contracts.StateSucceeded)
+}
+
+// jobStreamInfo reads the job stream's info through l.
+func jobStreamInfo(ctx context.Context, l *bus.Link) (*jetstream.StreamInfo, error) {
+	s, err := l.JS.Stream(ctx, contracts.StreamName)
+	if err != nil {
+		return nil, err
+	}
+	return s.Info(ctx)
 }
 
 func submitHTTP(t *testing.T, base, body string) contracts.Job {

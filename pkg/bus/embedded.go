@@ -34,6 +34,9 @@ type EmbeddedOptions struct {
 	// Cluster, when set, makes the server one node of a NATS cluster
 	// (ServerName must then be unique in the cluster).
 	Cluster *ClusterOptions
+	// Standalone drops the cluster ConfigFile sets up: the server runs
+	// alone (for tests of a node's configuration).
+	Standalone bool
 }
 
 // ClusterOptions join an embedded server to a cluster.
@@ -43,7 +46,7 @@ type ClusterOptions struct {
 	// Listen is host:port for the other nodes' routes.
 	Listen string
 	// Routes are the other nodes' route URLs (nats-route://host:port);
-	// listing this node too is harmless.
+	// listing this node too is harmless. They replace the config file's.
 	Routes []string
 }
 
@@ -84,6 +87,9 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	}
 	if o.Auth != nil {
 		opts.CustomClientAuthentication = o.Auth
+	}
+	if o.Standalone {
+		opts.Cluster, opts.Routes = server.ClusterOpts{}, nil
 	}
 	if c := o.Cluster; c != nil {
 		host, port, err := splitListen(c.Listen)

@@ -30,6 +30,14 @@ type node struct {
 // each accepts clients. They are stopped when the test ends.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
+	return StartClusterWith(tb, n, bus.EmbeddedOptions{})
+}
+
+// StartClusterWith is StartCluster with every node started from base
+// (ConfigFile, Auth); the directories, addresses, names and routes are the
+// cluster's own.
+func StartClusterWith(tb testing.TB, n int, base bus.EmbeddedOptions) *Cluster {
+	tb.Helper()
 	dir := tb.TempDir()
 	c := &Cluster{tb: tb}
 	routes := make([]string, n)
@@ -39,13 +47,12 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 		routes[i] = freeAddr(tb)
 	}
 	for i := range n {
-		c.nodes = append(c.nodes, &node{opts: bus.EmbeddedOptions{
-			Dir:        filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			Listen:     clients[i],
-			ServerName: fmt.Sprintf("sluice-test-n%d", i+1),
-			Cluster: &bus.ClusterOptions{Name: "sluice-test", Listen: routes[i],
-				Routes: routeURLs(routes)},
-		}})
+		o := base
+		o.Dir = filepath.Join(dir, fmt.Sprintf("n%d", i+1))
+		o.Listen = clients[i]
+		o.ServerName = fmt.Sprintf("sluice-test-n%d", i+1)
+		o.Cluster = &bus.ClusterOptions{Name: "sluice-test", Listen: routes[i], Routes: routeURLs(routes)}
+		c.nodes = append(c.nodes, &node{opts: o})
 	}
 	// Nodes start one after the other; each waits for clients only, not
 	// for the others, so starting them in turn is fine.

@@ -61,6 +61,20 @@ func TestChaosLong(t *testing.T) {
 	runProfile(t, Config{Store: StoreEmbedded}, p)
 }
 
+// TestChaosCluster is the short profile on a 3-node NATS cluster with
+// the streams at 3 replicas: every NATS fault kill -9's one node (three
+// times, so the harness may hit each) and restarts it while the others
+// carry on. It runs with `make test`.
+func TestChaosCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: skipped with -short")
+	}
+	p := shortProfile(30 * time.Second)
+	p.MaxJobs = 3000
+	p.NATSRestarts = 3
+	runProfile(t, Config{Store: StoreEmbedded, NATSNodes: 3}, p)
+}
+
 // TestChaosMongoShort is the short profile on the MongoDB driver against a
 // FerretDB process that is itself kill -9'd and restarted twice. FerretDB
 // takes one command at a time, so the load and the cap are lower and the

@@ -1,8 +1,9 @@
 // Package chaos is Sluice's crash and fault harness. It builds the real
 // service binaries, runs them as separate processes on 127.0.0.1 (a
-// standalone NATS server, two gateways, two schedulers, four workers, a
-// reaper, all on one store: the embedded SQLite file, or MongoDB's driver
-// against a FerretDB process of its own), drives a steady submit load from
+// standalone NATS server or a cluster of three, two gateways, three
+// schedulers, four workers, a reaper, all on one store: the embedded
+// SQLite file, or MongoDB's driver against a FerretDB process of its
+// own), drives a steady submit load from
 // several tenants against both gateways while it kill -9's and restarts
 // random services, restarts NATS (and the store process), deletes the job
 // stream and freezes workers with SIGSTOP past the stale threshold, then
@@ -90,17 +91,24 @@ type Config struct {
 	// Spawn, when positive, lets the schedulers ask for up to that many
 	// spawned workers (SLUICE_SPAWN=command; see spawn.go).
 	Spawn int
+	// NATSNodes is the size of the NATS cluster: 1 (the default) is one
+	// standalone server; 3 is a cluster with the streams at 3 replicas
+	// (SLUICE_STREAM_REPLICAS), whose NATS faults kill one node at a time.
+	NATSNodes int
 }
 
 func (c *Config) defaults() {
 	if c.Store == "" {
 		c.Store = StoreEmbedded
 	}
+	if c.NATSNodes <= 0 {
+		c.NATSNodes = 1
+	}
 	if c.Gateways <= 0 {
 		c.Gateways = 2
 	}
 	if c.Schedulers <= 0 {
-		c.Schedulers = 2
+		c.Schedulers = 3
 	}
 	if c.Workers <= 0 {
 		c.Workers = 4
@@ -151,7 +159,7 @@ type Cluster struct {
 	DataDir    string
 	StoreURI   string // SLUICE_STORE: empty for the embedded store
 	JournalDir string
-	NATS       *Proc
+	NATS       []*Proc // the NATS nodes (one unless Config.NATSNodes)
 	StoreProc  *Proc   // ferretd; nil for the embedded store
 	Procs      []*Proc // every service but NATS and the store (see procs)
 
@@ -176,14 +184,10 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 	}
 	baseEnv := []string{"PATH=" + os.Getenv("PATH")}
-	natsAddr, err := freeAddr()
+	natsAddrs, err := c.natsNodes(baseEnv, logDir)
 	if err != nil {
 		return nil, err
 	}
-	c.NATSURL = "nats://" + natsAddr
-	c.NATS = &Proc{Name: "natsd", Service: "natsd", bin: filepath.Join(cfg.BinDir, "natsd"),
-		args: []string{"-listen", natsAddr, "-dir", filepath.Join(cfg.WorkDir, "nats")},
-		env:  baseEnv, log: filepath.Join(logDir, "natsd.log")}
 
 	var storeAddr string
 	if cfg.Store == StoreMongo {
@@ -206,6 +210,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	common := append(append([]string(nil), baseEnv...),
 		"SLUICE_NATS_URL="+c.NATSURL,
+		"SLUICE_STREAM_REPLICAS="+fmt.Sprint(cfg.NATSNodes),
 		"SLUICE_DATA_DIR="+c.DataDir,
 		"SLUICE_STORE="+c.StoreURI,
 		"SLUICE_LOG_LEVEL="+logLevel(),
@@ -278,11 +283,15 @@ func Start(cfg Config) (*Cluster, error) {
 			return c, fmt.Errorf("chaos: ferretd: %w", err)
 		}
 	}
-	if err := c.NATS.start(); err != nil {
-		return c, err
+	for _, n := range c.NATS {
+		if err := n.start(); err != nil {
+			return c, err
+		}
 	}
-	if err := waitTCP(natsAddr, 15*time.Second); err != nil {
-		return c, fmt.Errorf("chaos: natsd: %w", err)
+	for i, addr := range natsAddrs {
+		if err := waitTCP(addr, 15*time.Second); err != nil {
+			return c, fmt.Errorf("chaos: %s: %w", c.NATS[i].Name, err)
+		}
 	}
 	for _, p := range c.procs() {
 		if err := p.start(); err != nil {
@@ -290,6 +299,39 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// natsNodes makes the NATS processes (not started) and sets NATSURL; it
+// returns their client addresses.
+func (c *Cluster) natsNodes(env []string, logDir string) ([]string, error) {
+	n := c.cfg.NATSNodes
+	clients := make([]string, n)
+	routes := make([]string, n)
+	for i := range n {
+		var err error
+		if clients[i], err = freeAddr(); err != nil {
+			return nil, err
+		}
+		if routes[i], err = freeAddr(); err != nil {
+			return nil, err
+		}
+		routes[i] = "nats-route://" + routes[i]
+	}
+	urls := make([]string, n)
+	for i := range n {
+		urls[i] = "nats://" + clients[i]
+		name, dir := "natsd", filepath.Join(c.cfg.WorkDir, "nats")
+		args := []string{"-listen", clients[i]}
+		if n > 1 {
+			name, dir = fmt.Sprintf("natsd-%d", i+1), filepath.Join(c.cfg.WorkDir, fmt.Sprintf("nats-%d", i+1))
+			args = append(args, "-name", name, "-cluster", strings.TrimPrefix(routes[i], "nats-route://"),
+				"-routes", strings.Join(routes, ","))
+		}
+		c.NATS = append(c.NATS, &Proc{Name: name, Service: "natsd", bin: filepath.Join(c.cfg.BinDir, "natsd"),
+			args: append(args, "-dir", dir), env: env, log: filepath.Join(logDir, name+".log")})
+	}
+	c.NATSURL = strings.Join(urls, ",")
+	return clients, nil
 }
 
 // Close kills every process (by pid) and waits for each.
@@ -305,9 +347,7 @@ func (c *Cluster) Close() {
 // all is every process: the services, NATS and the store process.
 func (c *Cluster) all() []*Proc {
 	out := c.procs()
-	if c.NATS != nil {
-		out = append(out, c.NATS)
-	}
+	out = append(out, c.NATS...)
 	if c.StoreProc != nil {
 		out = append(out, c.StoreProc)
 	}

@@ -26,6 +26,9 @@ type faults struct {
 	client *http.Client
 	rng    *lockedRand
 	stale  *counterTotal
+	// dispatched counts each scheduler's dispatches, to show that they
+	// share the work.
+	dispatched *counterTotal
 
 	scrapeMu sync.Mutex // a scheduler's scrape and its kill do not interleave
 
@@ -49,6 +52,7 @@ func (f *faults) restart(ctx context.Context, p *Proc, pause time.Duration) erro
 		f.scrapeOne(ctx, p)
 		p.kill()
 		f.stale.restarted(p.Name)
+		f.dispatched.restarted(p.Name)
 		f.scrapeMu.Unlock()
 	} else {
 		p.kill()
@@ -145,7 +149,8 @@ func (f *faults) apply(ctx context.Context, kind string) error {
 	case faultSigstop:
 		return f.sigstop(ctx)
 	case "natsd":
-		return f.restartHeld(ctx, f.c.NATS, f.p.KillPause)
+		// One node at a time: a cluster keeps its quorum.
+		return f.restartHeld(ctx, f.c.NATS[f.rng.intN(len(f.c.NATS))], f.p.KillPause)
 	case "store":
 		return f.restartHeld(ctx, f.c.StoreProc, f.p.StorePause)
 	}
@@ -327,6 +332,9 @@ func (f *faults) scrapeOne(ctx context.Context, p *Proc) {
 	v, err := scrapeCounter(ctx, f.client, p.metricsURL, staleResultsSeries)
 	if err == nil {
 		f.stale.observe(p.Name, v)
+	}
+	if v, err := scrapeCounter(ctx, f.client, p.metricsURL, dispatchedSeries); err == nil {
+		f.dispatched.observe(p.Name, v)
 	}
 }
 

@@ -14,6 +14,9 @@ import (
 // because their attempt was no longer current.
 const staleResultsSeries = `sluice_scheduler_results_total{outcome="stale"}`
 
+// dispatchedSeries is the scheduler counter of jobs a worker accepted.
+const dispatchedSeries = `sluice_scheduler_dispatches_total{outcome="dispatched"}`
+
 // counterTotal sums a counter over the incarnations of several processes:
 // each restart starts the counter from zero again, so a value lower than
 // the last one seen means a new incarnation, and the last value of the old
@@ -45,6 +48,20 @@ func (c *counterTotal) restarted(name string) {
 	defer c.mu.Unlock()
 	c.banked[name] += c.last[name]
 	c.last[name] = 0
+}
+
+// byName is the sum over each process's incarnations.
+func (c *counterTotal) byName() map[string]float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]float64{}
+	for k, v := range c.banked {
+		out[k] += v
+	}
+	for k, v := range c.last {
+		out[k] += v
+	}
+	return out
 }
 
 // total is the sum over every process and incarnation seen.

@@ -49,11 +49,14 @@ type Report struct {
 	MaxTail         time.Duration // longest run of a resumed handler between SIGCONT and its fence or return
 	TailOverlaps    int           // such tails during which a newer attempt of the job was live
 	StaleResults    int           // results the schedulers ignored (old attempt), from their /metrics
-	MaxPerKey       int           // most live runs of one tenant's concurrency key at once (journals)
-	KeyOverLimit    []string      // keys whose live runs passed their limit (see order.go)
-	Inversions      int           // first runs started ahead of a waiting job of higher priority (counted, see order.go)
-	FirstRuns       int           // first runs looked at for inversions
-	BadJournal      int           // journal lines that did not decode or pair
+	// Dispatched is each scheduler's dispatches (jobs a worker accepted),
+	// from their /metrics: the schedulers share the work.
+	Dispatched   map[string]int
+	MaxPerKey    int      // most live runs of one tenant's concurrency key at once (journals)
+	KeyOverLimit []string // keys whose live runs passed their limit (see order.go)
+	Inversions   int      // first runs started ahead of a waiting job of higher priority (counted, see order.go)
+	FirstRuns    int      // first runs looked at for inversions
+	BadJournal   int      // journal lines that did not decode or pair
 
 	Fanouts, FanoutChildren      int      // admitted fan-out parents, and their children
 	MaxPerWindow, MaxPerWindowOf int      // most live runs of one parent's children at once, and that parent's window
@@ -84,11 +87,7 @@ func (r Report) Summary() string {
 	fmt.Fprintf(&b, " exits=%d", r.Exits)
 	fmt.Fprintf(&b, " | max running per worker %d/%d (store), %d/%d (journal), announced %d; total %d/%d",
 		r.MaxPerWorker, r.WorkerLimit, r.JournalPerWorker, r.WorkerLimit, r.MaxInFlight, r.MaxRunning, r.TotalLimit)
-	fmt.Fprintf(&b, " | max active %d/%d (api %d", r.MaxActive, r.Cap, r.MaxActiveAPI)
-	if r.Store != StoreEmbedded {
-		b.WriteString(", not a snapshot")
-	}
-	b.WriteString(")")
+	fmt.Fprintf(&b, " | max active %d/%d (api %d)", r.MaxActive, r.Cap, r.MaxActiveAPI)
 	var tenants []string
 	for t, n := range r.MaxTenantActive {
 		tenants = append(tenants, fmt.Sprintf("%s=%d/%d", t, n, r.TenantCap))
@@ -103,6 +102,7 @@ func (r Report) Summary() string {
 		r.Fanouts, r.FanoutChildren, r.MaxPerWindow, r.MaxPerWindowOf, len(r.WindowOverLimit), len(r.FanoutMiscounted))
 	fmt.Fprintf(&b, " | stalling jobs %d, stopped timeout: %d, never stopped %d", r.Stalled, r.StallsCaught, len(r.StallsMissed))
 	fmt.Fprintf(&b, " | spawned workers %d (at most %d live)", r.Spawned, r.SpawnMax)
+	fmt.Fprintf(&b, " | dispatches by scheduler %s", joinCounts(r.Dispatched, nil))
 	fmt.Fprintf(&b, " | samples=%d drain=%s", r.Samples, r.Drain.Round(100*time.Millisecond))
 	return b.String()
 }
@@ -135,11 +135,20 @@ func (r Report) Violations() []string {
 	if r.MaxActive > r.Cap {
 		v = append(v, fmt.Sprintf("active %d above cap %d (store)", r.MaxActive, r.Cap))
 	}
-	// The MongoDB driver counts pending and running jobs with two queries
-	// (see its Stats), so /v1/stats can count a job that moved between
-	// them twice: there only the store's one-query count is a check.
-	if r.MaxActiveAPI > r.Cap && r.Store == StoreEmbedded {
+	// Both drivers read /v1/stats's active jobs in one reading.
+	if r.MaxActiveAPI > r.Cap {
 		v = append(v, fmt.Sprintf("active %d above cap %d (/v1/stats)", r.MaxActiveAPI, r.Cap))
+	}
+	// A scheduler that never dispatched while the others did hundreds
+	// was starved (each one claims from the store on the same wake-ups).
+	total := 0
+	for _, n := range r.Dispatched {
+		total += n
+	}
+	for name, n := range r.Dispatched {
+		if n == 0 && total >= 300 {
+			v = append(v, fmt.Sprintf("%s dispatched nothing while the schedulers dispatched %d", name, total))
+		}
 	}
 	for t, n := range r.MaxTenantActive {
 		if n > r.TenantCap {

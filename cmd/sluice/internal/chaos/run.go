@@ -98,7 +98,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	p.Logf("chaos: cluster ready (%s store, %d gateways, %d workers, %d tenants)", c.cfg.Store, len(c.Gateways), c.cfg.Workers, len(c.Tenants))
 
 	rng := newLockedRand(p.Seed)
-	f := &faults{c: c, p: p, st: st, client: client, rng: rng, stale: newCounterTotal(), kills: map[string]int{}}
+	f := &faults{c: c, p: p, st: st, client: client, rng: rng, stale: newCounterTotal(), dispatched: newCounterTotal(), kills: map[string]int{}}
 	var (
 		mu       sync.Mutex
 		admitted = map[string]bool{}
@@ -276,6 +276,15 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	rep.PendingAtDelete, rep.Exits = f.pendingAtDelete, f.exits
 	f.mu.Unlock()
 	rep.StaleResults = int(f.stale.total())
+	rep.Dispatched = map[string]int{}
+	for name, v := range f.dispatched.byName() {
+		rep.Dispatched[name] = int(v)
+	}
+	for _, p := range c.procs() {
+		if p.metricsURL != "" {
+			rep.Dispatched[p.Name] += 0 // listed also when it never dispatched
+		}
+	}
 
 	// Check: every admitted job, then every job in the store, then the journals.
 	var parents []contracts.Job
