@@ -63,9 +63,9 @@ compose-down:
 
 .PHONY: chaos
 
-## chaos: 10 minutes of load on the real binaries as separate processes while kill -9'ing services and NATS, deleting the job stream and freezing workers, then the invariant check; then a short run on the MongoDB driver against a FerretDB process that is killed too
+## chaos: 10 minutes of load on the real binaries as separate processes while kill -9'ing services and NATS, deleting the job stream and freezing workers, then the invariant check; then a short run on the MongoDB driver against a FerretDB process that is killed too, and one on a 3-node NATS cluster (streams at 3 replicas) whose nodes are killed one at a time
 chaos:
-	SLUICE_CHAOS_LONG=10m SLUICE_CHAOS_MONGO=1 $(GO) test -run '^(TestChaosLong|TestChaosMongoShort)$$' -count=1 -timeout 40m -v ./cmd/sluice/internal/chaos/
+	SLUICE_CHAOS_LONG=10m SLUICE_CHAOS_MONGO=1 $(GO) test -run '^(TestChaosLong|TestChaosMongoShort|TestChaosCluster)$$' -count=1 -timeout 40m -v ./cmd/sluice/internal/chaos/
 
 .PHONY: fuzz
 
