@@ -42,7 +42,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		now = time.Now()
 	}
 	at := now.UnixNano()
-	err := s.write(ctx, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
+	err := s.writeUrgent(ctx, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
 		out = store.HeartbeatOutcome{}
 		look := tx.StmtContext(ctx, s.ws.leaseState)
 		renew := tx.StmtContext(ctx, s.ws.renew)

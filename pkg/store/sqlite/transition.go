@@ -77,7 +77,7 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 		out   contracts.Job
 		query string
 	)
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.writeUrgent(ctx, op, func(tx *sql.Tx) error {
 		before, err := s.jobIn(ctx, tx, id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound

@@ -34,6 +34,11 @@ type writeReq struct {
 }
 
 type writer struct {
+	// urgent is the lane of the writes that keep running work alive and
+	// finish it (heartbeats, start acknowledgements, results): the loop
+	// takes them before anything waiting in reqs, so that they never
+	// queue behind admissions, claims or sweeps.
+	urgent   chan *writeReq
 	reqs     chan *writeReq
 	quit     chan struct{}
 	finished chan struct{}
@@ -41,7 +46,8 @@ type writer struct {
 }
 
 func newWriter() *writer {
-	return &writer{reqs: make(chan *writeReq, maxBatch), quit: make(chan struct{}), finished: make(chan struct{})}
+	return &writer{urgent: make(chan *writeReq, maxBatch), reqs: make(chan *writeReq, maxBatch),
+		quit: make(chan struct{}), finished: make(chan struct{})}
 }
 
 // stop ends the write loop after the requests already queued, and waits.
@@ -53,7 +59,12 @@ func (w *writer) stop() {
 // write runs fn in the write transaction and returns its error (or the
 // commit's). Errors get the "sqlite: op: " prefix.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	return s.onWriter(ctx, op, false, fn)
+	return s.onWriter(ctx, op, s.writes.reqs, false, fn)
+}
+
+// writeUrgent is write in the urgent lane (see writer.urgent).
+func (s *Store) writeUrgent(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return s.onWriter(ctx, op, s.writes.urgent, false, fn)
 }
 
 // readOnWriter runs a read on the write connection, in line with the
@@ -61,13 +72,13 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 // starts cold after every commit (WAL mode resets a reader's cache when the
 // database changed), so hot single-row reads are much cheaper here.
 func (s *Store) readOnWriter(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	return s.onWriter(ctx, op, true, fn)
+	return s.onWriter(ctx, op, s.writes.reqs, true, fn)
 }
 
-func (s *Store) onWriter(ctx context.Context, op string, read bool, fn func(tx *sql.Tx) error) error {
+func (s *Store) onWriter(ctx context.Context, op string, lane chan<- *writeReq, read bool, fn func(tx *sql.Tx) error) error {
 	req := &writeReq{ctx: ctx, op: op, fn: fn, read: read, done: make(chan struct{})}
 	select {
-	case s.writes.reqs <- req:
+	case lane <- req:
 	case <-s.writes.quit:
 		return fmt.Errorf("sqlite: %s: %w", op, errClosed)
 	case <-ctx.Done():
@@ -96,30 +107,44 @@ func (s *Store) writeLoop() {
 	for {
 		var first *writeReq
 		select {
-		case first = <-s.writes.reqs:
-		case <-s.writes.quit:
-			// Run what is still queued, then leave.
-			for {
-				select {
-				case r := <-s.writes.reqs:
-					s.commit(append(batch[:0], r))
-				default:
-					return
+		case first = <-s.writes.urgent:
+		default:
+			select {
+			case first = <-s.writes.urgent:
+			case first = <-s.writes.reqs:
+			case <-s.writes.quit:
+				// Run what is still queued, then leave.
+				for {
+					select {
+					case r := <-s.writes.urgent:
+						s.commit(append(batch[:0], r))
+					case r := <-s.writes.reqs:
+						s.commit(append(batch[:0], r))
+					default:
+						return
+					}
 				}
 			}
 		}
-		batch = append(batch[:0], first)
+		s.commit(s.gather(append(batch[:0], first)))
+	}
+}
+
+// gather appends the requests already queued to batch, up to maxBatch:
+// the urgent lane's first.
+func (s *Store) gather(batch []*writeReq) []*writeReq {
+	for _, lane := range []chan *writeReq{s.writes.urgent, s.writes.reqs} {
 	more:
 		for len(batch) < maxBatch {
 			select {
-			case r := <-s.writes.reqs:
+			case r := <-lane:
 				batch = append(batch, r)
 			default:
 				break more
 			}
 		}
-		s.commit(batch)
 	}
+	return batch
 }
 
 // commit runs one batch in one transaction and reports to every request.

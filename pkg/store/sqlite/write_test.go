@@ -157,3 +157,36 @@ func TestCancelledRequestIsSkipped(t *testing.T) {
 	require.ErrorIs(t, <-errc, context.Canceled)
 	require.Empty(t, scopes(t, s))
 }
+
+// TestUrgentLaneGoesFirst: with a full bulk lane waiting behind a long
+// transaction, a heartbeat-class write is taken before every one of them.
+func TestUrgentLaneGoesFirst(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	release := queueBehind(t, s)
+	var (
+		mu    sync.Mutex
+		order []string
+		wg    sync.WaitGroup
+	)
+	record := func(name string) func(*sql.Tx) error {
+		return func(*sql.Tx) error {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, name)
+			return nil
+		}
+	}
+	const bulk = maxBatch + 50 // more than one transaction's worth
+	for i := range bulk {
+		wg.Go(func() { require.NoError(t, s.write(context.Background(), "bulk", record(fmt.Sprint("bulk-", i)))) })
+	}
+	// Wait until the bulk lane is full and the rest are blocked sending.
+	require.Eventually(t, func() bool { return len(s.writes.reqs) == maxBatch }, 5*time.Second, time.Millisecond)
+	wg.Go(func() { require.NoError(t, s.writeUrgent(context.Background(), "urgent", record("urgent"))) })
+	require.Eventually(t, func() bool { return len(s.writes.urgent) == 1 }, 5*time.Second, time.Millisecond)
+	close(release)
+	wg.Wait()
+	require.Len(t, order, bulk+1)
+	require.Equal(t, "urgent", order[0], "the urgent write runs before the %d bulk writes waiting", bulk)
+}

@@ -56,6 +56,7 @@ type Scheduler struct {
 	parents  *events.Parents
 	spawn    *spawn.Spawner
 	probe    *observe.Probe
+	metrics  *metrics.Scheduler
 }
 
 // New builds a scheduler from its configuration and dependencies.
@@ -74,7 +75,7 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	}
 	m := metrics.New(d.Registry)
 	r := roster.New(d.Now)
-	s := &Scheduler{cfg: cfg, deps: d, roster: r}
+	s := &Scheduler{cfg: cfg, deps: d, roster: r, metrics: m}
 	pub := events.NewPublisher(d.NC)
 	s.parents = events.NewParents(d.Store, events.NewPublisher(d.NC), 0)
 	// A fan-out child that changed may have released the next one into the
@@ -139,12 +140,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.Concurrency, s.apply.Result)
 	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)
 	g.Go(func() error {
-		return s.serveQueue(gctx, contracts.SubjectHeartbeat, heartbeatWorkers, func(ctx context.Context, m *nats.Msg) {
+		return s.serveQueue(gctx, contracts.SubjectHeartbeat, heartbeatWorkers, heartbeatBuffer, func(ctx context.Context, m *nats.Msg) {
 			_ = m.Respond(s.apply.Heartbeat(ctx, m.Data))
 		})
 	})
 	g.Go(func() error {
-		return s.serveQueue(gctx, contracts.SubjectProgress, progressWorkers, func(ctx context.Context, m *nats.Msg) {
+		return s.serveQueue(gctx, contracts.SubjectProgress, progressWorkers, progressBuffer, func(ctx context.Context, m *nats.Msg) {
 			s.apply.Progress(ctx, m.Data)
 		})
 	})
@@ -161,16 +162,34 @@ const heartbeatWorkers = 64
 // progressWorkers is how many progress reports one scheduler applies at once.
 const progressWorkers = 4
 
+// heartbeatBuffer and progressBuffer bound the messages waiting for a
+// handler: room for one heartbeat of each of 64k busy workers, so that a
+// burst (thousands of workers joining or reconnecting at once) waits
+// instead of being dropped. Past it NATS drops the newest, and the
+// scheduler counts and logs them (sluice_scheduler_dropped_messages_total).
+const (
+	heartbeatBuffer = 1 << 16
+	progressBuffer  = 1 << 12
+)
+
+// droppedEvery is how often serveQueue looks for dropped messages.
+const droppedEvery = time.Second
+
 // serveQueue hands the messages of subject, in the queue group every
 // scheduler replica shares, to handle on workers goroutines until ctx
 // ends; a message being handled then may finish within
 // SLUICE_SHUTDOWN_TIMEOUT. Heartbeats are requests (handle answers them);
-// progress reports are fire and forget, so a full buffer drops the newest
-// and the worker's next report replaces them.
-func (s *Scheduler) serveQueue(ctx context.Context, subject string, workers int, handle func(context.Context, *nats.Msg)) error {
-	ch := make(chan *nats.Msg, 1024)
+// progress reports are fire and forget. Up to buffer messages wait; past
+// that NATS drops the newest (the worker's next heartbeat or report
+// replaces them), and the drops are counted and logged.
+func (s *Scheduler) serveQueue(ctx context.Context, subject string, workers, buffer int, handle func(context.Context, *nats.Msg)) error {
+	ch := make(chan *nats.Msg, buffer)
 	sub, err := s.deps.NC.ChanQueueSubscribe(subject, contracts.QueueScheduler, ch)
 	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", subject, err)
+	}
+	// The subscription's own limits must not drop before the channel is full.
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
 		return fmt.Errorf("subscribe %s: %w", subject, err)
 	}
 	hctx, cancel := observe.DrainContext(ctx, s.cfg.ShutdownTimeout)
@@ -188,10 +207,33 @@ func (s *Scheduler) serveQueue(ctx context.Context, subject string, workers int,
 			}
 		})
 	}
-	<-ctx.Done()
+	s.watchDropped(ctx, sub, subject)
 	_ = sub.Unsubscribe()
 	wg.Wait()
 	return nil
+}
+
+// watchDropped counts and logs the messages NATS dropped for sub because
+// its buffer was full, until ctx ends.
+func (s *Scheduler) watchDropped(ctx context.Context, sub *nats.Subscription, subject string) {
+	t := time.NewTicker(droppedEvery)
+	defer t.Stop()
+	seen := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := sub.Dropped()
+		if err != nil || n <= seen {
+			continue
+		}
+		s.metrics.Dropped.WithLabelValues(subject).Add(float64(n - seen))
+		s.deps.Log.Warn().Str(observe.FieldSubject, subject).Int("dropped", n-seen).
+			Msg("scheduler buffer full: messages dropped; the workers send the next ones (add scheduler replicas)")
+		seen = n
+	}
 }
 
 // notifier publishes due messages and worker cancels.

@@ -48,6 +48,9 @@ type Scheduler struct {
 	// ScaleRequests counts scale requests by kind and outcome (published,
 	// command_failed).
 	ScaleRequests *prometheus.CounterVec
+	// Dropped counts the heartbeats and progress reports the scheduler
+	// dropped because its buffer for them was full, by subject.
+	Dropped *prometheus.CounterVec
 
 	offers    *prometheus.CounterVec
 	queueWait prometheus.Histogram
@@ -138,8 +141,15 @@ func New(reg prometheus.Registerer) *Scheduler {
 		Name: "sluice_scheduler_scale_requests_total",
 		Help: "Requests for one more worker (ready jobs of a kind found no free slot), by kind and outcome (published; command_failed when SLUICE_SPAWN=command and the command failed).",
 	}, []string{"kind", "outcome"})
+	m.Dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_scheduler_dropped_messages_total",
+		Help: "Heartbeats and progress reports dropped because the scheduler's buffer for them was full (a dropped heartbeat is answered by none: the worker sends the next one), by subject.",
+	}, []string{"subject"})
+	for _, subj := range []string{contracts.SubjectHeartbeat, contracts.SubjectProgress} {
+		m.Dropped.WithLabelValues(subj)
+	}
 	if reg != nil {
-		reg.MustRegister(m.Progress, m.ScaleRequests)
+		reg.MustRegister(m.Progress, m.ScaleRequests, m.Dropped)
 		reg.MustRegister(m.offers, m.Evictions, m.Dispatches, m.Claims, m.CapacityFailures, m.OffersPerDispatch,
 			m.queueWait, m.runTime, m.Results, m.requeues, m.Heartbeats)
 	}
