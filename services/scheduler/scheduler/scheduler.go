@@ -188,10 +188,6 @@ func (s *Scheduler) serveQueue(ctx context.Context, subject string, workers, buf
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", subject, err)
 	}
-	// The subscription's own limits must not drop before the channel is full.
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return fmt.Errorf("subscribe %s: %w", subject, err)
-	}
 	hctx, cancel := observe.DrainContext(ctx, s.cfg.ShutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup

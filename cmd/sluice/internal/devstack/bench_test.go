@@ -48,11 +48,12 @@ func benchStack(b *testing.B, workers int, extra map[string]string) (*Stack, str
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var st contracts.Stats
-		if code := httpJSON(base+"/v1/stats", &st); code == http.StatusOK && len(st.Workers) == max(workers, 0) {
+		code := httpJSON(base+"/v1/stats", &st)
+		if code == http.StatusOK && len(st.Workers) == max(workers, 0) {
 			break
 		}
 		if time.Now().After(deadline) {
-			b.Fatal("stack not ready")
+			b.Fatalf("stack not ready: /v1/stats answers %d with %d workers", code, len(st.Workers))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
