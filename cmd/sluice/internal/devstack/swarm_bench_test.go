@@ -1,0 +1,194 @@
+package devstack
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// BenchmarkSwarm is `make swarm`: SLUICE_SWARM_WORKERS (10,000) simulated
+// single-slot workers on 8 shared NATS connections join within one second
+// a whole stack in this process (gateway, scheduler, reaper, embedded
+// store; 1 s heartbeats, 6 s stale threshold), while single submits
+// measure admission latency against its idle value; then
+// SLUICE_SWARM_JOBS (100,000) jobs of SLUICE_SWARM_JOB_MS (1,000) each go
+// in through the batch endpoint and must all succeed. It prints one line:
+// join time, admission p99 idle and during the burst, heartbeat round
+// trips, fenced leases, leases answered lost, stale requeues, dropped
+// heartbeats, offers per dispatched job and jobs per second.
+func BenchmarkSwarm(b *testing.B) {
+	workers := envInt("SLUICE_SWARM_WORKERS", 10000)
+	jobs := envInt("SLUICE_SWARM_JOBS", 100000)
+	jobMS := envInt("SLUICE_SWARM_JOB_MS", 1000)
+	const (
+		heartbeat = time.Second
+		stale     = 6 * time.Second
+	)
+	s, base := benchStack(b, -1, map[string]string{
+		"SLUICE_MAX_ACTIVE": "0", "SLUICE_HEARTBEAT_INTERVAL": heartbeat.String(), "SLUICE_STALE_THRESHOLD": stale.String(),
+		"SLUICE_SCHEDULER_CONCURRENCY": "256", "SLUICE_RATE_LIMIT_TENANT": "0", "SLUICE_RATE_LIMIT_IP": "0",
+	})
+	sw, err := newSwarm(s.NATSURL, 8, heartbeat, stale*2/3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sw.close)
+
+	// Admission latency with no worker, then while the fleet joins.
+	probeBody := []byte(`{"kind":"sleep","payload":{"ms":10}}`)
+	idle := probeAdmission(base, probeBody, 3*time.Second, 100)
+	var burst []time.Duration
+	var wg sync.WaitGroup
+	joinStart := time.Now()
+	wg.Go(func() { burst = probeAdmission(base, probeBody, 6*time.Second, 100) })
+	if err := sw.join(workers, 1, time.Second); err != nil {
+		b.Fatal(err)
+	}
+	joined := waitWorkers(b, base, workers, 2*time.Minute)
+	joinTook := time.Since(joinStart)
+	wg.Wait()
+
+	// The run.
+	offers0, dispatched0 := offerFigures(b, s)
+	runStart := time.Now()
+	body := []byte(strings.Replace(string(batchBody(1000)), `{"kind":"sleep"}`, `{"kind":"sleep","payload":{"ms":`+strconv.Itoa(jobMS)+`}}`, -1))
+	admitted := submitBodies(b, base, body, jobs/1000, 4)
+	probes := len(idle) + len(burst)
+	waitSucceeded(b, base, int(admitted)+probes, 30*time.Minute)
+	took := time.Since(runStart)
+	offers, dispatched := offerFigures(b, s)
+	offers, dispatched = offers-offers0, dispatched-dispatched0
+	stale0, dropped := swarmCounters(b, s)
+
+	line := fmt.Sprintf("swarm: %d workers joined in %s (%d announced) | admission p99 idle %s, during the join %s (%.1f×; target ≤ 2×) | "+
+		"%d jobs of %d ms in %s: %.0f jobs/s | heartbeat round trip p50 %s p99 %s (target ≤ 500ms), %d failed | "+
+		"fenced leases %d, answered lost %d, stale requeues %.0f, dropped heartbeats %.0f (target 0 each) | offers per dispatched job %.3f",
+		workers, joinTook.Round(10*time.Millisecond), joined,
+		quantile(idle, 0.99).Round(100*time.Microsecond), quantile(burst, 0.99).Round(100*time.Microsecond),
+		float64(quantile(burst, 0.99))/float64(max(quantile(idle, 0.99), 1)),
+		admitted, jobMS, took.Round(100*time.Millisecond), float64(admitted)/took.Seconds(),
+		sw.rttQuantile(0.5).Round(100*time.Microsecond), sw.rttQuantile(0.99).Round(100*time.Microsecond), sw.hbErrors.Load(),
+		sw.fenced.Load(), sw.lost.Load(), stale0, dropped, offers/max(dispatched, 1))
+	fmt.Println(line)
+	b.ReportMetric(float64(sw.rttQuantile(0.99).Milliseconds()), "hb-p99-ms")
+	b.ReportMetric(float64(sw.fenced.Load()), "fenced")
+	b.ReportMetric(float64(admitted)/took.Seconds(), "jobs/s")
+}
+
+// probeAdmission submits body perSecond times a second for d, one at a
+// time, and returns each accepted submit's round trip.
+func probeAdmission(base string, body []byte, d time.Duration, perSecond int) []time.Duration {
+	var out []time.Duration
+	t := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer t.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		<-t.C
+		start := time.Now()
+		resp, err := benchClient.Post(base+"/v1/jobs", "application/json", bytes.NewReader(body))
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusAccepted {
+			out = append(out, time.Since(start))
+		}
+	}
+	return out
+}
+
+// waitWorkers waits until the gateway's roster lists n workers and
+// returns how many it lists.
+func waitWorkers(b *testing.B, base string, n int, within time.Duration) int {
+	b.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var st contracts.Stats
+		httpJSON(base+"/v1/stats", &st)
+		if len(st.Workers) >= n || time.Now().After(deadline) {
+			return len(st.Workers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// submitBodies posts batches batch bodies from conc clients and returns the
+// jobs admitted.
+func submitBodies(b *testing.B, base string, body []byte, batches, conc int) int64 {
+	b.Helper()
+	var (
+		mu       sync.Mutex
+		admitted int64
+		next     = make(chan struct{}, batches)
+		wg       sync.WaitGroup
+	)
+	for range batches {
+		next <- struct{}{}
+	}
+	close(next)
+	for range conc {
+		wg.Go(func() {
+			for range next {
+				resp, err := benchClient.Post(base+"/v1/jobs/batch", "application/json", bytes.NewReader(body))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				n := int64(strings.Count(string(raw), `"status":202`))
+				mu.Lock()
+				admitted += n
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return admitted
+}
+
+// swarmCounters reads the stale requeues and dropped heartbeats from the
+// stack's metrics.
+func swarmCounters(b *testing.B, s *Stack) (staleRequeues, dropped float64) {
+	b.Helper()
+	mfs, err := s.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch mf.GetName() {
+			case "sluice_scheduler_requeues_total":
+				if labels["reason"] == string(contracts.ReasonStale) {
+					staleRequeues += m.GetCounter().GetValue()
+				}
+			case "sluice_scheduler_dropped_messages_total":
+				if labels["subject"] == contracts.SubjectHeartbeat {
+					dropped += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return staleRequeues, dropped
+}
+
+// envInt is an integer setting from the environment, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
