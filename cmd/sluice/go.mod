@@ -14,8 +14,8 @@ require (
 	github.com/sluicehq/sluice/pkg/bus v0.0.0
 	github.com/sluicehq/sluice/pkg/client v0.0.0
 	github.com/sluicehq/sluice/pkg/contracts v0.0.0
-	github.com/sluicehq/sluice/pkg/service v0.0.0
 	github.com/sluicehq/sluice/pkg/observe v0.0.0
+	github.com/sluicehq/sluice/pkg/service v0.0.0
 	github.com/sluicehq/sluice/pkg/store v0.0.0
 	github.com/sluicehq/sluice/services/gateway v0.0.0
 	github.com/sluicehq/sluice/services/reaper v0.0.0
@@ -53,6 +53,7 @@ require (
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-ole/go-ole v1.3.0 // indirect
+	github.com/google/btree v1.1.3 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
@@ -112,8 +113,8 @@ replace (
 	github.com/sluicehq/sluice/pkg/bus => ../../pkg/bus
 	github.com/sluicehq/sluice/pkg/client => ../../pkg/client
 	github.com/sluicehq/sluice/pkg/contracts => ../../pkg/contracts
-	github.com/sluicehq/sluice/pkg/service => ../../pkg/service
 	github.com/sluicehq/sluice/pkg/observe => ../../pkg/observe
+	github.com/sluicehq/sluice/pkg/service => ../../pkg/service
 	github.com/sluicehq/sluice/pkg/store => ../../pkg/store
 	github.com/sluicehq/sluice/services/gateway => ../../services/gateway
 	github.com/sluicehq/sluice/services/reaper => ../../services/reaper

@@ -6,8 +6,8 @@ replace (
 	github.com/sluicehq/sluice/pkg/bus => ../../pkg/bus
 	github.com/sluicehq/sluice/pkg/client => ../../pkg/client
 	github.com/sluicehq/sluice/pkg/contracts => ../../pkg/contracts
-	github.com/sluicehq/sluice/pkg/service => ../../pkg/service
 	github.com/sluicehq/sluice/pkg/observe => ../../pkg/observe
+	github.com/sluicehq/sluice/pkg/service => ../../pkg/service
 	github.com/sluicehq/sluice/pkg/store => ../../pkg/store
 	github.com/sluicehq/sluice/services/gateway => ../../services/gateway
 	github.com/sluicehq/sluice/services/reaper => ../../services/reaper
@@ -38,11 +38,12 @@ require (
 	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/distribution/reference v0.5.0 // indirect
-	github.com/docker/go-connections v0.4.0 // indirect
+	github.com/distribution/reference v0.6.0 // indirect
+	github.com/docker/go-connections v0.7.0 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
+	github.com/google/btree v1.1.3 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
@@ -64,7 +65,12 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.1 // indirect
 	github.com/sirupsen/logrus v1.10.1 // indirect
 	github.com/sluicehq/sluice/pkg/observe v0.0.0 // indirect
+	github.com/xdg-go/pbkdf2 v1.0.0 // indirect
+	github.com/xdg-go/scram v1.2.0 // indirect
+	github.com/xdg-go/stringprep v1.0.4 // indirect
 	github.com/xhit/go-str2duration/v2 v2.1.0 // indirect
+	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
+	go.mongodb.org/mongo-driver/v2 v2.9.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.4 // indirect
 	golang.org/x/crypto v0.58.0 // indirect

@@ -31,6 +31,8 @@ type Roster struct {
 	// kindSeen is when a worker last announced each kind (or left while
 	// running it).
 	kindSeen map[string]time.Time
+	// index follows which workers have room (see open.go).
+	index openIndex
 }
 
 type entry struct {
@@ -43,7 +45,8 @@ func New(now func() time.Time) *Roster {
 	if now == nil {
 		now = time.Now
 	}
-	return &Roster{now: now, workers: map[string]*entry{}, changed: make(chan struct{}), kindSeen: map[string]time.Time{}}
+	return &Roster{now: now, workers: map[string]*entry{}, changed: make(chan struct{}), kindSeen: map[string]time.Time{},
+		index: newOpenIndex()}
 }
 
 // Observe records an announcement (or an offer reply's load figures).
@@ -59,7 +62,6 @@ func (r *Roster) Observe(a contracts.Announce) {
 		r.remove(a.WorkerID)
 		return
 	}
-	r.notify()
 	iv := time.Duration(a.IntervalMS) * time.Millisecond
 	if iv <= 0 {
 		iv = defaultInterval
@@ -69,11 +71,27 @@ func (r *Roster) Observe(a contracts.Announce) {
 		e = &entry{}
 		r.workers[a.WorkerID] = e
 	}
+	// Most announcements only say a worker is still there: they renew it
+	// without waking anyone. A thousand workers announce a thousand times
+	// a second; waking the dispatchers for each would have them look at
+	// the whole roster as often.
+	if !ok || !sameOffer(e.info, a) || now.After(e.expires) {
+		r.notify()
+	}
+	before := e.info
 	e.info = contracts.WorkerInfo{
 		ID: a.WorkerID, Kinds: slices.Clone(a.Kinds), Capacity: a.Capacity,
 		InFlight: a.InFlight, Draining: a.Draining, Spawned: a.Spawned, Version: a.Version, SeenAt: now,
 	}
 	e.expires = now.Add(expiryIntervals * iv)
+	r.index.set(before, e.info)
+}
+
+// sameOffer reports whether an announcement changes nothing a dispatcher
+// reads of the worker: its kinds, slots, load, draining and version.
+func sameOffer(w contracts.WorkerInfo, a contracts.Announce) bool {
+	return w.Capacity == a.Capacity && w.InFlight == a.InFlight && w.Draining == a.Draining &&
+		w.Version == a.Version && slices.Equal(w.Kinds, a.Kinds)
 }
 
 // Load updates a known worker's in-flight count (from an offer reply or a
@@ -82,7 +100,9 @@ func (r *Roster) Load(id string, inFlight, capacity int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.workers[id]; ok && (e.info.InFlight != inFlight || e.info.Capacity != capacity) {
+		before := e.info
 		e.info.InFlight, e.info.Capacity = inFlight, capacity
+		r.index.set(before, e.info)
 		r.notify()
 	}
 }
@@ -115,6 +135,7 @@ func (r *Roster) remove(id string) {
 		for _, k := range e.info.Kinds {
 			r.kindSeen[k] = now
 		}
+		r.index.set(e.info, contracts.WorkerInfo{})
 		delete(r.workers, id)
 		r.notify()
 	}
@@ -127,7 +148,9 @@ func (r *Roster) notify() {
 }
 
 // Changed returns a channel closed at the next change of the roster: a
-// worker appeared, left, or reported a different load.
+// worker appeared (or came back after expiring), left, or reported a
+// different load, kinds, draining or version. An announcement that only
+// renews a worker wakes no one.
 func (r *Roster) Changed() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -154,6 +177,7 @@ func (r *Roster) Workers() []contracts.WorkerInfo {
 	out := make([]contracts.WorkerInfo, 0, len(r.workers))
 	for id, e := range r.workers {
 		if now.After(e.expires) {
+			r.index.set(e.info, contracts.WorkerInfo{})
 			delete(r.workers, id)
 			continue
 		}

@@ -208,7 +208,20 @@ func TestChanged(t *testing.T) {
 	}{
 		{"worker appears", func() { r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 2, IntervalMS: 1000}) }, true},
 		{"second worker appears", func() { r.Observe(contracts.Announce{WorkerID: "w2", IntervalMS: 1000}) }, true},
-		{"re-announcement", func() { r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 2, InFlight: 1, IntervalMS: 1000}) }, true},
+		{"re-announcement with a new load", func() { r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 2, InFlight: 1, IntervalMS: 1000}) }, true},
+		{"re-announcement of the same state", func() {
+			c.Advance(500 * time.Millisecond)
+			r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 2, InFlight: 1, IntervalMS: 1000})
+		}, false},
+		{"new kinds", func() {
+			r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 2, InFlight: 1, IntervalMS: 1000})
+		}, true},
+		{"draining", func() {
+			r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 2, InFlight: 1, Draining: true, IntervalMS: 1000})
+		}, true},
+		{"undrained", func() {
+			r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 2, InFlight: 1, IntervalMS: 1000})
+		}, true},
 		{"load changes", func() { r.Load("w1", 2, 2) }, true},
 		{"capacity changes", func() { r.Load("w1", 2, 3) }, true},
 		{"same load", func() { r.Load("w1", 2, 3) }, false},
@@ -219,6 +232,10 @@ func TestChanged(t *testing.T) {
 		{"leaving", func() { r.Observe(contracts.Announce{WorkerID: "w1", Leaving: true}) }, true},
 		{"leaving an unknown worker", func() { r.Observe(contracts.Announce{WorkerID: "w1", Leaving: true}) }, false},
 		{"comes back", func() { r.Observe(contracts.Announce{WorkerID: "w1"}) }, true},
+		{"expires and comes back the same", func() {
+			c.Advance(time.Minute)
+			r.Observe(contracts.Announce{WorkerID: "w1"})
+		}, true},
 	}
 	for _, s := range steps {
 		ch := r.Changed()

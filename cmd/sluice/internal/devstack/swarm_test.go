@@ -158,7 +158,9 @@ func (s *swarm) heartbeatLoop() {
 		for id, l := range w.leases {
 			if now.Sub(l.acked) > s.fenceAfter {
 				s.fenced.Add(1)
-				l.timer.Stop()
+				if l.timer != nil {
+					l.timer.Stop()
+				}
 				delete(w.leases, id)
 				continue
 			}

@@ -129,8 +129,12 @@ const releaseOnStop = 2 * time.Second
 // it was not offered to yet that has a free slot (reserved here) and room
 // left in the request.
 func (d *Dispatcher) assign(kind string, jobs []*offerJob) []*offerGroup {
-	ids, _ := d.picker.Candidates(kind)
-	open := ids // workers that may still have a free slot this wave
+	// Enough workers for every job, past those each was offered already.
+	want := len(jobs)
+	for _, oj := range jobs {
+		want += len(oj.tried)
+	}
+	open := d.picker.Candidates(kind, want) // workers that may still have a free slot this wave
 	groups := map[string]*offerGroup{}
 	var order []*offerGroup
 	limit := int(d.nc.MaxPayload())

@@ -8,10 +8,10 @@
 package picker
 
 import (
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/bus/roster"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -54,9 +54,14 @@ func (o Outcome) String() string {
 }
 
 // View is the live worker list the picker reads and corrects; roster.Roster
-// implements it.
+// implements it. Open and Room answer without a look at every worker.
 type View interface {
 	Workers() []contracts.WorkerInfo
+	// Open calls fn with the live, not draining workers of kind that have
+	// a free slot, in id order, until fn returns false.
+	Open(kind string, fn func(contracts.WorkerInfo) bool)
+	// Room is the free slots per kind of the live, not draining workers.
+	Room() map[string]int
 	Get(id string) (contracts.WorkerInfo, bool)
 	Load(id string, inFlight, capacity int)
 	Remove(id string)
@@ -78,7 +83,12 @@ type Picker struct {
 	// pending counts offers in flight per worker: slots this scheduler is
 	// about to fill, so concurrent dispatches do not all offer the same one.
 	pending map[string]int
-	freed   chan struct{} // closed and replaced when a reservation ends
+	// pendingKinds is pending summed per kind (a worker's reservations
+	// count for each kind it runs), and kindsOf the kinds of the workers
+	// with reservations, as they were at the first one.
+	pendingKinds map[string]int
+	kindsOf      map[string][]string
+	freed        chan struct{} // closed and replaced when a reservation ends
 }
 
 // New returns a picker over view; evictAfter ≤ 0 uses DefaultEvictAfter.
@@ -86,51 +96,46 @@ func New(view View, evictAfter int) *Picker {
 	if evictAfter <= 0 {
 		evictAfter = DefaultEvictAfter
 	}
-	return &Picker{view: view, evictAfter: evictAfter, failures: map[string]int{}, pending: map[string]int{}, freed: make(chan struct{})}
+	return &Picker{view: view, evictAfter: evictAfter, failures: map[string]int{}, pending: map[string]int{},
+		pendingKinds: map[string]int{}, kindsOf: map[string][]string{}, freed: make(chan struct{})}
 }
 
-// Candidates returns, in stable worker-id order, the workers to offer a job
-// of this kind to: live, not draining, running the kind, and with a free
-// slot as far as the view knows. An empty list means overflow without a
-// single request. full counts the workers left out for being full.
-func (p *Picker) Candidates(kind string) (ids []string, full int) {
-	workers := p.view.Workers()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, w := range workers {
-		if w.Draining || !slices.Contains(w.Kinds, kind) {
-			continue
+// Candidates returns, in stable worker-id order, up to limit workers to
+// offer a job of this kind to: live, not draining, running the kind, and
+// with a free slot as far as the view knows, less the offers in flight. An
+// empty list means overflow without a single request. It costs O(log n)
+// plus the workers it looks at, not a pass over every worker.
+func (p *Picker) Candidates(kind string, limit int) []string {
+	var ids []string
+	p.view.Open(kind, func(w contracts.WorkerInfo) bool {
+		if len(ids) >= limit {
+			return false
 		}
-		if !hasRoom(w, p.pending[w.ID]) {
-			full++
-			continue
+		p.mu.Lock()
+		room := hasRoom(w, p.pending[w.ID])
+		p.mu.Unlock()
+		if room {
+			ids = append(ids, w.ID)
 		}
-		ids = append(ids, w.ID)
-	}
-	return ids, full
+		return true
+	})
+	return ids
 }
 
 // UnlimitedRoom is the room Room counts for a worker with no slot limit.
-const UnlimitedRoom = 64
+const UnlimitedRoom = roster.UnlimitedRoom
 
 // Room says how many jobs of each kind the live workers have free slots
 // for, as far as the view knows, less the offers in flight. A worker that
-// runs several kinds counts its free slots for each of them.
+// runs several kinds counts its free slots for each of them. It costs
+// O(kinds).
 func (p *Picker) Room() map[string]int {
-	workers := p.view.Workers()
+	room := p.view.Room()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	room := map[string]int{}
-	for _, w := range workers {
-		if w.Draining {
-			continue
-		}
-		free := freeSlots(w, p.pending[w.ID])
-		if free <= 0 {
-			continue
-		}
-		for _, k := range w.Kinds {
-			room[k] += free
+	for k, n := range p.pendingKinds {
+		if room[k] -= n; room[k] <= 0 {
+			delete(room, k)
 		}
 	}
 	return room
@@ -161,7 +166,13 @@ func (p *Picker) Reserve(id string) bool {
 	if !hasRoom(w, p.pending[id]) {
 		return false
 	}
+	if p.pending[id] == 0 {
+		p.kindsOf[id] = w.Kinds
+	}
 	p.pending[id]++
+	for _, k := range p.kindsOf[id] {
+		p.pendingKinds[k]++
+	}
 	return true
 }
 
@@ -174,8 +185,15 @@ func (p *Picker) ReleaseN(id string, n int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	n = min(n, p.pending[id])
+	for _, k := range p.kindsOf[id] {
+		if p.pendingKinds[k] -= n; p.pendingKinds[k] <= 0 {
+			delete(p.pendingKinds, k)
+		}
+	}
 	if p.pending[id] <= n {
 		delete(p.pending, id)
+		delete(p.kindsOf, id)
 	} else {
 		p.pending[id] -= n
 	}

@@ -32,49 +32,45 @@ func TestCandidatesStableOrder(t *testing.T) {
 		contracts.Announce{WorkerID: "w-b", Capacity: 1},
 	)
 	for range 5 {
-		ids, full := p.Candidates("sleep")
-		require.Equal(t, []string{"w-a", "w-b", "w-c"}, ids)
-		require.Zero(t, full)
+		require.Equal(t, []string{"w-a", "w-b", "w-c"}, p.Candidates("sleep", 10))
 	}
+	require.Equal(t, []string{"w-a", "w-b"}, p.Candidates("sleep", 2), "at most limit, the first in order")
 }
 
 func TestCandidatesFilter(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
-		workers  []contracts.Announce
-		kind     string
-		wantIDs  []string
-		wantFull int
+		name    string
+		workers []contracts.Announce
+		kind    string
+		wantIDs []string
 	}{
-		{"no workers is overflow", nil, "sleep", nil, 0},
+		{"no workers is overflow", nil, "sleep", nil},
 		{"full workers skipped", []contracts.Announce{
 			{WorkerID: "a", Capacity: 2, InFlight: 2},
 			{WorkerID: "b", Capacity: 2, InFlight: 1},
-		}, "sleep", []string{"b"}, 1},
+		}, "sleep", []string{"b"}},
 		{"all full is overflow without requests", []contracts.Announce{
 			{WorkerID: "a", Capacity: 1, InFlight: 1},
 			{WorkerID: "b", Capacity: 1, InFlight: 1},
-		}, "sleep", nil, 2},
+		}, "sleep", nil},
 		{"unlimited capacity always a candidate", []contracts.Announce{
 			{WorkerID: "a", Capacity: 0, InFlight: 500},
-		}, "sleep", []string{"a"}, 0},
+		}, "sleep", []string{"a"}},
 		{"draining skipped", []contracts.Announce{
 			{WorkerID: "a", Capacity: 1, Draining: true},
 			{WorkerID: "b", Capacity: 1},
-		}, "sleep", []string{"b"}, 0},
+		}, "sleep", []string{"b"}},
 		{"kind must match", []contracts.Announce{
 			{WorkerID: "a", Capacity: 1, Kinds: []string{"exec"}},
 			{WorkerID: "b", Capacity: 1, Kinds: []string{"exec", "sleep"}},
-		}, "sleep", []string{"b"}, 0},
+		}, "sleep", []string{"b"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p, _ := setup(t, tc.workers...)
-			ids, full := p.Candidates(tc.kind)
-			require.Equal(t, tc.wantIDs, ids)
-			require.Equal(t, tc.wantFull, full)
+			require.Equal(t, tc.wantIDs, p.Candidates(tc.kind, 10))
 		})
 	}
 }
@@ -86,17 +82,12 @@ func TestBusyReplyUpdatesLoad(t *testing.T) {
 		contracts.Announce{WorkerID: "b", Capacity: 2},
 	)
 	p.Record("a", Busy, &contracts.OfferReply{Status: contracts.OfferBusy, InFlight: 2, Capacity: 2})
-	ids, full := p.Candidates("sleep")
-	require.Equal(t, []string{"b"}, ids, "a busy worker is skipped until it frees a slot")
-	require.Equal(t, 1, full)
+	require.Equal(t, []string{"b"}, p.Candidates("sleep", 10), "a busy worker is skipped until it frees a slot")
 
 	p.Record("b", Accepted, &contracts.OfferReply{Status: contracts.OfferAccepted, InFlight: 1, Capacity: 2})
-	ids, _ = p.Candidates("sleep")
-	require.Equal(t, []string{"b"}, ids, "b still has one slot")
+	require.Equal(t, []string{"b"}, p.Candidates("sleep", 10), "b still has one slot")
 	p.Record("b", Accepted, &contracts.OfferReply{Status: contracts.OfferAccepted, InFlight: 2, Capacity: 2})
-	ids, full = p.Candidates("sleep")
-	require.Empty(t, ids)
-	require.Equal(t, 2, full)
+	require.Empty(t, p.Candidates("sleep", 10))
 }
 
 func TestEvictionAfterRepeatedFailures(t *testing.T) {
@@ -124,13 +115,12 @@ func TestEvictionAfterRepeatedFailures(t *testing.T) {
 				}
 				p.Record("a", o, reply)
 			}
-			ids, _ := p.Candidates("sleep")
+			ids := p.Candidates("sleep", 10)
 			if tc.evicted {
 				require.Equal(t, []string{"b"}, ids)
 				// It comes back when it announces itself again.
 				r.Observe(contracts.Announce{WorkerID: "a", Kinds: []string{"sleep"}, Capacity: 4, IntervalMS: 1000})
-				ids, _ = p.Candidates("sleep")
-				require.Equal(t, []string{"a", "b"}, ids)
+				require.Equal(t, []string{"a", "b"}, p.Candidates("sleep", 10))
 				require.Zero(t, p.Failures("a"))
 			} else {
 				require.Equal(t, []string{"a", "b"}, ids)
@@ -144,4 +134,26 @@ func TestOutcomeNames(t *testing.T) {
 	for o, want := range map[Outcome]string{Accepted: "accepted", Busy: "busy", Refused: "refused", NoResponders: "no_responders", Timeout: "timeout", Failed: "error", 0: "unknown"} {
 		require.Equal(t, want, o.String())
 	}
+}
+
+// TestRoomLessReservations: offers in flight take their slots out of the
+// room of every kind the worker runs, until released.
+func TestRoomLessReservations(t *testing.T) {
+	t.Parallel()
+	p, _ := setup(t,
+		contracts.Announce{WorkerID: "a", Capacity: 2, Kinds: []string{"x", "y"}},
+		contracts.Announce{WorkerID: "b", Capacity: 1, Kinds: []string{"x"}},
+	)
+	require.Equal(t, map[string]int{"x": 3, "y": 2}, p.Room())
+	require.True(t, p.Reserve("a"))
+	require.Equal(t, map[string]int{"x": 2, "y": 1}, p.Room())
+	require.True(t, p.Reserve("a"))
+	require.False(t, p.Reserve("a"), "both of a's slots are reserved")
+	require.Equal(t, map[string]int{"x": 1}, p.Room())
+	require.Equal(t, []string{"b"}, p.Candidates("x", 10), "a's slots are all reserved")
+	p.ReleaseN("a", 2)
+	require.Equal(t, map[string]int{"x": 3, "y": 2}, p.Room())
+	require.Equal(t, []string{"a", "b"}, p.Candidates("x", 10))
+	p.ReleaseN("a", 5) // more than reserved changes nothing more
+	require.Equal(t, map[string]int{"x": 3, "y": 2}, p.Room())
 }

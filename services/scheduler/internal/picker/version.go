@@ -32,6 +32,30 @@ func (m minVersion) Workers() []contracts.WorkerInfo {
 	return out
 }
 
+// Open walks the open workers at min or newer.
+func (m minVersion) Open(kind string, fn func(contracts.WorkerInfo) bool) {
+	m.View.Open(kind, func(w contracts.WorkerInfo) bool { return !m.ok(w) || fn(w) })
+}
+
+// Room counts the free slots of the workers at min or newer. Unlike the
+// roster's, it looks at every worker: the price of a version floor.
+func (m minVersion) Room() map[string]int {
+	room := map[string]int{}
+	for _, w := range m.Workers() {
+		if w.Draining {
+			continue
+		}
+		free := freeSlots(w, 0)
+		if free <= 0 {
+			continue
+		}
+		for _, k := range w.Kinds {
+			room[k] += free
+		}
+	}
+	return room
+}
+
 // Get is a live worker at min or newer.
 func (m minVersion) Get(id string) (contracts.WorkerInfo, bool) {
 	w, ok := m.View.Get(id)

@@ -19,8 +19,7 @@ func TestMinVersionSkipsOlderWorkers(t *testing.T) {
 		r.Observe(contracts.Announce{WorkerID: id, Kinds: []string{"k"}, Capacity: 2, Version: v, IntervalMS: 1000})
 	}
 	p := New(MinVersion(r, "0.12"), 0)
-	ids, _ := p.Candidates("k")
-	require.Equal(t, []string{"w-new"}, ids)
+	require.Equal(t, []string{"w-new"}, p.Candidates("k", 10))
 	require.Equal(t, map[string]int{"k": 2}, p.Room())
 	require.False(t, p.Reserve("w-old"))
 	require.True(t, p.Reserve("w-new"))
