@@ -154,10 +154,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // heartbeatWorkers is how many heartbeats one scheduler applies at once.
-// A worker's start heartbeat holds its job until it is answered, so with
-// many slots this bounds dispatch: the store's group commit folds the
-// concurrent ones into one transaction.
-const heartbeatWorkers = 64
+// A worker's start heartbeat holds its job until it is answered, and with
+// thousands of busy workers a thousand heartbeats arrive each second: the
+// store's group commit folds the concurrent ones into one transaction, so
+// more at once means bigger transactions, not more of them.
+const heartbeatWorkers = 512
 
 // progressWorkers is how many progress reports one scheduler applies at once.
 const progressWorkers = 4
