@@ -151,6 +151,11 @@ func (d *Dispatcher) dispatchLoop(ctx context.Context) {
 	}
 }
 
+// claimBatch bounds the jobs of a kind one claim round takes: a claim is
+// one store transaction, and the heartbeats and results that arrive
+// meanwhile wait for it. The loop claims again at once while jobs come.
+const claimBatch = 256
+
 // claimRound claims as many of the best ready jobs of each kind as the
 // workers have room for, minus the claims whose offers are in flight.
 func (d *Dispatcher) claimRound(ctx context.Context) ([]contracts.Job, error) {
@@ -162,7 +167,7 @@ func (d *Dispatcher) claimRound(ctx context.Context) ([]contracts.Job, error) {
 	want := map[string]int{}
 	for kind, n := range room {
 		if n > 0 {
-			want[kind] = n
+			want[kind] = min(n, claimBatch)
 		}
 	}
 	d.mu.Unlock()
