@@ -122,9 +122,12 @@ func (d *Dispatcher) dispatchLoop(ctx context.Context) {
 	defer wg.Wait()
 	tick := time.NewTicker(d.cfg.RetryInterval)
 	defer tick.Stop()
+	pause := time.NewTimer(0)
+	<-pause.C
+	defer pause.Stop()
 	for {
 		viewCh, freedCh := d.picker.Changed()
-		claimed, err := d.claimRound(ctx)
+		claimed, drained, err := d.claimRound(ctx)
 		if err != nil && ctx.Err() == nil {
 			d.log.Warn().Err(err).Msg("claiming ready jobs failed; trying again")
 			select {
@@ -137,19 +140,40 @@ func (d *Dispatcher) dispatchLoop(ctx context.Context) {
 		if len(claimed) > 0 {
 			wg.Go(func() { d.dispatchAll(ctx, claimed) })
 		}
-		if len(claimed) > 0 {
+		if len(claimed) > 0 && !drained {
 			continue // there may be more
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.wake:
+			continue
+		case <-tick.C:
+			continue
 		case <-viewCh:
 		case <-freedCh:
-		case <-tick.C:
+		}
+		if drained {
+			// The ready queue had no more than was claimed: more room
+			// alone makes nothing claimable, except a job waiting for
+			// its concurrency key, which a run that ended may have
+			// freed. Look again after a short pause, so that a fleet's
+			// thousands of load changes a second make a few claims, not
+			// thousands.
+			pause.Reset(drainedPause)
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.wake:
+			case <-pause.C:
+			}
 		}
 	}
 }
+
+// drainedPause is the pause before a roster change leads to another claim
+// when the last one emptied the ready queue.
+const drainedPause = 5 * time.Millisecond
 
 // claimBatch bounds the jobs of a kind one claim round takes: a claim is
 // one store transaction, and the heartbeats and results that arrive
@@ -158,7 +182,9 @@ const claimBatch = 256
 
 // claimRound claims as many of the best ready jobs of each kind as the
 // workers have room for, minus the claims whose offers are in flight.
-func (d *Dispatcher) claimRound(ctx context.Context) ([]contracts.Job, error) {
+// drained says the store had fewer ready jobs than asked for, of every
+// kind asked.
+func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained bool, _ error) {
 	room := d.picker.Room()
 	d.mu.Lock()
 	for kind, n := range d.outstanding {
@@ -172,20 +198,28 @@ func (d *Dispatcher) claimRound(ctx context.Context) ([]contracts.Job, error) {
 	}
 	d.mu.Unlock()
 	if len(want) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	now := d.now()
 	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: now, Until: now.Add(d.cfg.ClaimTTL), Kinds: want})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	got := map[string]int{}
 	d.mu.Lock()
 	for _, j := range jobs {
 		d.outstanding[j.Kind]++
+		got[j.Kind]++
 	}
 	d.mu.Unlock()
 	d.m.Claims.Add(float64(len(jobs)))
-	return jobs, nil
+	drained = true
+	for kind, n := range want {
+		if got[kind] >= n {
+			drained = false
+		}
+	}
+	return jobs, drained, nil
 }
 
 // done ends an outstanding claim of kind.

@@ -75,7 +75,7 @@ func setupClock(t *testing.T, cfg Config, now func() time.Time) *bundle {
 // jobs claimed.
 func (b *bundle) round() []contracts.Job {
 	b.t.Helper()
-	jobs, err := b.d.claimRound(context.Background())
+	jobs, _, err := b.d.claimRound(context.Background())
 	require.NoError(b.t, err)
 	b.d.dispatchAll(context.Background(), jobs)
 	return jobs
