@@ -61,6 +61,11 @@ compose-up:
 compose-down:
 	docker compose -f deploy/compose/compose.yaml down
 
+.PHONY: swarm
+## swarm: 10,000 simulated workers join a whole stack within a second, then 100,000 jobs run; one summary line (SLUICE_SWARM_WORKERS, SLUICE_SWARM_JOBS, SLUICE_SWARM_JOB_MS)
+swarm:
+	$(GO) test -run '^$$' -bench '^BenchmarkSwarm$$' -benchtime 1x -count 1 -timeout 30m ./cmd/sluice/internal/devstack/
+
 .PHONY: chaos
 
 ## chaos: 10 minutes of load on the real binaries as separate processes while kill -9'ing services and NATS, deleting the job stream and freezing workers, then the invariant check; then a short run on the MongoDB driver against a FerretDB process that is killed too, and one on a 3-node NATS cluster (streams at 3 replicas) whose nodes are killed one at a time

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,23 +47,36 @@ func BenchmarkSwarm(b *testing.B) {
 	// Admission latency with no worker, then while the fleet joins.
 	probeBody := []byte(`{"kind":"sleep","payload":{"ms":10}}`)
 	idle := probeAdmission(base, probeBody, 3*time.Second, 100)
-	var burst []time.Duration
+	// Joining is two steps, measured apart: the workers' subscriptions
+	// (the NATS server's work, and this process's: the simulated workers
+	// run here), then every worker's announcement within one second (the
+	// stack's work: every scheduler and gateway learns of each worker).
+	var subscribing, burst []time.Duration
 	var wg sync.WaitGroup
-	joinStart := time.Now()
-	wg.Go(func() { burst = probeAdmission(base, probeBody, 6*time.Second, 100) })
-	if err := sw.join(workers, 1, time.Second); err != nil {
+	subStart := time.Now()
+	subDone := make(chan struct{})
+	wg.Go(func() { subscribing = probeAdmissionUntil(base, probeBody, subDone, 100) })
+	added, err := sw.subscribe(workers, 1)
+	if err != nil {
 		b.Fatal(err)
 	}
+	close(subDone)
+	wg.Wait()
+	subTook := time.Since(subStart)
+	joinStart := time.Now()
+	wg.Go(func() { burst = probeAdmission(base, probeBody, 5*time.Second, 100) })
+	sw.announceAll(added, time.Second)
 	joined := waitWorkers(b, base, workers, 2*time.Minute)
 	joinTook := time.Since(joinStart)
 	wg.Wait()
 
 	// The run.
 	offers0, dispatched0 := offerFigures(b, s)
+	cpu0 := processCPU()
 	runStart := time.Now()
 	body := []byte(strings.Replace(string(batchBody(1000)), `{"kind":"sleep"}`, `{"kind":"sleep","payload":{"ms":`+strconv.Itoa(jobMS)+`}}`, -1))
 	admitted := submitBodies(b, base, body, jobs/1000, 4)
-	probes := len(idle) + len(burst)
+	probes := len(idle) + len(subscribing) + len(burst)
 	// The fleet's own count says when the runs are over (polling
 	// /v1/stats counts every job and lists every worker: not free); the
 	// store then has the last word.
@@ -70,20 +84,23 @@ func BenchmarkSwarm(b *testing.B) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	took := time.Since(runStart)
+	cpuPerJob := (processCPU() - cpu0) / time.Duration(max(admitted, 1))
 	waitSucceeded(b, base, int(admitted)+probes, 5*time.Minute)
 	offers, dispatched := offerFigures(b, s)
 	offers, dispatched = offers-offers0, dispatched-dispatched0
 	stale0, dropped := swarmCounters(b, s)
 
-	line := fmt.Sprintf("swarm: %d workers joined in %s (%d announced) | admission p99 idle %s, during the join %s (%.1f×; target ≤ 2×) | "+
+	line := fmt.Sprintf("swarm: %d workers subscribed in %s (admission p99 meanwhile %s), announced within 1s, all known in %s (%d) | admission p99 idle %s, during the announcements %s (%.1f×; target ≤ 2×) | "+
 		"%d jobs of %d ms in %s: %.0f jobs/s | heartbeat round trip p50 %s p99 %s (target ≤ 500ms), %d failed | "+
-		"fenced leases %d, answered lost %d, stale requeues %.0f, dropped heartbeats %.0f (target 0 each) | offers per dispatched job %.3f",
-		workers, joinTook.Round(10*time.Millisecond), joined,
+		"fenced leases %d, answered lost %d, stale requeues %.0f, dropped heartbeats %.0f (target 0 each) | offers per dispatched job %.3f | "+
+		"CPU per job %s (the whole process: stack and simulated workers)",
+		workers, subTook.Round(10*time.Millisecond), quantile(subscribing, 0.99).Round(100*time.Microsecond),
+		joinTook.Round(10*time.Millisecond), joined,
 		quantile(idle, 0.99).Round(100*time.Microsecond), quantile(burst, 0.99).Round(100*time.Microsecond),
 		float64(quantile(burst, 0.99))/float64(max(quantile(idle, 0.99), 1)),
 		admitted, jobMS, took.Round(100*time.Millisecond), float64(admitted)/took.Seconds(),
 		sw.rttQuantile(0.5).Round(100*time.Microsecond), sw.rttQuantile(0.99).Round(100*time.Microsecond), sw.hbErrors.Load(),
-		sw.fenced.Load(), sw.lost.Load(), stale0, dropped, offers/max(dispatched, 1))
+		sw.fenced.Load(), sw.lost.Load(), stale0, dropped, offers/max(dispatched, 1), cpuPerJob.Round(time.Microsecond))
 	fmt.Println(line)
 	b.ReportMetric(float64(sw.rttQuantile(0.99).Milliseconds()), "hb-p99-ms")
 	b.ReportMetric(float64(sw.fenced.Load()), "fenced")
@@ -110,6 +127,30 @@ func probeAdmission(base string, body []byte, d time.Duration, perSecond int) []
 		}
 	}
 	return out
+}
+
+// probeAdmissionUntil is probeAdmission until stop is closed.
+func probeAdmissionUntil(base string, body []byte, stop <-chan struct{}, perSecond int) []time.Duration {
+	var out []time.Duration
+	t := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return out
+		case <-t.C:
+		}
+		start := time.Now()
+		resp, err := benchClient.Post(base+"/v1/jobs", "application/json", bytes.NewReader(body))
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusAccepted {
+			out = append(out, time.Since(start))
+		}
+	}
 }
 
 // waitWorkers waits until the gateway's roster lists n workers and
@@ -189,6 +230,15 @@ func swarmCounters(b *testing.B, s *Stack) (staleRequeues, dropped float64) {
 		}
 	}
 	return staleRequeues, dropped
+}
+
+// processCPU is the CPU time this process used so far, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // envInt is an integer setting from the environment, or def.

@@ -99,25 +99,42 @@ func newSwarm(url string, conns int, interval, fenceAfter time.Duration) (*swarm
 // join adds n workers of slots slots each, all within about spread: each
 // subscribes to its offers and announces itself.
 func (s *swarm) join(n, slots int, spread time.Duration) error {
-	all := s.workersSnapshot()
-	first := len(all)
+	added, err := s.subscribe(n, slots)
+	if err != nil {
+		return err
+	}
+	s.announceAll(added, spread)
+	return nil
+}
+
+// subscribe makes n workers of slots slots each and subscribes each to
+// its offers, without announcing them.
+func (s *swarm) subscribe(n, slots int) ([]*simWorker, error) {
+	first := len(s.workersSnapshot())
 	added := make([]*simWorker, 0, n)
 	for i := range n {
 		w := &simWorker{id: fmt.Sprintf("sw-%05d", first+i+1), conn: (first + i) % len(s.conns), slots: slots,
 			leases: map[string]*simLease{}}
 		nc := s.conns[w.conn]
 		if _, err := nc.Subscribe(contracts.WorkerOfferSubject(w.id), func(m *nats.Msg) { s.offer(w, m) }); err != nil {
-			return err
+			return nil, err
 		}
 		added = append(added, w)
 	}
 	for _, nc := range s.conns {
 		if err := nc.Flush(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	all = append(all, added...)
+	return added, nil
+}
+
+// announceAll announces the workers added, spread over spread, and from
+// then on keeps them announcing and heartbeating.
+func (s *swarm) announceAll(added []*simWorker, spread time.Duration) {
+	all := append(s.workersSnapshot(), added...)
 	s.workers.Store(&all)
+	n := len(added)
 	step := spread / time.Duration(max(n, 1))
 	start := time.Now()
 	for i, w := range added {
@@ -128,7 +145,6 @@ func (s *swarm) join(n, slots int, spread time.Duration) error {
 			}
 		}
 	}
-	return nil
 }
 
 // announce publishes w's state.
