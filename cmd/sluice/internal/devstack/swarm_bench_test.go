@@ -111,23 +111,10 @@ func BenchmarkSwarm(b *testing.B) {
 // probeAdmission submits body perSecond times a second for d, one at a
 // time, and returns each accepted submit's round trip.
 func probeAdmission(base string, body []byte, d time.Duration, perSecond int) []time.Duration {
-	var out []time.Duration
-	t := time.NewTicker(time.Second / time.Duration(perSecond))
+	stop := make(chan struct{})
+	t := time.AfterFunc(d, func() { close(stop) })
 	defer t.Stop()
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		<-t.C
-		start := time.Now()
-		resp, err := benchClient.Post(base+"/v1/jobs", "application/json", bytes.NewReader(body))
-		if err != nil {
-			continue
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusAccepted {
-			out = append(out, time.Since(start))
-		}
-	}
-	return out
+	return probeAdmissionUntil(base, body, stop, perSecond)
 }
 
 // probeAdmissionUntil is probeAdmission until stop is closed.
