@@ -195,13 +195,42 @@ func (r *Roster) Workers() []contracts.WorkerInfo {
 	return out
 }
 
+// decoded remembers the announcements already decoded, by their bytes: a
+// worker repeats the same one every interval while its state holds, and
+// decoding (strict JSON, then every field checked) is most of what an
+// announcement costs. Only the subscription's goroutine uses it.
+type decoded struct {
+	m map[string]contracts.Announce
+}
+
+// maxDecoded bounds the announcements remembered; past it the memory
+// starts again.
+const maxDecoded = 1 << 16
+
+func (d *decoded) get(b []byte) (contracts.Announce, bool) {
+	a, ok := d.m[string(b)]
+	return a, ok
+}
+
+func (d *decoded) put(b []byte, a contracts.Announce) {
+	if d.m == nil || len(d.m) >= maxDecoded {
+		d.m = make(map[string]contracts.Announce)
+	}
+	d.m[string(b)] = a
+}
+
 // Subscribe feeds the roster from announcements on nc and asks every worker
 // to announce itself now. The subscription lives until ctx ends.
 func (r *Roster) Subscribe(ctx context.Context, nc *nats.Conn) error {
+	var seen decoded
 	sub, err := nc.Subscribe(contracts.SubjectAnnounce, func(m *nats.Msg) {
-		a, err := contracts.DecodeAnnounce(m.Data)
-		if err != nil {
-			return // a malformed announcement changes nothing
+		a, ok := seen.get(m.Data)
+		if !ok {
+			var err error
+			if a, err = contracts.DecodeAnnounce(m.Data); err != nil {
+				return // a malformed announcement changes nothing
+			}
+			seen.put(m.Data, a)
 		}
 		r.Observe(a)
 	})

@@ -108,10 +108,20 @@ func New(cfg Config, jobs Jobs, room Room, workers Workers, pub Publisher, now f
 }
 
 // Run looks every Interval until ctx ends, then waits for its commands.
+// A spawner that runs commands first waits one spawn Timeout: the workers
+// its previous run (before a restart) asked for have then announced
+// themselves or are given up, so its bound counts them.
 func (s *Spawner) Run(ctx context.Context) error {
 	defer s.commands.Wait()
 	if s.cfg.Max <= 0 {
 		return nil
+	}
+	if s.cfg.Mode == ModeCommand {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.cfg.Timeout):
+		}
 	}
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()

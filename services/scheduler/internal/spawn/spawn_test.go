@@ -130,3 +130,26 @@ func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
 }
+
+// TestCommandSpawnerWaitsOneTimeoutAfterStart: a scheduler that runs spawn
+// commands asks for nothing during its first spawn timeout, so that what
+// it asked for before a restart counts against the bound.
+func TestCommandSpawnerWaitsOneTimeoutAfterStart(t *testing.T) {
+	t.Parallel()
+	f := &fakes{ready: map[string]int{"sleep": 3}}
+	const timeout = 300 * time.Millisecond
+	s := New(Config{Mode: ModeCommand, Command: []string{"/bin/true"}, Max: 1, Timeout: timeout, Interval: 10 * time.Millisecond},
+		f, f, f, f, time.Now, zerolog.Nop(), metrics.New(nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- s.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.sent) == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(start), timeout, "asked before one spawn timeout had passed")
+	cancel()
+	require.NoError(t, <-done)
+}
