@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -610,5 +611,30 @@ func FuzzDecodeRateUsage(f *testing.F) {
 			t.Fatalf("accepted %d keys", n)
 		}
 		checkRoundTrip(t, u, DecodeRateUsage, sameValue[RateUsage])
+	})
+}
+
+// The validators are byte loops; these regular expressions are what they
+// must agree with.
+var (
+	tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	kindPattern  = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+)
+
+func FuzzValidators(f *testing.F) {
+	for _, s := range []string{"", "a", "A", "-", "_", ".", "a.b", "A.b", "sw-00001", strings.Repeat("a", 64), strings.Repeat("a", 65),
+		"é", "a b", "a\n", "0x", ".a", "a/b", "a*", "a>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := ValidWorkerID(s), tokenPattern.MatchString(s); got != want {
+			t.Fatalf("ValidWorkerID(%q) = %v, want %v", s, got, want)
+		}
+		if got, want := ValidJobID(s), tokenPattern.MatchString(s); got != want {
+			t.Fatalf("ValidJobID(%q) = %v, want %v", s, got, want)
+		}
+		if got, want := ValidKind(s), kindPattern.MatchString(s); got != want {
+			t.Fatalf("ValidKind(%q) = %v, want %v", s, got, want)
+		}
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 )
@@ -179,15 +178,31 @@ type CancelJob struct {
 	Attempt int64  `json:"attempt"`
 }
 
-var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // ValidWorkerID reports whether id can be used as a worker id: 1–64 letters,
 // digits, '-' or '_' (it becomes a NATS subject token).
-func ValidWorkerID(id string) bool { return tokenRE.MatchString(id) }
+func ValidWorkerID(id string) bool { return validToken(id) }
 
-// ValidJobID reports whether id has the shape of a job id.
-func ValidJobID(id string) bool { return idRE.MatchString(id) }
+// ValidJobID reports whether id has the shape of a job id: 1–64 letters,
+// digits, '-' or '_'.
+func ValidJobID(id string) bool { return validToken(id) }
+
+// validToken reports whether s is 1–64 ASCII letters, digits, '-' or '_'.
+// Every message a worker or scheduler decodes checks a few of these, so
+// it is a loop over the bytes rather than a regular expression.
+func validToken(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isLower(c) && !isDigit(c) && !(c >= 'A' && c <= 'Z') && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isLower(c byte) bool { return c >= 'a' && c <= 'z' }
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // decodeStrict decodes exactly one JSON value into v, rejecting unknown
 // fields and trailing data.

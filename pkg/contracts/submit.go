@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -96,11 +95,19 @@ const (
 	MaxRunAhead = 30 * 24 * time.Hour
 )
 
-var kindRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-
 // ValidKind reports whether k is a job kind: 1–64 lowercase letters, digits,
 // '_', '.' or '-', starting with a letter or digit.
-func ValidKind(k string) bool { return kindRE.MatchString(k) }
+func ValidKind(k string) bool {
+	if len(k) < 1 || len(k) > 64 || !(isLower(k[0]) || isDigit(k[0])) {
+		return false
+	}
+	for i := 1; i < len(k); i++ {
+		if c := k[i]; !isLower(c) && !isDigit(c) && c != '_' && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
 // FieldError is a submit field that failed validation (HTTP 422).
 type FieldError struct {
