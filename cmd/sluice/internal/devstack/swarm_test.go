@@ -132,29 +132,42 @@ func (s *swarm) subscribe(n, slots int) ([]*simWorker, error) {
 // announceAll announces the workers added, spread over spread, and from
 // then on keeps them announcing and heartbeating.
 func (s *swarm) announceAll(added []*simWorker, spread time.Duration) {
-	all := append(s.workersSnapshot(), added...)
-	s.workers.Store(&all)
+	// Encoded first: the simulated fleet shares the stack's cores, and
+	// its own work is not what the join measures.
+	msgs := make([][]byte, len(added))
+	for i, w := range added {
+		msgs[i] = s.announcement(w)
+	}
 	n := len(added)
 	step := spread / time.Duration(max(n, 1))
 	start := time.Now()
 	for i, w := range added {
-		s.announce(w)
+		_ = s.conns[w.conn].Publish(contracts.SubjectAnnounce, msgs[i])
 		if step > 0 {
 			if d := time.Until(start.Add(time.Duration(i) * step)); d > 0 {
 				time.Sleep(d)
 			}
 		}
 	}
+	// From now on they announce every interval and heartbeat, as a real
+	// worker does after its first announcement.
+	all := append(s.workersSnapshot(), added...)
+	s.workers.Store(&all)
 }
 
 // announce publishes w's state.
 func (s *swarm) announce(w *simWorker) {
+	_ = s.conns[w.conn].Publish(contracts.SubjectAnnounce, s.announcement(w))
+}
+
+// announcement is w's state as an Announce.
+func (s *swarm) announcement(w *simWorker) []byte {
 	w.mu.Lock()
 	inFlight := len(w.leases)
 	w.mu.Unlock()
 	b, _ := json.Marshal(contracts.Announce{WorkerID: w.id, Kinds: s.kinds, Capacity: w.slots, InFlight: inFlight,
 		IntervalMS: s.interval.Milliseconds()})
-	_ = s.conns[w.conn].Publish(contracts.SubjectAnnounce, b)
+	return b
 }
 
 // announceLoop announces every worker once per interval, spread evenly,
