@@ -196,18 +196,35 @@ func (b *bundle) addGateway() *instance {
 	return in
 }
 
-// waitForService waits until the NATS submit service answers pings.
+// waitForService waits until the NATS submit service lists its submit
+// endpoints. A ping alone is not enough: the service answers pings as
+// soon as it exists, before its endpoints subscribe. The service's
+// connection sends an endpoint's subscription before any answer that
+// lists it, so once listed, the endpoint takes requests.
 func (b *bundle) waitForService() {
 	b.tb.Helper()
-	subj, err := micro.ControlSubject(micro.PingVerb, contracts.SubmitServiceName, "")
+	subj, err := micro.ControlSubject(micro.InfoVerb, contracts.SubmitServiceName, "")
 	require.NoError(b.tb, err)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := b.nc.Request(subj, nil, 200*time.Millisecond); err == nil {
+		msg, err := b.nc.Request(subj, nil, 200*time.Millisecond)
+		if err != nil {
+			continue
+		}
+		var info micro.Info
+		if json.Unmarshal(msg.Data, &info) != nil {
+			continue
+		}
+		listed := map[string]bool{}
+		for _, e := range info.Endpoints {
+			listed[e.Subject] = true
+		}
+		if listed[contracts.SubjectSubmit] && listed[contracts.SubjectSubmitBatch] {
 			return
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	b.tb.Fatal("nats submit service never answered")
+	b.tb.Fatal("nats submit service never listed its endpoints")
 }
 
 // response is one HTTP answer, body read.
