@@ -30,9 +30,9 @@ func newOpenIndex() openIndex {
 	return openIndex{open: map[string]*btree.BTreeG[string]{}, room: map[string]int{}}
 }
 
-// free is how many more jobs w takes as far as its announcement says; 0
-// when draining.
-func free(w contracts.WorkerInfo) int {
+// FreeSlots is how many more jobs w takes as far as its announcement
+// says: UnlimitedRoom with no slot limit, 0 when draining. Room sums it.
+func FreeSlots(w contracts.WorkerInfo) int {
 	switch {
 	case w.Draining:
 		return 0
@@ -46,7 +46,7 @@ func free(w contracts.WorkerInfo) int {
 // now (zero when gone).
 func (x *openIndex) set(before, now contracts.WorkerInfo) {
 	if before.ID != "" {
-		if f := free(before); f > 0 {
+		if f := FreeSlots(before); f > 0 {
 			for _, k := range before.Kinds {
 				x.room[k] -= f
 				if t := x.open[k]; t != nil {
@@ -56,7 +56,7 @@ func (x *openIndex) set(before, now contracts.WorkerInfo) {
 		}
 	}
 	if now.ID != "" {
-		if f := free(now); f > 0 {
+		if f := FreeSlots(now); f > 0 {
 			for _, k := range now.Kinds {
 				x.room[k] += f
 				t := x.open[k]
@@ -136,9 +136,13 @@ func (r *Roster) Room() map[string]int {
 // pruneLocked forgets the workers that stopped announcing, at most once
 // per pruneEvery; r.mu is held.
 func (r *Roster) pruneLocked(now time.Time) {
-	if now.Before(r.index.nextPrune) {
-		return
+	if !now.Before(r.index.nextPrune) {
+		r.expireLocked(now)
 	}
+}
+
+// expireLocked forgets the workers that stopped announcing; r.mu is held.
+func (r *Roster) expireLocked(now time.Time) {
 	r.index.nextPrune = now.Add(pruneEvery)
 	for id, e := range r.workers {
 		if now.After(e.expires) {

@@ -174,13 +174,9 @@ func (r *Roster) Workers() []contracts.WorkerInfo {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.expireLocked(now)
 	out := make([]contracts.WorkerInfo, 0, len(r.workers))
-	for id, e := range r.workers {
-		if now.After(e.expires) {
-			r.index.set(e.info, contracts.WorkerInfo{})
-			delete(r.workers, id)
-			continue
-		}
+	for _, e := range r.workers {
 		out = append(out, e.info)
 	}
 	slices.SortFunc(out, func(a, b contracts.WorkerInfo) int {

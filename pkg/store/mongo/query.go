@@ -186,4 +186,4 @@ func (s *Store) activeCensus(ctx context.Context) (store.Counts, error) {
 
 // censusStates are the stored states of active jobs: held children wait
 // for their parent's window.
-var censusStates = bson.A{string(contracts.StatePending), string(contracts.StateRunning), stateHeld}
+var censusStates = append(bson.A{stateHeld}, activeStates...)

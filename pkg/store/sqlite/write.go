@@ -113,17 +113,13 @@ func (s *Store) writeLoop() {
 			case first = <-s.writes.urgent:
 			case first = <-s.writes.reqs:
 			case <-s.writes.quit:
-				// Run what is still queued, then leave.
-				for {
-					select {
-					case r := <-s.writes.urgent:
+				// Run what is still queued, each alone, then leave.
+				for queued := s.gather(nil); len(queued) > 0; queued = s.gather(queued[:0]) {
+					for _, r := range queued {
 						s.commit(append(batch[:0], r))
-					case r := <-s.writes.reqs:
-						s.commit(append(batch[:0], r))
-					default:
-						return
 					}
 				}
+				return
 			}
 		}
 		s.commit(s.gather(append(batch[:0], first)))

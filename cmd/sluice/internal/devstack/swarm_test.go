@@ -41,14 +41,9 @@ type swarm struct {
 
 	fenced, lost, accepted, busy, completed, hbErrors atomic.Int64
 
-	results chan resultOut
+	results chan []byte // finished runs' results, waiting for a batch
 	wg      sync.WaitGroup
 	stop    chan struct{}
-}
-
-// resultOut is one finished run waiting for its batch.
-type resultOut struct {
-	data []byte
 }
 
 // simWorker is one simulated worker.
@@ -73,7 +68,7 @@ type simLease struct {
 // newSwarm connects conns connections to url.
 func newSwarm(url string, conns int, interval, fenceAfter time.Duration) (*swarm, error) {
 	s := &swarm{interval: interval, fenceAfter: fenceAfter, kinds: []string{"sleep"},
-		results: make(chan resultOut, 1<<16), stop: make(chan struct{})}
+		results: make(chan []byte, 1<<16), stop: make(chan struct{})}
 	for i := range conns {
 		nc, err := nats.Connect(url, nats.Name(fmt.Sprintf("swarm-%d", i)), nats.ReconnectBufSize(64<<20))
 		if err != nil {
@@ -343,7 +338,7 @@ func (s *swarm) finish(w *simWorker, l *simLease) {
 	w.mu.Unlock()
 	b, _ := json.Marshal(contracts.Result{JobID: l.lease.JobID, Attempt: l.lease.Attempt, WorkerID: w.id,
 		State: contracts.StateSucceeded})
-	s.results <- resultOut{data: b}
+	s.results <- b
 	s.completed.Add(1)
 	s.announce(w) // a free slot: tell the schedulers, as a real worker does
 }
@@ -374,12 +369,12 @@ func (s *swarm) deliverResults(conn int) {
 			return
 		case r := <-s.results:
 			// Any connection may carry any worker's result.
-			batch = append(batch, r.data)
+			batch = append(batch, r)
 		more:
 			for len(batch) < 256 {
 				select {
 				case r := <-s.results:
-					batch = append(batch, r.data)
+					batch = append(batch, r)
 				default:
 					break more
 				}

@@ -1,6 +1,7 @@
 package picker
 
 import (
+	"github.com/sluicehq/sluice/pkg/bus/roster"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -42,15 +43,10 @@ func (m minVersion) Open(kind string, fn func(contracts.WorkerInfo) bool) {
 func (m minVersion) Room() map[string]int {
 	room := map[string]int{}
 	for _, w := range m.Workers() {
-		if w.Draining {
-			continue
-		}
-		free := freeSlots(w, 0)
-		if free <= 0 {
-			continue
-		}
-		for _, k := range w.Kinds {
-			room[k] += free
+		if free := roster.FreeSlots(w); free > 0 {
+			for _, k := range w.Kinds {
+				room[k] += free
+			}
 		}
 	}
 	return room
