@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/sluicehq/sluice/pkg/store"
@@ -122,7 +123,16 @@ func (s *Store) writeLoop() {
 				return
 			}
 		}
-		s.commit(s.gather(append(batch[:0], first)))
+		batch = s.gather(append(batch[:0], first))
+		if len(batch) == 1 {
+			// Let the goroutines about to write queue up first: on a busy
+			// machine a lone request here usually means others are a few
+			// microseconds away, and a commit for each costs far more
+			// (its pages written to the log, its fsync) than the yield.
+			runtime.Gosched()
+			batch = s.gather(batch)
+		}
+		s.commit(batch)
 	}
 }
 
