@@ -19,7 +19,9 @@ const (
 	// readyQuery: the best ready jobs of a kind (?1), ready at ?2, at most
 	// ?3, after the job at (?4 priority, ?5 fair_at, ?6 id) in ready order
 	// (a page after the first; ?7 = 0 reads from the start).
-	readyQuery = `SELECT id, tenant, concurrency_key, concurrency_limit, priority, fair_at
+	// The whole job comes with its rowid: the claim then changes the row
+	// it read, without looking it up by id again or reading it back.
+	readyQuery = `SELECT rowid, ` + jobColumns + `
 		FROM jobs INDEXED BY jobs_ready_queue
 		WHERE state = 'pending' AND kind = ?1 AND claim_until IS NULL AND held = 0
 			AND (?7 = 0 OR priority < ?4 OR (priority = ?4 AND (fair_at > ?5 OR (fair_at = ?5 AND id > ?6))))
@@ -35,18 +37,17 @@ const (
 	// their jobs are in the ready queue again.
 	expireClaimsQuery = `UPDATE jobs INDEXED BY jobs_claimed SET claim_until = NULL
 		WHERE state = 'pending' AND claim_until IS NOT NULL AND claim_until <= ?1`
-	// claimQuery takes the claim on one ready job.
+	// claimQuery takes the claim on one ready job (by rowid).
 	claimQuery = `UPDATE jobs SET attempt = attempt + 1, claim_until = ?1, updated_at = ?2
-		WHERE id = ?3 AND state = 'pending' AND (claim_until IS NULL OR claim_until <= ?2)`
+		WHERE rowid = ?3 AND state = 'pending' AND (claim_until IS NULL OR claim_until <= ?2)`
 	// advanceVirtualQuery moves the system's virtual time up to ?1.
 	advanceVirtualQuery = `UPDATE counters SET fair_at = max(fair_at, ?1) WHERE scope = ?2`
 )
 
-// candidate is a ready job as the claim reads it.
+// candidate is a ready job as the claim reads it, with its rowid.
 type candidate struct {
-	id, tenant, key string
-	limit, priority int
-	fairAt          float64
+	job   contracts.Job
+	rowid int64
 }
 
 // Claim takes the dispatch claim on up to r.Kinds[kind] of the best ready
@@ -86,7 +87,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					if got == want {
 						break
 					}
-					ok, err := slots.Take(c.tenant, c.key, c.limit)
+					ok, err := slots.Take(c.job.Tenant, c.job.ConcurrencyKey, c.job.ConcurrencyLimit)
 					if err != nil {
 						return err
 					}
@@ -94,12 +95,12 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 						skipped++
 						continue
 					}
-					j, err := s.claimIn(ctx, tx, c.id, now, r.Until)
+					j, err := s.claimIn(ctx, tx, c, now, r.Until)
 					if err != nil {
 						return err
 					}
 					out = append(out, j)
-					virtual = max(virtual, c.fairAt)
+					virtual = max(virtual, c.job.FairAt)
 					got++
 				}
 				if len(cands) < page {
@@ -134,7 +135,7 @@ func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, kind string, now time.T
 		afterID string
 	)
 	if after != nil {
-		paged, prio, fairAt, afterID = 1, after.priority, after.fairAt, after.id
+		paged, prio, fairAt, afterID = 1, after.job.Priority, after.job.FairAt, after.job.ID
 	}
 	rows, err := tx.StmtContext(ctx, s.ws.ready).QueryContext(ctx, kind, now.UnixNano(), limit, prio, fairAt, afterID, paged)
 	if err != nil {
@@ -144,7 +145,7 @@ func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, kind string, now time.T
 	var out []candidate
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.tenant, &c.key, &c.limit, &c.priority, &c.fairAt); err != nil {
+		if c.job, err = scanJob(rowidFirst{rows, &c.rowid}); err != nil {
 			return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
 		}
 		out = append(out, c)
@@ -164,18 +165,20 @@ func (s *Store) keyHoldersIn(ctx context.Context, tx *sql.Tx, tenant, key string
 	return n, nil
 }
 
-// claimIn claims one ready job and reads it back.
-func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, id string, now, until time.Time) (contracts.Job, error) {
-	res, err := tx.StmtContext(ctx, s.ws.claim).ExecContext(ctx, until.UnixNano(), now.UnixNano(), id)
+// claimIn claims a ready job read in this transaction and returns it as
+// claimed: the write lock kept the row as read.
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, c candidate, now, until time.Time) (contracts.Job, error) {
+	res, err := tx.StmtContext(ctx, s.ws.claim).ExecContext(ctx, until.UnixNano(), now.UnixNano(), c.rowid)
 	if err != nil {
-		return contracts.Job{}, fmt.Errorf("claim job %s: %w", id, err)
+		return contracts.Job{}, fmt.Errorf("claim job %s: %w", c.job.ID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return contracts.Job{}, fmt.Errorf("claim job %s: %d rows changed (%v)", id, n, err)
+		return contracts.Job{}, fmt.Errorf("claim job %s: %d rows changed (%v)", c.job.ID, n, err)
 	}
-	j, err := s.jobIn(ctx, tx, id)
-	if err != nil {
-		return contracts.Job{}, fmt.Errorf("claim job %s: read back: %w", id, err)
-	}
+	j := c.job
+	j.Attempt++
+	claimUntil := fromNanos(until.UnixNano())
+	j.ClaimUntil = &claimUntil
+	j.UpdatedAt = fromNanos(now.UnixNano())
 	return j, nil
 }

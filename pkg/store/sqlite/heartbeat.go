@@ -13,13 +13,14 @@ import (
 
 // The statements of a heartbeat, one lease at a time. The write
 // transaction holds the write lock, so what leaseStateQuery reads stays true
-// until the update.
+// until the update, which changes the row read by its rowid (no second
+// lookup by id).
 const (
-	leaseStateQuery = `SELECT state, attempt, worker, cancel_requested, tenant, kind, runs, created_at, parent FROM jobs WHERE id = ?`
-	renewQuery      = `UPDATE jobs SET heartbeat_at = ? WHERE id = ?`
+	leaseStateQuery = `SELECT rowid, state, attempt, worker, cancel_requested, tenant, kind, runs, created_at, parent FROM jobs WHERE id = ?`
+	renewQuery      = `UPDATE jobs SET heartbeat_at = ? WHERE rowid = ?`
 	promoteQuery    = `UPDATE jobs SET state = 'running', worker = ?,
 			started_at = ?, heartbeat_at = ?, updated_at = ?, runs = runs + 1, claim_until = NULL
-		WHERE id = ?`
+		WHERE rowid = ?`
 )
 
 // Heartbeat sorts workerID's leases in one write transaction:
@@ -50,6 +51,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		parentsStarted := map[string]bool{} // parents marked running in this heartbeat
 		for _, l := range leases {
 			var (
+				rowid   int64
 				state   string
 				attempt int64
 				worker  string
@@ -60,7 +62,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				created int64
 				parent  string
 			)
-			err := look.QueryRowContext(ctx, l.JobID).Scan(&state, &attempt, &worker, &cancel, &tenant, &kind, &runs, &created, &parent)
+			err := look.QueryRowContext(ctx, l.JobID).Scan(&rowid, &state, &attempt, &worker, &cancel, &tenant, &kind, &runs, &created, &parent)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				out.Lost = append(out.Lost, l)
@@ -73,12 +75,12 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				out.Lost = append(out.Lost, l)
 				continue
 			case contracts.JobState(state) == contracts.StateRunning && worker == workerID:
-				if _, err := renew.ExecContext(ctx, at, l.JobID); err != nil {
+				if _, err := renew.ExecContext(ctx, at, rowid); err != nil {
 					return fmt.Errorf("renew lease %s/%d: %w", l.JobID, l.Attempt, err)
 				}
 				out.Renewed = append(out.Renewed, l)
 			case contracts.JobState(state) == contracts.StatePending && attempt > 0:
-				if _, err := promote.ExecContext(ctx, workerID, at, at, at, l.JobID); err != nil {
+				if _, err := promote.ExecContext(ctx, workerID, at, at, at, rowid); err != nil {
 					return fmt.Errorf("promote lease %s/%d: %w", l.JobID, l.Attempt, err)
 				}
 				if parent != "" && !parentsStarted[parent] {

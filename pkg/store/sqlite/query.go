@@ -14,6 +14,9 @@ import (
 // getQuery reads one job.
 const getQuery = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
 
+// getRowQuery reads a job by id with its rowid first (see rowidFirst).
+const getRowQuery = `SELECT rowid, ` + jobColumns + ` FROM jobs WHERE id = ?`
+
 // Get returns the job with that id, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
 	var j contracts.Job

@@ -105,6 +105,19 @@ func scanJob(sc rowScanner) (contracts.Job, error) {
 	return j, nil
 }
 
+// rowidFirst scans a row of rowid followed by jobColumns with scanJob. A
+// write that read a row changes it by its rowid: the write lock keeps the
+// row where it was read, and the update needs no second lookup by id.
+type rowidFirst struct {
+	sc    rowScanner
+	rowid *int64
+}
+
+// Scan reads the rowid, then dest.
+func (r rowidFirst) Scan(dest ...any) error {
+	return r.sc.Scan(append([]any{r.rowid}, dest...)...)
+}
+
 // scanJobs reads every row of rows and closes it.
 func scanJobs(rows *sql.Rows) ([]contracts.Job, error) {
 	defer func() { _ = rows.Close() }()

@@ -92,6 +92,7 @@ type writeStmts struct {
 	insertJobs    *sql.Stmt
 	insertPlain   *sql.Stmt
 	getJob        *sql.Stmt
+	getJobRow     *sql.Stmt
 	leaseState    *sql.Stmt
 	renew         *sql.Stmt
 	promote       *sql.Stmt
@@ -125,6 +126,7 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.insertJobs, insertJobsQuery},
 		{&ws.insertPlain, insertPlainQuery},
 		{&ws.getJob, getQuery},
+		{&ws.getJobRow, getRowQuery},
 		{&ws.leaseState, leaseStateQuery},
 		{&ws.renew, renewQuery},
 		{&ws.promote, promoteQuery},

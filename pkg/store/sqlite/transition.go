@@ -33,7 +33,7 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 	if ch.Now.IsZero() {
 		ch.Now = time.Now()
 	}
-	query, args, err := buildUpdate(exp, ch)
+	query, args, err := buildUpdate(exp, ch, 0)
 	if err != nil {
 		return contracts.Job{}, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
@@ -78,7 +78,8 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 		query string
 	)
 	err := s.writeUrgent(ctx, op, func(tx *sql.Tx) error {
-		before, err := s.jobIn(ctx, tx, id)
+		var rowid int64
+		before, err := scanJob(rowidFirst{tx.StmtContext(ctx, s.ws.getJobRow).QueryRowContext(ctx, id), &rowid})
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}
@@ -97,7 +98,7 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 			ch.Now = time.Now()
 		}
 		var args []any
-		query, args, err = buildUpdate(exp, ch)
+		query, args, err = buildUpdate(exp, ch, rowid)
 		if err != nil {
 			return err
 		}
@@ -146,8 +147,10 @@ type errDecided struct{ err error }
 func (e errDecided) Error() string { return e.err.Error() }
 func (e errDecided) Unwrap() error { return e.err }
 
-// buildUpdate turns a compare-and-set into one UPDATE statement.
-func buildUpdate(exp store.Expect, ch store.Change) (string, []any, error) {
+// buildUpdate turns a compare-and-set into one UPDATE statement. A rowid
+// above 0 is that of the job's row read in the same write transaction: the
+// statement finds the row by it instead of by id.
+func buildUpdate(exp store.Expect, ch store.Change, rowid int64) (string, []any, error) {
 	var (
 		sets []string
 		args []any
@@ -214,6 +217,10 @@ func buildUpdate(exp store.Expect, ch store.Change) (string, []any, error) {
 
 	where := `id = ? AND state = ? AND attempt = ?`
 	args = append(args, exp.ID, string(exp.State), exp.Attempt)
+	if rowid > 0 {
+		where = `rowid = ? AND state = ? AND attempt = ?`
+		args[len(args)-3] = rowid
+	}
 	if !exp.ClaimFreeAt.IsZero() {
 		where += ` AND (claim_until IS NULL OR claim_until <= ?)`
 		args = append(args, exp.ClaimFreeAt.UnixNano())
