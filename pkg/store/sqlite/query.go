@@ -98,6 +98,9 @@ func listQuery(q store.Query, limit int) (string, []any, error) {
 	if q.State != "" {
 		where = append(where, "state = ?")
 		args = append(args, string(q.State))
+		if q.Parent == "" && q.State != contracts.StateSucceeded {
+			where = append(where, "state != 'succeeded'") // jobs_top_state_listed
+		}
 	}
 	if q.Kind != "" {
 		where = append(where, "kind = ?")
@@ -128,10 +131,14 @@ func listQuery(q store.Query, limit int) (string, []any, error) {
 
 // Counting jobs by state reads only indexes (a few dozen bytes a job),
 // where counting the table would read every row: the top-level jobs in
-// state order, and the children in one pass summing each state (grouping
-// them would sort the index).
+// state order (succeeded aside), the finished top-level jobs (succeeded
+// are those not failed or cancelled), and the children in one pass summing
+// each state (grouping them would sort the index).
 var (
-	countTopByStateQuery = `SELECT state, count(*) FROM jobs INDEXED BY jobs_top_state_created WHERE parent = '' GROUP BY state`
+	countTopByStateQuery = `SELECT state, count(*) FROM jobs INDEXED BY jobs_top_state_listed
+		WHERE parent = '' AND state != 'succeeded' GROUP BY state`
+	countTopFinishedQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_finished_top
+		WHERE finished_at IS NOT NULL AND parent = ''`
 	countChildrenByState = func() string {
 		sums := make([]string, len(contracts.AllStates))
 		for i, st := range contracts.AllStates {
@@ -159,6 +166,11 @@ func (s *Store) Stats(ctx context.Context) (store.Counts, error) {
 		if err := scanAll(rows, func(k string, n int) { c.ByState[contracts.JobState(k)] = n }); err != nil {
 			return fmt.Errorf("count states: %w", err)
 		}
+		var finished int
+		if err := tx.QueryRowContext(ctx, countTopFinishedQuery).Scan(&finished); err != nil {
+			return fmt.Errorf("count finished jobs: %w", err)
+		}
+		c.ByState[contracts.StateSucceeded] = finished - c.ByState[contracts.StateFailed] - c.ByState[contracts.StateCancelled]
 		children := make([]int, len(contracts.AllStates))
 		dest := make([]any, len(children))
 		for i := range children {

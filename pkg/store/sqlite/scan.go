@@ -25,9 +25,9 @@ const jobColumnCount = 39
 const activeStates = `('pending', 'running')`
 
 // activeByTenantQuery counts active jobs per tenant: a scan of the small
-// partial index of active jobs, already in tenant order.
-const activeByTenantQuery = `SELECT tenant, sum(slots) FROM jobs INDEXED BY jobs_active_slots
-	WHERE state IN ` + activeStates + ` AND slots > 0 GROUP BY tenant`
+// partial index of unfinished jobs, already in tenant order.
+const activeByTenantQuery = `SELECT tenant, sum(slots) FROM jobs INDEXED BY jobs_unfinished_slots
+	WHERE finished_at IS NULL AND slots > 0 GROUP BY tenant`
 
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface {

@@ -224,19 +224,25 @@ func TestQueriesUseIndexes(t *testing.T) {
 		return query
 	}
 	for query, index := range map[string]string{
-		staleBeatQuery:                    "INDEX jobs_running_work",
-		staleKindQuery:                    "INDEX jobs_ready_queue (kind=?)",
-		pendingKindsQuery:                 "INDEX jobs_ready_queue (kind>?)",
-		purgeQuery:                        "INDEX jobs_finished_top",
-		activeByTenantQuery:               "COVERING INDEX jobs_active_slots",
-		activeByKeyQuery:                  "INDEX jobs_active_key",
-		countRunningQuery:                 "COVERING INDEX jobs_children (parent=? AND state=?)",
-		list(store.Query{}):               "INDEX jobs_top_created",
-		list(store.Query{Cursor: cursor}): "INDEX jobs_top_created ((created_at,id)<(?,?))",
-		list(store.Query{Kind: "k", Cursor: cursor}):                "INDEX jobs_top_created ((created_at,id)<(?,?))",
-		list(store.Query{Tenant: "a", Cursor: cursor}):              "INDEX jobs_top_tenant_created (tenant=? AND (created_at,id)<(?,?))",
-		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_top_state_created (state=? AND (created_at,id)<(?,?))",
-		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_top_tenant_state_created (tenant=? AND state=?)",
+		staleBeatQuery:                                 "INDEX jobs_running_work",
+		staleKindQuery:                                 "INDEX jobs_ready_queue (kind=?)",
+		pendingKindsQuery:                              "INDEX jobs_ready_queue (kind>?)",
+		purgeQuery:                                     "INDEX jobs_finished_top",
+		activeByTenantQuery:                            "COVERING INDEX jobs_unfinished_slots",
+		countTopByStateQuery:                           "COVERING INDEX jobs_top_state_listed",
+		countTopFinishedQuery:                          "COVERING INDEX jobs_finished_top",
+		countChildrenByState:                           "COVERING INDEX jobs_children",
+		activeByKeyQuery:                               "INDEX jobs_active_key",
+		countRunningQuery:                              "COVERING INDEX jobs_children (parent=? AND state=?)",
+		list(store.Query{}):                            "INDEX jobs_top_created",
+		list(store.Query{Cursor: cursor}):              "INDEX jobs_top_created ((created_at,id)<(?,?))",
+		list(store.Query{Kind: "k", Cursor: cursor}):   "INDEX jobs_top_created ((created_at,id)<(?,?))",
+		list(store.Query{Tenant: "a", Cursor: cursor}): "INDEX jobs_top_tenant_created (tenant=? AND (created_at,id)<(?,?))",
+		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_top_state_listed (state=? AND (created_at,id)<(?,?))",
+		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_top_tenant_state_listed (tenant=? AND state=?)",
+		list(store.Query{State: "failed", Cursor: cursor}):          "INDEX jobs_top_state_listed (state=? AND (created_at,id)<(?,?))",
+		list(store.Query{State: "succeeded", Cursor: cursor}):       "INDEX jobs_top_created ((created_at,id)<(?,?))",
+		list(store.Query{Tenant: "a", State: "succeeded"}):          "INDEX jobs_top_tenant_created (tenant=?)",
 		list(store.Query{Parent: "p", Cursor: cursor}):              "INDEX sqlite_autoindex_jobs_1 (id>? AND id<?)",
 		purgeChildrenQuery: "INDEX sqlite_autoindex_jobs_1 (id>? AND id<?)",
 		list(store.Query{Parent: "p", State: "failed"}): "INDEX jobs_children (parent=? AND state=?)",
@@ -252,7 +258,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 	// Indexes no query needs any more are dropped from older databases.
 	var n int
 	require.NoError(t, s.w.QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_master
-		WHERE type = 'index' AND name IN ('jobs_pending_dispatch', 'jobs_running_started', 'jobs_unclaimed', 'jobs_running_beat', 'jobs_created')`).Scan(&n))
+		WHERE type = 'index' AND name IN ('jobs_pending_dispatch', 'jobs_running_started', 'jobs_unclaimed', 'jobs_running_beat', 'jobs_created',
+			'jobs_top_state_created', 'jobs_top_tenant_state_created', 'jobs_active_slots')`).Scan(&n))
 	require.Zero(t, n)
 }
 
