@@ -407,7 +407,7 @@ func TestNATSJetStream(t *testing.T) {
 	t.Parallel()
 	// On the cluster compose.yaml runs, with its three replicas.
 	url := startNATSCluster(t).URL()
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	gw, gwLog := link(t, url, "gateway")
 	sched, schedLog := link(t, url, "scheduler")
@@ -430,8 +430,14 @@ func TestNATSJetStream(t *testing.T) {
 	// Gateway: the event stream, followed with an ordered consumer; the
 	// scheduler and the gateway publish events, a worker reports progress
 	// to the schedulers' queue group.
-	_, err = events.EnsureStream(ctx, gw.JS)
-	require.NoError(t, err)
+	// A new R3 stream waits for its own leader: on a loaded machine that
+	// can outlast one JetStream API request.
+	require.Eventually(t, func() bool {
+		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer tcancel()
+		_, err = events.EnsureStream(tctx, gw.JS)
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "event stream never created")
 	follow, err := events.Follow(ctx, gw.JS, contracts.TenantEventSubjects("acme"), 0)
 	require.NoError(t, err)
 	progress, err := sched.Conn.QueueSubscribeSync(contracts.SubjectProgress, contracts.QueueScheduler)
