@@ -1,6 +1,6 @@
 // Package events publishes and reads Sluice's job change events: the
-// SLUICE_EVENTS JetStream stream, one subject per job (see
-// contracts.EventSubject).
+// SLUICE_EVENTS JetStream stream, a few hundred subjects per tenant that
+// its jobs share (see contracts.EventSubject).
 //
 // Events are notifications, never the record. They are published with a
 // plain core NATS publish after the store's compare-and-set succeeded: no
@@ -30,8 +30,6 @@ const (
 	MaxAge = time.Hour
 	// MaxBytes bounds the stream's size.
 	MaxBytes = 256 << 20
-	// MaxMsgsPerSubject bounds the events kept for one job.
-	MaxMsgsPerSubject = 1000
 )
 
 // StreamConfig is the event stream: file storage, limits retention, oldest
@@ -46,7 +44,6 @@ func StreamConfig() jetstream.StreamConfig {
 		Discard:           jetstream.DiscardOld,
 		MaxAge:            MaxAge,
 		MaxBytes:          MaxBytes,
-		MaxMsgsPerSubject: MaxMsgsPerSubject,
 		Replicas:          1,
 	}
 }

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,23 +66,26 @@ func TestFollowJobFromNowOn(t *testing.T) {
 	b.pub.Publish(stateEvent("acme", "j1", contracts.StatePending, 0)) // before the follower: not seen
 	waitSeq(t, b, 1)
 
-	f, err := events.Follow(t.Context(), b.js, contracts.EventSubject("acme", "j1"), 0)
+	f, err := events.FollowJob(t.Context(), b.js, "acme", "j1", 0)
 	require.NoError(t, err)
 	defer f.Close()
 	require.Equal(t, uint64(1), f.Start)
 
-	b.pub.Publish(stateEvent("acme", "j2", contracts.StateRunning, 1)) // another job: filtered out
+	// Another job on the same subject (its bucket), and one on another:
+	// neither reaches j1's follower.
+	b.pub.Publish(stateEvent("acme", sameBucket(t, "acme", "j1"), contracts.StateRunning, 1))
+	b.pub.Publish(stateEvent("acme", "j2", contracts.StateRunning, 1))
 	b.pub.State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateRunning, Attempt: 1, Worker: "w1"})
 	b.pub.Publish(contracts.Event{Type: contracts.EventProgress, JobID: "j1", Tenant: "acme", Attempt: 1,
 		Progress: &contracts.Progress{Percent: 50, Stage: "copy"}, At: time.Now()})
 
 	r := next(t, f)
-	require.Equal(t, uint64(3), r.Seq)
+	require.Equal(t, uint64(4), r.Seq)
 	require.Equal(t, contracts.EventState, r.Event.Type)
 	require.Equal(t, contracts.StateRunning, r.Event.State)
 	require.Equal(t, "w1", r.Event.Worker)
 	r = next(t, f)
-	require.Equal(t, uint64(4), r.Seq)
+	require.Equal(t, uint64(5), r.Seq)
 	require.Equal(t, contracts.EventProgress, r.Event.Type)
 	require.InDelta(t, 50, r.Event.Progress.Percent, 0)
 	require.Zero(t, b.pub.Dropped())
@@ -155,4 +159,18 @@ func waitSeq(t *testing.T, b bundle, n uint64) {
 		info, err := s.Info(t.Context())
 		return err == nil && info.State.LastSeq >= n
 	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// sameBucket returns a job id other than id whose events share id's
+// subject.
+func sameBucket(t *testing.T, tenant, id string) string {
+	t.Helper()
+	for i := range 100_000 {
+		other := fmt.Sprintf("other-%d", i)
+		if contracts.EventSubject(tenant, other) == contracts.EventSubject(tenant, id) {
+			return other
+		}
+	}
+	t.Fatal("no job id shares the bucket")
+	return ""
 }

@@ -26,6 +26,7 @@ type Follower struct {
 	Start uint64
 
 	c    chan Received
+	keep func(contracts.Event) bool // nil keeps every event
 	it   jetstream.MessagesContext
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -40,6 +41,16 @@ type Follower struct {
 // gone: reading resumes at the oldest kept. The stream is created if
 // missing.
 func Follow(ctx context.Context, js jetstream.JetStream, filter string, after uint64) (*Follower, error) {
+	return follow(ctx, js, filter, after, nil)
+}
+
+// FollowJob is Follow of one job's events: those of its subject
+// (contracts.EventSubject) whose JobID is jobID.
+func FollowJob(ctx context.Context, js jetstream.JetStream, tenant, jobID string, after uint64) (*Follower, error) {
+	return follow(ctx, js, contracts.EventSubject(tenant, jobID), after, func(ev contracts.Event) bool { return ev.JobID == jobID })
+}
+
+func follow(ctx context.Context, js jetstream.JetStream, filter string, after uint64, keep func(contracts.Event) bool) (*Follower, error) {
 	s, err := EnsureStream(ctx, js)
 	if err != nil {
 		return nil, err
@@ -64,7 +75,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, filter string, after ui
 	if err != nil {
 		return nil, fmt.Errorf("follow %s: %w", filter, err)
 	}
-	f := &Follower{Start: after, c: make(chan Received, 64), it: it, done: make(chan struct{})}
+	f := &Follower{Start: after, c: make(chan Received, 64), keep: keep, it: it, done: make(chan struct{})}
 	f.wg.Add(1)
 	go f.pump()
 	return f, nil
@@ -90,8 +101,8 @@ func (f *Follower) Close() {
 	f.wg.Wait()
 }
 
-// pump moves messages from the consumer to C. Malformed events are
-// skipped.
+// pump moves messages from the consumer to C. Malformed events, and those
+// keep refuses, are skipped.
 func (f *Follower) pump() {
 	defer f.wg.Done()
 	defer close(f.c)
@@ -114,7 +125,7 @@ func (f *Follower) pump() {
 			continue
 		}
 		ev, err := contracts.DecodeEvent(msg.Data())
-		if err != nil {
+		if err != nil || (f.keep != nil && !f.keep(ev)) {
 			continue
 		}
 		select {

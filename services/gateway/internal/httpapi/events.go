@@ -200,7 +200,7 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 	var follow <-chan events.Received
 	seq := after
 	if a.JS != nil {
-		f, ferr := events.Follow(ctx, a.JS, contracts.EventSubject(job.Tenant, job.ID), after)
+		f, ferr := events.FollowJob(ctx, a.JS, job.Tenant, job.ID, after)
 		if ferr == nil {
 			defer f.Close()
 			follow, seq = f.C(), f.Start
