@@ -36,15 +36,15 @@ const (
 // events dropped first.
 func StreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:              contracts.EventStreamName,
-		Description:       "Sluice job change events (notifications; the store is the record)",
-		Subjects:          []string{contracts.EventStreamSubjects},
-		Retention:         jetstream.LimitsPolicy,
-		Storage:           jetstream.FileStorage,
-		Discard:           jetstream.DiscardOld,
-		MaxAge:            MaxAge,
-		MaxBytes:          MaxBytes,
-		Replicas:          1,
+		Name:        contracts.EventStreamName,
+		Description: "Sluice job change events (notifications; the store is the record)",
+		Subjects:    []string{contracts.EventStreamSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      MaxAge,
+		MaxBytes:    MaxBytes,
+		Replicas:    1,
 	}
 }
 
