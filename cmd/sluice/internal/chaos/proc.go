@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -193,6 +194,28 @@ func (p *Proc) unhold() {
 	p.mu.Lock()
 	p.held = false
 	p.mu.Unlock()
+}
+
+// peakRSS is the current incarnation's resident memory high-water mark in
+// KiB (VmHWM), or 0 when it is not running.
+func (p *Proc) peakRSS() int {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			return kb
+		}
+	}
+	return 0
 }
 
 // history returns copies of p's incarnations and finished freezes.

@@ -49,6 +49,9 @@ type Report struct {
 	MaxTail         time.Duration // longest run of a resumed handler between SIGCONT and its fence or return
 	TailOverlaps    int           // such tails during which a newer attempt of the job was live
 	StaleResults    int           // results the schedulers ignored (old attempt), from their /metrics
+	// PeakRSS is the largest resident memory (KiB) any process of each
+	// service reached, as its kernel high-water mark read at each sample.
+	PeakRSS map[string]int
 	// Dispatched is each scheduler's dispatches (jobs a worker accepted),
 	// from their /metrics: the schedulers share the work.
 	Dispatched   map[string]int
@@ -103,6 +106,11 @@ func (r Report) Summary() string {
 	fmt.Fprintf(&b, " | stalling jobs %d, stopped timeout: %d, never stopped %d", r.Stalled, r.StallsCaught, len(r.StallsMissed))
 	fmt.Fprintf(&b, " | spawned workers %d (at most %d live)", r.Spawned, r.SpawnMax)
 	fmt.Fprintf(&b, " | dispatches by scheduler %s", joinCounts(r.Dispatched, nil))
+	rss := map[string]int{}
+	for svc, kb := range r.PeakRSS {
+		rss[svc] = (kb + 512) / 1024
+	}
+	fmt.Fprintf(&b, " | peak RSS by service, MiB %s", joinCounts(rss, nil))
 	fmt.Fprintf(&b, " | samples=%d drain=%s", r.Samples, r.Drain.Round(100*time.Millisecond))
 	return b.String()
 }

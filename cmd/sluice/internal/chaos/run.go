@@ -75,7 +75,7 @@ func (p *Profile) defaults(c *Cluster) {
 func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	p.defaults(c)
 	rep := Report{Store: c.cfg.Store, Final: map[string]int{}, RejectedBy: map[string]int{}, Kills: map[string]int{},
-		Planned: map[string]int{}, MaxTenantActive: map[string]int{},
+		Planned: map[string]int{}, MaxTenantActive: map[string]int{}, PeakRSS: map[string]int{},
 		Cap: c.cfg.MaxActive, TenantCap: c.cfg.TenantMaxActive,
 		WorkerLimit: c.cfg.WorkerLimit, TotalLimit: c.cfg.WorkerLimit * (c.cfg.Workers + c.cfg.spawnedLimit()), SpawnMax: c.cfg.spawnedLimit()}
 	for _, pf := range p.timeline(c.StoreProc != nil) {
@@ -211,6 +211,11 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 			}
 			rep.MaxActiveAPI = max(rep.MaxActiveAPI, api)
 			rep.MaxInFlight = max(rep.MaxInFlight, inFlight)
+			for _, pr := range c.procs() {
+				if kb := pr.peakRSS(); kb > 0 {
+					rep.PeakRSS[pr.Service] = max(rep.PeakRSS[pr.Service], kb)
+				}
+			}
 			mu.Unlock()
 		}
 	})
