@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/store"
 )
@@ -21,6 +22,10 @@ import (
 
 // maxBatch bounds the requests one transaction carries.
 const maxBatch = 256
+
+// busyGap is the longest pause between the end of one commit and the next
+// request for which the writer counts as busy (see writeLoop).
+const busyGap = 200 * time.Microsecond
 
 // errClosed is returned for writes after Close.
 var errClosed = errors.New("store closed")
@@ -105,6 +110,7 @@ func (s *Store) onWriter(ctx context.Context, op string, lane chan<- *writeReq, 
 func (s *Store) writeLoop() {
 	defer close(s.writes.finished)
 	batch := make([]*writeReq, 0, maxBatch)
+	var lastCommit time.Time
 	for {
 		var first *writeReq
 		select {
@@ -124,15 +130,19 @@ func (s *Store) writeLoop() {
 			}
 		}
 		batch = s.gather(append(batch[:0], first))
-		if len(batch) == 1 {
-			// Let the goroutines about to write queue up first: on a busy
-			// machine a lone request here usually means others are a few
-			// microseconds away, and a commit for each costs far more
-			// (its pages written to the log, its fsync) than the yield.
+		if len(batch) == 1 && time.Since(lastCommit) < busyGap {
+			// Writes come back to back: let the goroutines about to write
+			// queue up first. A lone request here then usually means
+			// others are a few microseconds away, and a commit for each
+			// costs far more (its pages written to the log, its fsync)
+			// than the yield. A write after a quiet spell goes at once:
+			// behind a busy run queue the yield would cost it more than
+			// it saves.
 			runtime.Gosched()
 			batch = s.gather(batch)
 		}
 		s.commit(batch)
+		lastCommit = time.Now()
 	}
 }
 
