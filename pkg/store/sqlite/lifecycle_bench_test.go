@@ -26,20 +26,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
 	ctx := context.Background()
 	now := time.Now()
-	admitN := func(n int) {
-		for n > 0 {
-			k := min(n, 1000)
-			reqs := make([]store.AdmitRequest, k)
-			for i := range reqs {
-				j := storetest.NewJob("acme", now)
-				j.ID = uuid.Must(uuid.NewV7()).String() // time-ordered, as the gateway makes them
-				reqs[i] = store.AdmitRequest{Job: j}
-			}
-			_, err := s.AdmitBatch(ctx, reqs)
-			require.NoError(b, err)
-			n -= k
-		}
-	}
+	admitN := func(n int) { admitJobs(b, s, n, now) }
 	admitN(20000)
 	b.ResetTimer()
 	done := 0
@@ -98,4 +85,25 @@ func BenchmarkAdmitConcurrent(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "admits/s")
+}
+
+// admitJobs admits n pending jobs of tenant acme created at now, in
+// batches of 1,000, and returns their ids in admission order.
+func admitJobs(b *testing.B, s *Store, n int, now time.Time) []string {
+	b.Helper()
+	var ids []string
+	for n > 0 {
+		k := min(n, 1000)
+		reqs := make([]store.AdmitRequest, k)
+		for i := range reqs {
+			j := storetest.NewJob("acme", now)
+			j.ID = uuid.Must(uuid.NewV7()).String() // time-ordered, as the gateway makes them
+			reqs[i] = store.AdmitRequest{Job: j}
+			ids = append(ids, j.ID)
+		}
+		_, err := s.AdmitBatch(context.Background(), reqs)
+		require.NoError(b, err)
+		n -= k
+	}
+	return ids
 }
