@@ -130,3 +130,21 @@ func BenchmarkOpen(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRenew is one announcement that only says a worker is still
+// there, among 10,000 workers of which 10% have a free slot: what most of
+// a large fleet's announcements are.
+func BenchmarkRenew(b *testing.B) {
+	const n = 10000
+	r := roster.New(clocktest.New().Now)
+	ann := make([]contracts.Announce, n)
+	for i := range ann {
+		ann[i] = contracts.Announce{WorkerID: fmt.Sprintf("w%05d", i), Kinds: []string{"k"}, Capacity: 1,
+			InFlight: min(1, i%10), IntervalMS: 1000}
+		r.Observe(ann[i])
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		r.Observe(ann[i%n])
+	}
+}

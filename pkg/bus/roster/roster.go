@@ -75,15 +75,21 @@ func (r *Roster) Observe(a contracts.Announce) {
 	// without waking anyone. A thousand workers announce a thousand times
 	// a second; waking the dispatchers for each would have them look at
 	// the whole roster as often.
-	if !ok || !sameOffer(e.info, a) || now.After(e.expires) {
+	changed := !ok || !sameOffer(e.info, a)
+	if changed || now.After(e.expires) {
 		r.notify()
+	}
+	e.expires = now.Add(expiryIntervals * iv)
+	if !changed {
+		// The open index already holds the worker as it is.
+		e.info.Spawned, e.info.SeenAt = a.Spawned, now
+		return
 	}
 	before := e.info
 	e.info = contracts.WorkerInfo{
 		ID: a.WorkerID, Kinds: slices.Clone(a.Kinds), Capacity: a.Capacity,
 		InFlight: a.InFlight, Draining: a.Draining, Spawned: a.Spawned, Version: a.Version, SeenAt: now,
 	}
-	e.expires = now.Add(expiryIntervals * iv)
 	r.index.set(before, e.info)
 }
 

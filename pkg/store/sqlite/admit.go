@@ -332,3 +332,11 @@ func (s *Store) activeByKey(ctx context.Context, tx *sql.Tx, tenant, key string)
 func (s *Store) jobIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job, error) {
 	return scanJob(tx.StmtContext(ctx, s.ws.getJob).QueryRowContext(ctx, id))
 }
+
+// jobRowIn is jobIn with the row's rowid, for an update of the row just
+// read (see rowidFirst).
+func (s *Store) jobRowIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job, int64, error) {
+	var rowid int64
+	j, err := scanJob(rowidFirst{tx.StmtContext(ctx, s.ws.getJobRow).QueryRowContext(ctx, id), &rowid})
+	return j, rowid, err
+}

@@ -78,8 +78,7 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 		query string
 	)
 	err := s.writeUrgent(ctx, op, func(tx *sql.Tx) error {
-		var rowid int64
-		before, err := scanJob(rowidFirst{tx.StmtContext(ctx, s.ws.getJobRow).QueryRowContext(ctx, id), &rowid})
+		before, rowid, err := s.jobRowIn(ctx, tx, id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
 		}
@@ -215,12 +214,12 @@ func buildUpdate(exp store.Expect, ch store.Change, rowid int64) (string, []any,
 		set("errors = ?", e)
 	}
 
-	where := `id = ? AND state = ? AND attempt = ?`
-	args = append(args, exp.ID, string(exp.State), exp.Attempt)
+	key, keyArg := "id", any(exp.ID)
 	if rowid > 0 {
-		where = `rowid = ? AND state = ? AND attempt = ?`
-		args[len(args)-3] = rowid
+		key, keyArg = "rowid", rowid
 	}
+	where := key + ` = ? AND state = ? AND attempt = ?`
+	args = append(args, keyArg, string(exp.State), exp.Attempt)
 	if !exp.ClaimFreeAt.IsZero() {
 		where += ` AND (claim_until IS NULL OR claim_until <= ?)`
 		args = append(args, exp.ClaimFreeAt.UnixNano())

@@ -122,9 +122,6 @@ func (p *Picker) Candidates(kind string, limit int) []string {
 	return ids
 }
 
-// UnlimitedRoom is the room Room counts for a worker with no slot limit.
-const UnlimitedRoom = roster.UnlimitedRoom
-
 // Room says how many jobs of each kind the live workers have free slots
 // for, as far as the view knows, less the offers in flight. A worker that
 // runs several kinds counts its free slots for each of them. It costs
@@ -141,17 +138,9 @@ func (p *Picker) Room() map[string]int {
 	return room
 }
 
-// freeSlots is how many more jobs a worker takes as far as the view knows,
-// less the offers to it in flight; a worker with no limit counts
-// UnlimitedRoom.
-func freeSlots(w contracts.WorkerInfo, pending int) int {
-	if w.Capacity == 0 {
-		return UnlimitedRoom
-	}
-	return w.Capacity - w.InFlight - pending
-}
-
-func hasRoom(w contracts.WorkerInfo, pending int) bool { return freeSlots(w, pending) > 0 }
+// hasRoom reports whether w has a free slot as far as the view knows (the
+// roster's rule, roster.FreeSlots) beyond the pending offers to it.
+func hasRoom(w contracts.WorkerInfo, pending int) bool { return roster.FreeSlots(w) > pending }
 
 // Reserve takes one of a worker's free slots (as far as the view knows)
 // for an offer about to be sent; false means it has none left. Every
