@@ -13,6 +13,7 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -48,10 +49,28 @@ func StreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// EnsureStream returns the event stream, creating it when it is missing;
-// an existing stream is left as it is.
+// EnsureStream returns the event stream, creating it when it is missing.
+// An existing stream is left as it is, but for a limit of messages per
+// subject, which older releases set: with a subject per bucket of jobs
+// (contracts.EventSubject) such a limit would shorten how far back a
+// resume reaches, so it is lifted once. Nothing else is updated in place:
+// a deployment's own changes to the stream stay.
 func EnsureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	return bus.EnsureStreamConfig(ctx, js, StreamConfig())
+	s, err := bus.EnsureStreamConfig(ctx, js, StreamConfig())
+	if err != nil {
+		return nil, err
+	}
+	info := s.CachedInfo()
+	if info == nil || info.Config.MaxMsgsPerSubject <= 0 {
+		return s, nil
+	}
+	cfg := info.Config
+	cfg.MaxMsgsPerSubject = -1
+	u, err := js.UpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("lift the per-subject limit of stream %s: %w", cfg.Name, err)
+	}
+	return u, nil
 }
 
 // Publisher sends change events. It is safe for concurrent use; a nil

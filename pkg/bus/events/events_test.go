@@ -60,6 +60,26 @@ func TestStreamConfigKeepsEventsForResume(t *testing.T) {
 	require.Positive(t, cfg.MaxBytes)
 }
 
+func TestEnsureStreamLiftsAnOldPerSubjectLimit(t *testing.T) {
+	t.Parallel()
+	_, js := bustest.Start(t).Connect("events")
+	old := events.StreamConfig()
+	old.MaxMsgsPerSubject = 1000 // what older releases created
+	_, err := js.CreateStream(t.Context(), old)
+	require.NoError(t, err)
+
+	s, err := events.EnsureStream(t.Context(), js)
+	require.NoError(t, err)
+	info, err := s.Info(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), info.Config.MaxMsgsPerSubject)
+	require.Equal(t, int64(events.MaxBytes), info.Config.MaxBytes, "the rest of the stream is as it was")
+
+	// A second start finds nothing to change.
+	_, err = events.EnsureStream(t.Context(), js)
+	require.NoError(t, err)
+}
+
 func TestFollowJobFromNowOn(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
