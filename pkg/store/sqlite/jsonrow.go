@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -22,6 +23,10 @@ import (
 // Most new jobs are plain: nothing of a run, a fan-out or a child set yet.
 // Their rows carry only the columns a submit fills (plainColumns), the
 // rest are constants in the statement, which halves what SQLite unpacks.
+// And the jobs of one batch share most of what they do carry (tenant,
+// kind, times, limits): in a large batch the columns that hold one value
+// in every row are bound once, so each row carries only what sets it
+// apart (its id, its fair-queue stamp, often its payload).
 
 // sparseColumns are the insert columns a plain new job leaves at their
 // zero value.
@@ -77,17 +82,21 @@ func (l jsonRows) plain(args []any) bool {
 }
 
 // query is the INSERT … SELECT of JSON rows: every column read from the
-// row, or with plain, the sparse ones as constants.
-func (l jsonRows) query(plain bool) string {
+// row, or with plain, the sparse ones as constants, and those same marks
+// bound once, as arguments after the rows (see sameColumns).
+func (l jsonRows) query(plain bool, same []bool) string {
 	sel := make([]string, 0, len(l.sparse))
 	k := 0
 	for i, sp := range l.sparse {
-		if plain && sp {
+		switch {
+		case plain && sp:
 			sel = append(sel, sqlLiteral(l.zero[i]))
-			continue
+		case same != nil && same[i]:
+			sel = append(sel, "?")
+		default:
+			sel = append(sel, "v->>"+strconv.Itoa(k))
+			k++
 		}
-		sel = append(sel, "v->>"+strconv.Itoa(k))
-		k++
 	}
 	return `WITH r(v) AS MATERIALIZED (SELECT jsonb(value) FROM json_each(?))
 		INSERT INTO jobs (` + insertColumns + `) SELECT ` + strings.Join(sel, ", ") + ` FROM r`
@@ -110,11 +119,57 @@ func sqlLiteral(a any) string {
 	panic(fmt.Sprintf("sqlite: no literal for %T", a))
 }
 
-// The statements of JSON rows.
+// The statements of JSON rows with nothing bound once.
 var (
-	insertJobsQuery  = rowLayout.query(false)
-	insertPlainQuery = rowLayout.query(true)
+	insertJobsQuery  = rowLayout.query(false, nil)
+	insertPlainQuery = rowLayout.query(true, nil)
 )
+
+// minSameRows is the fewest rows of one statement for which the columns
+// holding one value in every row are bound once (sameColumns): that
+// statement is prepared for its transaction alone, which below this many
+// rows costs more than the JSON it saves.
+const minSameRows = 16
+
+// rowGroup is the new rows of one statement: plain ones or the others.
+type rowGroup struct {
+	plain bool
+	ins   []admitInput
+	// first are the first row's arguments; same marks the columns whose
+	// value every row so far shares with it.
+	first []any
+	same  []bool
+}
+
+// add puts in, whose arguments are args, in the group.
+func (g *rowGroup) add(in admitInput, args []any) {
+	g.ins = append(g.ins, in)
+	if g.first == nil {
+		g.first = append([]any(nil), args...)
+		g.same = make([]bool, len(args))
+		for i := range g.same {
+			g.same[i] = bindable(args[i])
+		}
+		return
+	}
+	for i, same := range g.same {
+		if same && args[i] != g.first[i] {
+			g.same[i] = false
+		}
+	}
+}
+
+// bindable reports whether a can be compared and bound once for a whole
+// group: the argument types the JSON rows carry, but a NaN.
+func bindable(a any) bool {
+	switch v := a.(type) {
+	case nil, string, int, int64:
+		return true
+	case float64:
+		return v == v
+	}
+	return false
+}
 
 // insertJobs inserts new jobs' rows: one alone with its columns bound,
 // more as JSON rows, plain ones apart from the others.
@@ -129,47 +184,70 @@ func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) e
 		}
 		return nil
 	}
-	var plain, full []byte
-	nPlain, nFull := 0, 0
+	plain, full := rowGroup{plain: true}, rowGroup{}
 	for _, in := range rows {
 		args = appendJobArgs(args[:0], in)
-		var err error
 		if rowLayout.plain(args) {
-			plain, err = rowLayout.appendRow(plain, args, true)
-			nPlain++
+			plain.add(in, args)
 		} else {
-			full, err = rowLayout.appendRow(full, args, false)
-			nFull++
+			full.add(in, args)
 		}
-		if err != nil {
+	}
+	if err := s.insertGroup(ctx, tx, plain, s.ws.insertPlain); err != nil {
+		return err
+	}
+	return s.insertGroup(ctx, tx, full, s.ws.insertJobs)
+}
+
+// insertGroup inserts a group's rows with one statement: fixed, the
+// prepared one, or for a large group whose rows share columns, one of its
+// own that binds those once.
+func (s *Store) insertGroup(ctx context.Context, tx *sql.Tx, g rowGroup, fixed *sql.Stmt) error {
+	if len(g.ins) == 0 {
+		return nil
+	}
+	same := g.same
+	if len(g.ins) < minSameRows || !slices.Contains(g.same, true) {
+		same = nil
+	}
+	var (
+		buf  []byte
+		args = make([]any, 0, insertColumnCount)
+		err  error
+	)
+	for _, in := range g.ins {
+		args = appendJobArgs(args[:0], in)
+		if buf, err = rowLayout.appendRow(buf, args, g.plain, same); err != nil {
 			return fmt.Errorf("insert %s: %w", in.job.ID, err)
 		}
 	}
-	if err := execRows(ctx, tx.StmtContext(ctx, s.ws.insertPlain), plain, nPlain); err != nil {
-		return err
+	bound := []any{string(append(buf, ']'))}
+	stmt := tx.StmtContext(ctx, fixed)
+	if same != nil {
+		for i, sm := range same {
+			if sm && !(g.plain && rowLayout.sparse[i]) {
+				bound = append(bound, g.first[i])
+			}
+		}
+		if stmt, err = tx.PrepareContext(ctx, rowLayout.query(g.plain, same)); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		defer func() { _ = stmt.Close() }()
 	}
-	return execRows(ctx, tx.StmtContext(ctx, s.ws.insertJobs), full, nFull)
-}
-
-// execRows runs a JSON row statement over rows (a JSON array without its
-// closing bracket) and checks that all n went in.
-func execRows(ctx context.Context, stmt *sql.Stmt, rows []byte, n int) error {
-	if n == 0 {
-		return nil
-	}
-	res, err := stmt.ExecContext(ctx, string(append(rows, ']')))
+	res, err := stmt.ExecContext(ctx, bound...)
 	if err != nil {
 		return fmt.Errorf("insert: %w", err)
 	}
-	if got, err := res.RowsAffected(); err != nil || int(got) != n {
-		return fmt.Errorf("insert: %d of %d rows inserted (%v)", got, n, err)
+	if got, err := res.RowsAffected(); err != nil || int(got) != len(g.ins) {
+		return fmt.Errorf("insert: %d of %d rows inserted (%v)", got, len(g.ins), err)
 	}
 	return nil
 }
 
 // appendRow appends one row to a JSON array being built (opening it on
-// the first row): all of args, or with plain, those of non-sparse columns.
-func (l jsonRows) appendRow(buf []byte, args []any, plain bool) ([]byte, error) {
+// the first row): all of args but, with plain, those of sparse columns,
+// and those same marks (bound once for all rows).
+func (l jsonRows) appendRow(buf []byte, args []any, plain bool, same []bool) ([]byte, error) {
 	if len(buf) == 0 {
 		buf = append(buf, '[')
 	} else {
@@ -178,7 +256,7 @@ func (l jsonRows) appendRow(buf []byte, args []any, plain bool) ([]byte, error) 
 	buf = append(buf, '[')
 	first := true
 	for i, a := range args {
-		if plain && l.sparse[i] {
+		if (plain && l.sparse[i]) || (same != nil && same[i]) {
 			continue
 		}
 		if !first {

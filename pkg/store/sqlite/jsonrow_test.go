@@ -18,9 +18,20 @@ import (
 // TestBatchRowsMatchSingleRows admits the same jobs alone and as one
 // batch and requires every column to hold the same value with the same
 // SQL type: the batch goes in as JSON rows, the single job with bound
-// arguments.
+// arguments. With n jobs of each shape, a batch large enough binds the
+// columns its rows share once (the payload and priority differ between
+// rows, so they stay in the rows).
 func TestBatchRowsMatchSingleRows(t *testing.T) {
 	t.Parallel()
+	for _, n := range []int{1, minSameRows} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			testBatchRowsMatchSingleRows(t, n)
+		})
+	}
+}
+
+func testBatchRowsMatchSingleRows(t *testing.T, n int) {
 	s := openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
 	now := time.Now().UTC()
 	runAt := now.Add(time.Minute)
@@ -44,15 +55,27 @@ func TestBatchRowsMatchSingleRows(t *testing.T) {
 		j.Payload = nil
 		return j
 	}
-	caps := store.Caps{Weight: 2.5}
-	for _, j := range []contracts.Job{rich("one-rich"), plain("one-plain")} {
-		_, adm, err := s.Admit(t.Context(), j, caps)
-		require.NoError(t, err)
-		require.Equal(t, store.Admitted, adm)
+	// The i-th job of a shape: the odd ones differ in payload and priority.
+	nth := func(make func(string) contracts.Job, id string, i int) contracts.Job {
+		j := make(id)
+		if i%2 == 1 {
+			j.Payload = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+			j.Priority = 7
+		}
+		return j
 	}
-	res, err := s.AdmitBatch(t.Context(), []store.AdmitRequest{
-		{Job: rich("many-rich"), Caps: caps}, {Job: plain("many-plain"), Caps: caps},
-	})
+	caps := store.Caps{Weight: 2.5}
+	var reqs []store.AdmitRequest
+	for i := range n {
+		for _, j := range []contracts.Job{nth(rich, fmt.Sprintf("one-rich-%d", i), i), nth(plain, fmt.Sprintf("one-plain-%d", i), i)} {
+			_, adm, err := s.Admit(t.Context(), j, caps)
+			require.NoError(t, err)
+			require.Equal(t, store.Admitted, adm)
+		}
+		reqs = append(reqs, store.AdmitRequest{Job: nth(rich, fmt.Sprintf("many-rich-%d", i), i), Caps: caps},
+			store.AdmitRequest{Job: nth(plain, fmt.Sprintf("many-plain-%d", i), i), Caps: caps})
+	}
+	res, err := s.AdmitBatch(t.Context(), reqs)
 	require.NoError(t, err)
 	for _, r := range res {
 		require.Equal(t, store.Admitted, r.Admission)
@@ -81,13 +104,15 @@ func TestBatchRowsMatchSingleRows(t *testing.T) {
 			"SELECT "+strings.Join(exprs, ", ")+" FROM jobs WHERE id = ?", id).Scan(ptrs...))
 		return vals
 	}
-	for _, kind := range []string{"rich", "plain"} {
-		one, many := row("one-"+kind), row("many-"+kind)
-		for i := range one {
-			require.Equal(t, one[i], many[i], fmt.Sprintf("%s job, column %s", kind, cols[i/2]))
+	for i := range n {
+		for _, kind := range []string{"rich", "plain"} {
+			one, many := row(fmt.Sprintf("one-%s-%d", kind, i)), row(fmt.Sprintf("many-%s-%d", kind, i))
+			for c := range one {
+				require.Equal(t, one[c], many[c], fmt.Sprintf("%s job %d, column %s", kind, i, cols[c/2]))
+			}
 		}
 	}
-	got, err := s.Get(t.Context(), "many-rich")
+	got, err := s.Get(t.Context(), "many-rich-0")
 	require.NoError(t, err)
 	require.JSONEq(t, string(rich("x").Payload), string(got.Payload))
 }

@@ -129,7 +129,7 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // already size-checked by the transport. Nothing is written unless the
 // outcome is 202.
 func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outcome {
-	req, failed := a.prepare(tenant, body)
+	req, failed := a.prepare(tenant, body, a.now().UTC())
 	if failed != nil {
 		return *failed
 	}
@@ -160,15 +160,14 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 	return o
 }
 
-// prepare turns a submit body into the job to admit and its caps, or the
-// outcome that refuses it (400, 413, 422, 503).
-func (a *Admitter) prepare(tenant string, body []byte) (store.AdmitRequest, *Outcome) {
+// prepare turns a submit body, submitted at now, into the job to admit and
+// its caps, or the outcome that refuses it (400, 413, 422, 503).
+func (a *Admitter) prepare(tenant string, body []byte, now time.Time) (store.AdmitRequest, *Outcome) {
 	fail := func(o Outcome) (store.AdmitRequest, *Outcome) { return store.AdmitRequest{}, &o }
 	req, err := contracts.DecodeSubmit(body)
 	if err != nil {
 		return fail(Fail(http.StatusBadRequest, contracts.CodeInvalidJSON, err.Error()))
 	}
-	now := a.now().UTC()
 	sub, err := req.Validate(now, a.set.Limits)
 	if err != nil {
 		var fe *contracts.FieldError

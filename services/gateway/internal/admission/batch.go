@@ -37,8 +37,11 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 	results := make([]Outcome, len(batch.Jobs))
 	reqs := make([]store.AdmitRequest, 0, len(batch.Jobs))
 	at := make([]int, 0, len(batch.Jobs)) // reqs[k] is job at[k] of the batch
+	// The jobs of a batch are submitted at one time: their times then
+	// match, which the store also binds once for all of them.
+	now := a.now().UTC()
 	for i, raw := range batch.Jobs {
-		req, failed := a.prepare(tenant, raw)
+		req, failed := a.prepare(tenant, raw, now)
 		if failed != nil {
 			results[i] = prefix(*failed, i)
 			continue
@@ -60,8 +63,8 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 	var (
 		due   []contracts.Job
 		ready bool
-		now   = a.now()
 	)
+	now = a.now()
 	for k, r := range admitted {
 		o := a.settle(tenant, r.Job, r.Admission)
 		if o.Status == http.StatusAccepted {
