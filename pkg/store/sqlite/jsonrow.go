@@ -134,7 +134,7 @@ const minSameRows = 16
 // rowGroup is the new rows of one statement: plain ones or the others.
 type rowGroup struct {
 	plain bool
-	ins   []admitInput
+	ins   []*admitInput
 	// first are the first row's arguments; same marks the columns whose
 	// value every row so far shares with it.
 	first []any
@@ -142,7 +142,7 @@ type rowGroup struct {
 }
 
 // add puts in, whose arguments are args, in the group.
-func (g *rowGroup) add(in admitInput, args []any) {
+func (g *rowGroup) add(in *admitInput, args []any) {
 	g.ins = append(g.ins, in)
 	if g.first == nil {
 		g.first = append([]any(nil), args...)
@@ -185,12 +185,12 @@ func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) e
 		return nil
 	}
 	plain, full := rowGroup{plain: true}, rowGroup{}
-	for _, in := range rows {
-		args = appendJobArgs(args[:0], in)
+	for i := range rows {
+		args = appendJobArgs(args[:0], rows[i])
 		if rowLayout.plain(args) {
-			plain.add(in, args)
+			plain.add(&rows[i], args)
 		} else {
-			full.add(in, args)
+			full.add(&rows[i], args)
 		}
 	}
 	if err := s.insertGroup(ctx, tx, plain, s.ws.insertPlain); err != nil {
@@ -216,7 +216,7 @@ func (s *Store) insertGroup(ctx context.Context, tx *sql.Tx, g rowGroup, fixed *
 		err  error
 	)
 	for _, in := range g.ins {
-		args = appendJobArgs(args[:0], in)
+		args = appendJobArgs(args[:0], *in)
 		if buf, err = rowLayout.appendRow(buf, args, g.plain, same); err != nil {
 			return fmt.Errorf("insert %s: %w", in.job.ID, err)
 		}
