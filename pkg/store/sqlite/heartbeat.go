@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,17 +10,62 @@ import (
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
-// The statements of a heartbeat, one lease at a time. The write
-// transaction holds the write lock, so what leaseStateQuery reads stays true
-// until the update, which changes the row read by its rowid (no second
-// lookup by id).
+// The statements of a heartbeat. One query reads every lease's job (its
+// ids as a JSON array); the write transaction holds the write lock, so what
+// it read stays true until the updates, each of which changes a row it
+// read by its rowid (no second lookup by id).
 const (
-	leaseStateQuery = `SELECT rowid, state, attempt, worker, cancel_requested, tenant, kind, runs, created_at, parent FROM jobs WHERE id = ?`
-	renewQuery      = `UPDATE jobs SET heartbeat_at = ? WHERE rowid = ?`
-	promoteQuery    = `UPDATE jobs SET state = 'running', worker = ?,
+	leaseStatesQuery = `SELECT j.rowid, j.id, j.state, j.attempt, j.worker, j.cancel_requested, j.tenant, j.kind, j.runs, j.created_at, j.parent
+		FROM json_each(?) AS l JOIN jobs AS j ON j.id = l.value`
+	renewQuery   = `UPDATE jobs SET heartbeat_at = ? WHERE rowid = ?`
+	promoteQuery = `UPDATE jobs SET state = 'running', worker = ?,
 			started_at = ?, heartbeat_at = ?, updated_at = ?, runs = runs + 1, claim_until = NULL
 		WHERE rowid = ?`
 )
+
+// leaseJob is what a heartbeat reads of a lease's job.
+type leaseJob struct {
+	rowid   int64
+	state   contracts.JobState
+	attempt int64
+	worker  string
+	cancel  bool
+	tenant  string
+	kind    string
+	runs    int
+	created int64
+	parent  string
+}
+
+// leaseJobs reads the jobs of leases, by id; a missing job is absent.
+func (s *Store) leaseJobs(ctx context.Context, tx *sql.Tx, leases []contracts.Lease) (map[string]*leaseJob, error) {
+	ids := []byte{'['}
+	for i, l := range leases {
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = appendJSONString(ids, l.JobID)
+	}
+	rows, err := tx.StmtContext(ctx, s.ws.leaseStates).QueryContext(ctx, string(append(ids, ']')))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	jobs := make(map[string]*leaseJob, len(leases))
+	for rows.Next() {
+		var (
+			j     leaseJob
+			id    string
+			state string
+		)
+		if err := rows.Scan(&j.rowid, &id, &state, &j.attempt, &j.worker, &j.cancel, &j.tenant, &j.kind, &j.runs, &j.created, &j.parent); err != nil {
+			return nil, err
+		}
+		j.state = contracts.JobState(state)
+		jobs[id] = &j
+	}
+	return jobs, rows.Err()
+}
 
 // Heartbeat sorts workerID's leases in one write transaction:
 //
@@ -45,62 +89,53 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 	at := now.UnixNano()
 	err := s.writeUrgent(ctx, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
 		out = store.HeartbeatOutcome{}
-		look := tx.StmtContext(ctx, s.ws.leaseState)
+		jobs, err := s.leaseJobs(ctx, tx, leases)
+		if err != nil {
+			return fmt.Errorf("read leases: %w", err)
+		}
 		renew := tx.StmtContext(ctx, s.ws.renew)
 		promote := tx.StmtContext(ctx, s.ws.promote)
 		parentsStarted := map[string]bool{} // parents marked running in this heartbeat
 		for _, l := range leases {
-			var (
-				rowid   int64
-				state   string
-				attempt int64
-				worker  string
-				cancel  bool
-				tenant  string
-				kind    string
-				runs    int
-				created int64
-				parent  string
-			)
-			err := look.QueryRowContext(ctx, l.JobID).Scan(&rowid, &state, &attempt, &worker, &cancel, &tenant, &kind, &runs, &created, &parent)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
+			j, ok := jobs[l.JobID]
+			if !ok {
 				out.Lost = append(out.Lost, l)
 				continue
-			case err != nil:
-				return fmt.Errorf("read lease %s/%d: %w", l.JobID, l.Attempt, err)
 			}
 			switch {
-			case attempt != l.Attempt:
+			case j.attempt != l.Attempt:
 				out.Lost = append(out.Lost, l)
 				continue
-			case contracts.JobState(state) == contracts.StateRunning && worker == workerID:
-				if _, err := renew.ExecContext(ctx, at, rowid); err != nil {
+			case j.state == contracts.StateRunning && j.worker == workerID:
+				if _, err := renew.ExecContext(ctx, at, j.rowid); err != nil {
 					return fmt.Errorf("renew lease %s/%d: %w", l.JobID, l.Attempt, err)
 				}
 				out.Renewed = append(out.Renewed, l)
-			case contracts.JobState(state) == contracts.StatePending && attempt > 0:
-				if _, err := promote.ExecContext(ctx, workerID, at, at, at, rowid); err != nil {
+			case j.state == contracts.StatePending && j.attempt > 0:
+				if _, err := promote.ExecContext(ctx, workerID, at, at, at, j.rowid); err != nil {
 					return fmt.Errorf("promote lease %s/%d: %w", l.JobID, l.Attempt, err)
 				}
-				if parent != "" && !parentsStarted[parent] {
-					if err := s.startParent(ctx, tx, parent, now); err != nil {
+				if j.parent != "" && !parentsStarted[j.parent] {
+					if err := s.startParent(ctx, tx, j.parent, now); err != nil {
 						return err
 					}
-					parentsStarted[parent] = true
+					parentsStarted[j.parent] = true
 				}
 				started := fromNanos(at)
 				out.Promoted = append(out.Promoted, l)
 				out.Started = append(out.Started, contracts.Job{
-					ID: l.JobID, Tenant: tenant, Kind: kind, State: contracts.StateRunning, Attempt: l.Attempt,
-					Runs: runs + 1, Worker: workerID, CancelRequested: cancel, Parent: parent,
-					CreatedAt: fromNanos(created), UpdatedAt: started, StartedAt: &started, HeartbeatAt: &started,
+					ID: l.JobID, Tenant: j.tenant, Kind: j.kind, State: contracts.StateRunning, Attempt: l.Attempt,
+					Runs: j.runs + 1, Worker: workerID, CancelRequested: j.cancel, Parent: j.parent,
+					CreatedAt: fromNanos(j.created), UpdatedAt: started, StartedAt: &started, HeartbeatAt: &started,
 				})
+				// The same lease twice in one heartbeat: the second finds
+				// the job as the first left it.
+				j.state, j.worker, j.runs = contracts.StateRunning, workerID, j.runs+1
 			default:
 				out.Lost = append(out.Lost, l)
 				continue
 			}
-			if cancel {
+			if j.cancel {
 				out.Cancel = append(out.Cancel, l)
 			}
 		}

@@ -93,7 +93,7 @@ type writeStmts struct {
 	insertPlain   *sql.Stmt
 	getJob        *sql.Stmt
 	getJobRow     *sql.Stmt
-	leaseState    *sql.Stmt
+	leaseStates   *sql.Stmt
 	renew         *sql.Stmt
 	promote       *sql.Stmt
 	// Claim's statements.
@@ -127,7 +127,7 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.insertPlain, insertPlainQuery},
 		{&ws.getJob, getQuery},
 		{&ws.getJobRow, getRowQuery},
-		{&ws.leaseState, leaseStateQuery},
+		{&ws.leaseStates, leaseStatesQuery},
 		{&ws.renew, renewQuery},
 		{&ws.promote, promoteQuery},
 		{&ws.expireClaims, expireClaimsQuery},
