@@ -14,6 +14,27 @@ import (
 // is (wrapped), so a caller can tell its own sentinels apart.
 type Decide func(job contracts.Job) (Change, error)
 
+// DecideEach is Decide for the job of the i-th id of an UpdateEach.
+type DecideEach func(i int, job contracts.Job) (Change, error)
+
+// Updated is the outcome of one job of an UpdateEach: the job afterwards,
+// or what kept it from changing.
+type Updated struct {
+	Job contracts.Job
+	Err error
+}
+
+// UpdateEachByUpdate is UpdateEach for a driver that updates one job at a
+// time: each id in turn, through update.
+func UpdateEachByUpdate(ctx context.Context, ids []string, decide DecideEach,
+	update func(ctx context.Context, id string, decide Decide) (contracts.Job, error)) []Updated {
+	out := make([]Updated, len(ids))
+	for i, id := range ids {
+		out[i].Job, out[i].Err = update(ctx, id, func(job contracts.Job) (Change, error) { return decide(i, job) })
+	}
+	return out
+}
+
 // Apply returns j with ch applied as a driver applies it (see Change): the
 // in-memory twin of a Transition, so a driver that read the job in the
 // same transaction need not read it back.

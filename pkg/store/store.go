@@ -47,6 +47,15 @@ type Store interface {
 	// ErrNotFound.
 	Update(ctx context.Context, id string, decide Decide) (contracts.Job, error)
 
+	// UpdateEach is Update of many jobs at once: decide is asked about the
+	// job of ids[i] with i, and each job's outcome is its own, the job
+	// afterwards or the error Update would return for it alone. A job
+	// named twice sees the first change. The embedded driver does it in
+	// one write transaction; when that fails as a whole, nothing changed
+	// and the error is returned. The MongoDB driver updates one job after
+	// the other and never returns an error of its own.
+	UpdateEach(ctx context.Context, ids []string, decide DecideEach) ([]Updated, error)
+
 	// Heartbeat renews the leases workerID holds and records pending claims
 	// the worker accepted as running. Each lease ends in exactly one of the
 	// outcome's lists.

@@ -195,3 +195,8 @@ func (s *Store) explainMiss(ctx context.Context, exp store.Expect) error {
 func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (contracts.Job, error) {
 	return store.UpdateByTransition(ctx, s, id, decide)
 }
+
+// UpdateEach is Update of each id in turn (see store.Store).
+func (s *Store) UpdateEach(ctx context.Context, ids []string, decide store.DecideEach) ([]store.Updated, error) {
+	return store.UpdateEachByUpdate(ctx, ids, decide, s.Update), nil
+}

@@ -333,6 +333,43 @@ func (s *Store) jobIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job
 	return scanJob(tx.StmtContext(ctx, s.ws.getJob).QueryRowContext(ctx, id))
 }
 
+// jobRow is a job read in a write transaction and its row's rowid.
+type jobRow struct {
+	job   contracts.Job
+	rowid int64
+}
+
+// jobRowsIn reads the jobs of ids inside a write transaction, with their
+// rowids, by id; a missing job is absent.
+func (s *Store) jobRowsIn(ctx context.Context, tx *sql.Tx, ids []string) (map[string]*jobRow, error) {
+	rows, err := tx.StmtContext(ctx, s.ws.getJobRows).QueryContext(ctx, jsonStrings(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	out := make(map[string]*jobRow, len(ids))
+	for rows.Next() {
+		var r jobRow
+		if r.job, err = scanJob(rowidFirst{rows, &r.rowid}); err != nil {
+			return nil, err
+		}
+		out[r.job.ID] = &r
+	}
+	return out, rows.Err()
+}
+
+// jsonStrings is ss as a JSON array, the argument of json_each.
+func jsonStrings(ss []string) string {
+	buf := []byte{'['}
+	for i, s := range ss {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, s)
+	}
+	return string(append(buf, ']'))
+}
+
 // jobRowIn is jobIn with the row's rowid, for an update of the row just
 // read (see rowidFirst).
 func (s *Store) jobRowIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job, int64, error) {

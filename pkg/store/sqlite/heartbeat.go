@@ -39,14 +39,11 @@ type leaseJob struct {
 
 // leaseJobs reads the jobs of leases, by id; a missing job is absent.
 func (s *Store) leaseJobs(ctx context.Context, tx *sql.Tx, leases []contracts.Lease) (map[string]*leaseJob, error) {
-	ids := []byte{'['}
+	ids := make([]string, len(leases))
 	for i, l := range leases {
-		if i > 0 {
-			ids = append(ids, ',')
-		}
-		ids = appendJSONString(ids, l.JobID)
+		ids[i] = l.JobID
 	}
-	rows, err := tx.StmtContext(ctx, s.ws.leaseStates).QueryContext(ctx, string(append(ids, ']')))
+	rows, err := tx.StmtContext(ctx, s.ws.leaseStates).QueryContext(ctx, jsonStrings(ids))
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,9 @@ const getQuery = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
 // getRowQuery reads a job by id with its rowid first (see rowidFirst).
 const getRowQuery = `SELECT rowid, ` + jobColumns + ` FROM jobs WHERE id = ?`
 
+// getRowsQuery reads the rows of many jobs, their ids a JSON array.
+const getRowsQuery = `SELECT rowid, ` + jobColumns + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
+
 // Get returns the job with that id, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
 	var j contracts.Job

@@ -93,6 +93,7 @@ type writeStmts struct {
 	insertPlain   *sql.Stmt
 	getJob        *sql.Stmt
 	getJobRow     *sql.Stmt
+	getJobRows    *sql.Stmt
 	leaseStates   *sql.Stmt
 	renew         *sql.Stmt
 	promote       *sql.Stmt
@@ -127,6 +128,7 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.insertPlain, insertPlainQuery},
 		{&ws.getJob, getQuery},
 		{&ws.getJobRow, getRowQuery},
+		{&ws.getJobRows, getRowsQuery},
 		{&ws.leaseStates, leaseStatesQuery},
 		{&ws.renew, renewQuery},
 		{&ws.promote, promoteQuery},

@@ -72,12 +72,11 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 // afterwards is the change applied to the row read (store.Change.Apply),
 // so nothing is read back.
 func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (contracts.Job, error) {
-	op := "update job " + id
 	var (
 		out   contracts.Job
 		query string
 	)
-	err := s.writeUrgent(ctx, op, func(tx *sql.Tx) error {
+	err := s.writeUrgent(ctx, "update job "+id, func(tx *sql.Tx) error {
 		before, rowid, err := s.jobRowIn(ctx, tx, id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
@@ -85,41 +84,101 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
-		ch, err := decide(before)
-		if err != nil {
-			return errDecided{err}
-		}
-		exp := store.Expect{ID: id, State: before.State, Attempt: before.Attempt}
-		if err := ch.Check(exp); err != nil {
-			return err
-		}
-		if ch.Now.IsZero() {
-			ch.Now = time.Now()
-		}
-		var args []any
-		query, args, err = buildUpdate(exp, ch, rowid)
-		if err != nil {
-			return err
-		}
-		// A statement not prepared yet is prepared for this transaction
-		// alone (the cache cannot prepare on the busy writer), and cached
-		// below for the next time.
-		if err := execCAS(ctx, tx, s.wc.lookup(query), query, args, exp); err != nil {
-			return err
-		}
-		if err := s.followUp(ctx, tx, before, exp, ch); err != nil {
-			return err
-		}
-		out = ch.Apply(before)
-		return nil
+		out, query, err = s.updateRow(ctx, tx, before, rowid, decide)
+		return err
 	})
-	if query != "" {
-		_, _ = s.wc.get(ctx, query) // warm the cache; a failure only costs a parse next time
-	}
+	s.warm(ctx, query)
 	if err != nil {
 		return contracts.Job{}, err
 	}
 	return out, nil
+}
+
+// UpdateEach is Update of many jobs in one write transaction (see
+// store.Store): one query reads them all, then each is decided and
+// changed in turn by the rowid read. A job that fails as Update would
+// (missing, decided against, a forbidden change) leaves the others be.
+func (s *Store) UpdateEach(ctx context.Context, ids []string, decide store.DecideEach) ([]store.Updated, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var (
+		out     []store.Updated
+		queries []string
+	)
+	err := s.writeUrgent(ctx, fmt.Sprintf("update %d jobs", len(ids)), func(tx *sql.Tx) error {
+		out, queries = make([]store.Updated, len(ids)), queries[:0]
+		rows, err := s.jobRowsIn(ctx, tx, ids)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		for i, id := range ids {
+			row, ok := rows[id]
+			if !ok {
+				out[i].Err = fmt.Errorf("sqlite: update job %s: %w", id, store.ErrNotFound)
+				continue
+			}
+			job, query, err := s.updateRow(ctx, tx, row.job, row.rowid, func(j contracts.Job) (store.Change, error) { return decide(i, j) })
+			if query != "" {
+				queries = append(queries, query)
+			}
+			switch {
+			case err == nil:
+				out[i].Job, row.job = job, job
+			case wroteNothing(err):
+				out[i].Err = fmt.Errorf("sqlite: update job %s: %w", id, err)
+			default:
+				return fmt.Errorf("job %s: %w", id, err)
+			}
+		}
+		return nil
+	})
+	for _, q := range queries {
+		s.warm(ctx, q)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// updateRow asks decide for a change of before, the job read at rowid in
+// tx, and applies it as a compare-and-set on the state and attempt read.
+// It returns the job afterwards and the UPDATE it ran.
+func (s *Store) updateRow(ctx context.Context, tx *sql.Tx, before contracts.Job, rowid int64, decide store.Decide) (contracts.Job, string, error) {
+	ch, err := decide(before)
+	if err != nil {
+		return contracts.Job{}, "", errDecided{err}
+	}
+	exp := store.Expect{ID: before.ID, State: before.State, Attempt: before.Attempt}
+	if err := ch.Check(exp); err != nil {
+		return contracts.Job{}, "", err
+	}
+	if ch.Now.IsZero() {
+		ch.Now = time.Now()
+	}
+	query, args, err := buildUpdate(exp, ch, rowid)
+	if err != nil {
+		return contracts.Job{}, "", err
+	}
+	// A statement not prepared yet is prepared for this transaction alone
+	// (the cache cannot prepare on the busy writer), and cached by warm
+	// for the next time.
+	if err := execCAS(ctx, tx, s.wc.lookup(query), query, args, exp); err != nil {
+		return contracts.Job{}, query, err
+	}
+	if err := s.followUp(ctx, tx, before, exp, ch); err != nil {
+		return contracts.Job{}, query, err
+	}
+	return ch.Apply(before), query, nil
+}
+
+// warm prepares an UPDATE updateRow ran into the cache, outside the write
+// transaction; a failure only costs a parse next time.
+func (s *Store) warm(ctx context.Context, query string) {
+	if query != "" && s.wc.lookup(query) == nil {
+		_, _ = s.wc.get(ctx, query)
+	}
 }
 
 // followUp does, in the same transaction, what a change of job from exp

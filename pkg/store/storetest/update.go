@@ -16,6 +16,7 @@ var updateTests = []test{
 	{"UpdateAppliesAsTransition", testUpdateApplies},
 	{"UpdateDecideErrorChangesNothing", testUpdateDecideError},
 	{"UpdateReleasesSlot", testUpdateReleasesSlot},
+	{"UpdateEachOutcomes", testUpdateEachOutcomes},
 }
 
 // testUpdateApplies checks that Update hands decide the job as stored and
@@ -110,4 +111,59 @@ func testUpdateReleasesSlot(t *testing.T, s store.Store) {
 	_, adm, err = s.Admit(ctx, NewJob("acme", at(3*time.Second)), caps)
 	require.NoError(t, err)
 	require.Equal(t, store.RejectedGlobal, adm, "the slot was released once, not twice")
+}
+
+// testUpdateEachOutcomes checks that each job of an UpdateEach has its own
+// outcome, as Update alone would give it: applied, missing, decided
+// against, refused by the state machine; that a job named twice sees the
+// first change; and that the jobs applied release their slots.
+func testUpdateEachOutcomes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	done := start(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second))
+	twice := start(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second))
+	kept := start(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second))
+	refused := start(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second))
+	errKept := errors.New("not this one")
+	ids := []string{done.ID, twice.ID, "no-such-job", kept.ID, twice.ID, refused.ID}
+	seen := map[int]contracts.Job{}
+	out, err := s.UpdateEach(ctx, ids, func(i int, cur contracts.Job) (store.Change, error) {
+		require.Equal(t, ids[i], cur.ID, "decide is asked about ids[i]")
+		seen[i] = cur
+		switch {
+		case cur.ID == kept.ID:
+			return store.Change{}, errKept
+		case cur.ID == refused.ID: // a new attempt that does not grow
+			return store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Attempt: cur.Attempt}, nil
+		case !cur.State.Active():
+			return store.Change{}, errors.New("already final")
+		}
+		return store.Change{Now: at(2 * time.Second), State: contracts.StateSucceeded}, nil
+	})
+	require.NoError(t, err)
+	require.Len(t, out, len(ids))
+
+	require.NoError(t, out[0].Err)
+	require.Equal(t, contracts.StateSucceeded, out[0].Job.State)
+	requireJob(t, get(t, s, done.ID), out[0].Job)
+	require.NoError(t, out[1].Err)
+	requireJob(t, get(t, s, twice.ID), out[1].Job)
+	require.ErrorIs(t, out[2].Err, store.ErrNotFound)
+	require.NotContains(t, seen, 2, "decide is not asked about a missing job")
+	require.ErrorIs(t, out[3].Err, errKept)
+	requireJob(t, kept, get(t, s, kept.ID))
+	require.Error(t, out[4].Err, "the second time, twice is final")
+	require.Equal(t, contracts.StateSucceeded, seen[4].State, "the second decide sees the first change")
+	require.ErrorIs(t, out[5].Err, store.ErrBadTransition)
+	requireJob(t, refused, get(t, s, refused.ID))
+
+	c := stats(t, s)
+	require.Equal(t, 2, c.ByState[contracts.StateSucceeded])
+	require.Equal(t, 2, c.Active(), "the two jobs still running keep their slots")
+
+	out, err = s.UpdateEach(ctx, nil, func(int, contracts.Job) (store.Change, error) {
+		t.Fatal("decide called with no ids")
+		return store.Change{}, nil
+	})
+	require.NoError(t, err)
+	require.Empty(t, out)
 }

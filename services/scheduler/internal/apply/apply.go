@@ -20,7 +20,7 @@ import (
 type Jobs interface {
 	Get(ctx context.Context, id string) (contracts.Job, error)
 	Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error)
-	Update(ctx context.Context, id string, decide store.Decide) (contracts.Job, error)
+	UpdateEach(ctx context.Context, ids []string, decide store.DecideEach) ([]store.Updated, error)
 	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (store.HeartbeatOutcome, error)
 }
 

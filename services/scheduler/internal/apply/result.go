@@ -3,7 +3,6 @@ package apply
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -13,32 +12,40 @@ import (
 )
 
 // Result applies a message of worker results: one Result or a batch
-// (contracts.DecodeResults). The results of a batch are applied at once,
-// so the store's group commit folds them into one transaction; when any of
-// them must be tried again the whole message comes back, and the results
-// already applied are then stale and skipped.
+// (contracts.DecodeResults), all in one store call (UpdateEach), each
+// result decided on its own. When the store fails, or any result must be
+// tried again, the whole message comes back, and the results already
+// applied are then stale and skipped.
 func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Settle {
 	results, err := contracts.DecodeResults(data)
 	if err != nil {
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectResult).Msg("malformed result dropped")
 		return consume.Poison()
 	}
-	if len(results) == 1 {
-		return a.applyResult(ctx, results[0])
-	}
-	settles := make([]consume.Settle, len(results))
-	sem := make(chan struct{}, resultsAtOnce)
-	var wg sync.WaitGroup
+	var (
+		ids     = make([]string, len(results))
+		befores = make([]contracts.Job, len(results))
+		changes = make([]store.Change, len(results))
+	)
 	for i, res := range results {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			settles[i] = a.applyResult(ctx, res)
-		})
+		ids[i] = res.JobID
 	}
-	wg.Wait()
+	updated, err := a.jobs.UpdateEach(ctx, ids, func(i int, job contracts.Job) (store.Change, error) {
+		res := results[i]
+		befores[i] = job
+		if !Current(job, res.Attempt, res.WorkerID) {
+			return store.Change{}, errStale
+		}
+		changes[i] = a.resultChange(job, res)
+		return changes[i], nil
+	})
+	if err != nil {
+		a.log.Warn().Err(err).Int("results", len(results)).Msg("store unavailable; results retried")
+		return consume.RetryIn(storeRetry)
+	}
 	out := consume.Ack()
-	for _, s := range settles {
+	for i, res := range results {
+		s := a.settleResult(ctx, res, befores[i], changes[i], updated[i])
 		if s.Retry && (!out.Retry || s.Delay > out.Delay) {
 			out = s
 		}
@@ -46,31 +53,16 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 	return out
 }
 
-// resultsAtOnce bounds the results of one batch applied at once (the
-// store's writer folds them into a transaction either way).
-const resultsAtOnce = 64
-
-// applyResult applies one result. It is ignored (and counted as stale)
-// unless the job is still active at the result's attempt and, once
-// running, on the result's worker.
-func (a *Applier) applyResult(ctx context.Context, res contracts.Result) consume.Settle {
+// settleResult reports what applying one result did: the job before
+// (what decide saw), the change decided and the store's outcome. A result
+// is ignored (and counted as stale) unless the job was still active at the
+// result's attempt and, once running, on the result's worker.
+func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before contracts.Job, ch store.Change, u store.Updated) consume.Settle {
 	// The result's fields go on each event: no child logger per result.
 	fields := func(e *zerolog.Event) *zerolog.Event {
 		return e.Str(observe.FieldJobID, res.JobID).Int64(observe.FieldAttempt, res.Attempt).Str(observe.FieldWorkerID, res.WorkerID)
 	}
-	var (
-		before contracts.Job
-		ch     store.Change
-	)
-	out, err := a.jobs.Update(ctx, res.JobID, func(job contracts.Job) (store.Change, error) {
-		before = job
-		if !Current(job, res.Attempt, res.WorkerID) {
-			return store.Change{}, errStale
-		}
-		ch = a.resultChange(job, res)
-		return ch, nil
-	})
-	switch {
+	switch err := u.Err; {
 	case errors.Is(err, store.ErrNotFound):
 		a.m.Results.WithLabelValues("stale").Inc()
 		return consume.Ack()
@@ -84,7 +76,7 @@ func (a *Applier) applyResult(ctx context.Context, res contracts.Result) consume
 		fields(a.log.Warn()).Err(err).Msg("store unavailable; result retried")
 		return consume.RetryIn(storeRetry)
 	}
-	a.ev.State(out)
+	a.ev.State(u.Job)
 	if ch.State == contracts.StatePending {
 		a.m.Results.WithLabelValues("retried").Inc()
 		fields(a.log.Info()).Str("error", res.Error).Time("next_dispatch_at", *ch.NextDispatchAt).Msg("run failed; job runs again after a backoff")
