@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -37,9 +38,10 @@ const (
 	// their jobs are in the ready queue again.
 	expireClaimsQuery = `UPDATE jobs INDEXED BY jobs_claimed SET claim_until = NULL
 		WHERE state = 'pending' AND claim_until IS NOT NULL AND claim_until <= ?1`
-	// claimQuery takes the claim on one ready job (by rowid).
+	// claimQuery takes the claim on ready jobs read in the same
+	// transaction (?3: their rowids, a JSON array).
 	claimQuery = `UPDATE jobs SET attempt = attempt + 1, claim_until = ?1, updated_at = ?2
-		WHERE rowid = ?3 AND state = 'pending' AND (claim_until IS NULL OR claim_until <= ?2)`
+		WHERE rowid IN (SELECT value FROM json_each(?3)) AND state = 'pending' AND (claim_until IS NULL OR claim_until <= ?2)`
 	// advanceVirtualQuery moves the system's virtual time up to ?1.
 	advanceVirtualQuery = `UPDATE counters SET fair_at = max(fair_at, ?1) WHERE scope = ?2`
 )
@@ -81,6 +83,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 				if err != nil {
 					return err
 				}
+				taken := cands[:0:0]
 				for i := range cands {
 					c := cands[i]
 					after = &cands[i]
@@ -95,14 +98,16 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 						skipped++
 						continue
 					}
-					j, err := s.claimIn(ctx, tx, c, now, r.Until)
-					if err != nil {
-						return err
-					}
-					out = append(out, j)
+					taken = append(taken, c)
 					virtual = max(virtual, c.job.FairAt)
 					got++
 				}
+				// The page's claims go in before the next page is read.
+				claimed, err := s.claimIn(ctx, tx, taken, now, r.Until)
+				if err != nil {
+					return err
+				}
+				out = append(out, claimed...)
 				if len(cands) < page {
 					break // no more ready jobs
 				}
@@ -165,20 +170,34 @@ func (s *Store) keyHoldersIn(ctx context.Context, tx *sql.Tx, tenant, key string
 	return n, nil
 }
 
-// claimIn claims a ready job read in this transaction and returns it as
-// claimed: the write lock kept the row as read.
-func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, c candidate, now, until time.Time) (contracts.Job, error) {
-	res, err := tx.StmtContext(ctx, s.ws.claim).ExecContext(ctx, until.UnixNano(), now.UnixNano(), c.rowid)
+// claimIn claims ready jobs read in this transaction, with one UPDATE,
+// and returns them as claimed: the write lock kept the rows as read.
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, cands []candidate, now, until time.Time) ([]contracts.Job, error) {
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	rowids := []byte{'['}
+	for i, c := range cands {
+		if i > 0 {
+			rowids = append(rowids, ',')
+		}
+		rowids = strconv.AppendInt(rowids, c.rowid, 10)
+	}
+	res, err := tx.StmtContext(ctx, s.ws.claim).ExecContext(ctx, until.UnixNano(), now.UnixNano(), string(append(rowids, ']')))
 	if err != nil {
-		return contracts.Job{}, fmt.Errorf("claim job %s: %w", c.job.ID, err)
+		return nil, fmt.Errorf("claim %d jobs: %w", len(cands), err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return contracts.Job{}, fmt.Errorf("claim job %s: %d rows changed (%v)", c.job.ID, n, err)
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(cands)) {
+		return nil, fmt.Errorf("claim %d jobs: %d rows changed (%v)", len(cands), n, err)
 	}
-	j := c.job
-	j.Attempt++
-	claimUntil := fromNanos(until.UnixNano())
-	j.ClaimUntil = &claimUntil
-	j.UpdatedAt = fromNanos(now.UnixNano())
-	return j, nil
+	claimUntil, updated := fromNanos(until.UnixNano()), fromNanos(now.UnixNano())
+	out := make([]contracts.Job, len(cands))
+	for i, c := range cands {
+		j, until := c.job, claimUntil
+		j.Attempt++
+		j.ClaimUntil = &until
+		j.UpdatedAt = updated
+		out[i] = j
+	}
+	return out, nil
 }
