@@ -358,18 +358,6 @@ func (s *Store) jobRowsIn(ctx context.Context, tx *sql.Tx, ids []string) (map[st
 	return out, rows.Err()
 }
 
-// jsonStrings is ss as a JSON array, the argument of json_each.
-func jsonStrings(ss []string) string {
-	buf := []byte{'['}
-	for i, s := range ss {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = appendJSONString(buf, s)
-	}
-	return string(append(buf, ']'))
-}
-
 // jobRowIn is jobIn with the row's rowid, for an update of the row just
 // read (see rowidFirst).
 func (s *Store) jobRowIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job, int64, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -176,19 +175,12 @@ func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, cands []candidate, now,
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	rowids := []byte{'['}
-	for i, c := range cands {
-		if i > 0 {
-			rowids = append(rowids, ',')
-		}
-		rowids = strconv.AppendInt(rowids, c.rowid, 10)
+	var taken rowids
+	for _, c := range cands {
+		taken.add(c.rowid)
 	}
-	res, err := tx.StmtContext(ctx, s.ws.claim).ExecContext(ctx, until.UnixNano(), now.UnixNano(), string(append(rowids, ']')))
-	if err != nil {
+	if err := taken.exec(ctx, tx.StmtContext(ctx, s.ws.claim), until.UnixNano(), now.UnixNano()); err != nil {
 		return nil, fmt.Errorf("claim %d jobs: %w", len(cands), err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != int64(len(cands)) {
-		return nil, fmt.Errorf("claim %d jobs: %d rows changed (%v)", len(cands), n, err)
 	}
 	claimUntil, updated := fromNanos(until.UnixNano()), fromNanos(now.UnixNano())
 	out := make([]contracts.Job, len(cands))

@@ -17,10 +17,12 @@ import (
 const (
 	leaseStatesQuery = `SELECT j.rowid, j.id, j.state, j.attempt, j.worker, j.cancel_requested, j.tenant, j.kind, j.runs, j.created_at, j.parent
 		FROM json_each(?) AS l JOIN jobs AS j ON j.id = l.value`
-	renewQuery   = `UPDATE jobs SET heartbeat_at = ? WHERE rowid = ?`
-	promoteQuery = `UPDATE jobs SET state = 'running', worker = ?,
-			started_at = ?, heartbeat_at = ?, updated_at = ?, runs = runs + 1, claim_until = NULL
-		WHERE rowid = ?`
+	// renewQuery and promoteQuery change the rows of the leases (?2, ?3:
+	// their rowids, a JSON array) at ?1.
+	renewQuery   = `UPDATE jobs SET heartbeat_at = ?1 WHERE rowid IN (SELECT value FROM json_each(?2))`
+	promoteQuery = `UPDATE jobs SET state = 'running', worker = ?2,
+			started_at = ?1, heartbeat_at = ?1, updated_at = ?1, runs = runs + 1, claim_until = NULL
+		WHERE rowid IN (SELECT value FROM json_each(?3))`
 )
 
 // leaseJob is what a heartbeat reads of a lease's job.
@@ -35,6 +37,8 @@ type leaseJob struct {
 	runs    int
 	created int64
 	parent  string
+	// renewed is set once the lease is in the heartbeat's renewals.
+	renewed bool
 }
 
 // leaseJobs reads the jobs of leases, by id; a missing job is absent.
@@ -90,8 +94,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		if err != nil {
 			return fmt.Errorf("read leases: %w", err)
 		}
-		renew := tx.StmtContext(ctx, s.ws.renew)
-		promote := tx.StmtContext(ctx, s.ws.promote)
+		var renew, promote rowids
 		parentsStarted := map[string]bool{} // parents marked running in this heartbeat
 		for _, l := range leases {
 			j, ok := jobs[l.JobID]
@@ -104,14 +107,13 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				out.Lost = append(out.Lost, l)
 				continue
 			case j.state == contracts.StateRunning && j.worker == workerID:
-				if _, err := renew.ExecContext(ctx, at, j.rowid); err != nil {
-					return fmt.Errorf("renew lease %s/%d: %w", l.JobID, l.Attempt, err)
+				if !j.renewed {
+					renew.add(j.rowid)
+					j.renewed = true
 				}
 				out.Renewed = append(out.Renewed, l)
 			case j.state == contracts.StatePending && j.attempt > 0:
-				if _, err := promote.ExecContext(ctx, workerID, at, at, at, j.rowid); err != nil {
-					return fmt.Errorf("promote lease %s/%d: %w", l.JobID, l.Attempt, err)
-				}
+				promote.add(j.rowid)
 				if j.parent != "" && !parentsStarted[j.parent] {
 					if err := s.startParent(ctx, tx, j.parent, now); err != nil {
 						return err
@@ -135,6 +137,13 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 			if j.cancel {
 				out.Cancel = append(out.Cancel, l)
 			}
+		}
+		// A lease given twice is promoted, then renewed: in that order.
+		if err := promote.exec(ctx, tx.StmtContext(ctx, s.ws.promote), at, workerID); err != nil {
+			return fmt.Errorf("promote %d leases: %w", promote.n, err)
+		}
+		if err := renew.exec(ctx, tx.StmtContext(ctx, s.ws.renew), at); err != nil {
+			return fmt.Errorf("renew %d leases: %w", renew.n, err)
 		}
 		return nil
 	})

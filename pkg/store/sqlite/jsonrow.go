@@ -20,6 +20,10 @@ import (
 // its parse. Each row is an array of column values (appendJSONRow), made
 // into JSONB once so that every column is read without parsing again.
 //
+// Lists of ids and rowids that one statement reads or changes (a
+// heartbeat's leases, a claim's page, a message of results) go the same
+// way: one JSON array that json_each unpacks (jsonStrings, rowids).
+//
 // Most new jobs are plain: nothing of a run, a fan-out or a child set yet.
 // Their rows carry only the columns a submit fills (plainColumns), the
 // rest are constants in the statement, which halves what SQLite unpacks.
@@ -336,4 +340,50 @@ func appendJSONString(buf []byte, s string) []byte {
 	}
 	buf = append(buf, s[start:]...)
 	return append(buf, '"')
+}
+
+// jsonStrings is ss as a JSON array, the argument of json_each.
+func jsonStrings(ss []string) string {
+	buf := []byte{'['}
+	for i, s := range ss {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, s)
+	}
+	return string(append(buf, ']'))
+}
+
+// rowids collects rows to change with one statement, as the JSON array
+// json_each reads.
+type rowids struct {
+	buf []byte
+	n   int
+}
+
+// add appends a rowid.
+func (r *rowids) add(rowid int64) {
+	if r.n == 0 {
+		r.buf = append(r.buf, '[')
+	} else {
+		r.buf = append(r.buf, ',')
+	}
+	r.buf = strconv.AppendInt(r.buf, rowid, 10)
+	r.n++
+}
+
+// exec runs stmt with args and the rowids, and checks that it changed
+// every row.
+func (r *rowids) exec(ctx context.Context, stmt *sql.Stmt, args ...any) error {
+	if r.n == 0 {
+		return nil
+	}
+	res, err := stmt.ExecContext(ctx, append(args, string(append(r.buf, ']')))...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(r.n) {
+		return fmt.Errorf("%d of %d rows changed (%v)", n, r.n, err)
+	}
+	return nil
 }

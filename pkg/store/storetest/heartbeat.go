@@ -182,15 +182,15 @@ func testHeartbeatMixed(t *testing.T, s store.Store) {
 	require.Equal(t, 30, c.ByState[contracts.StateRunning])
 }
 
-// A lease given twice in one heartbeat counts as two heartbeats one after
-// the other: the first promotes the claim, the second renews the run, and
-// the run counts once.
+// A lease given more than once in one heartbeat counts as that many
+// heartbeats one after the other: the first promotes the claim, the others
+// renew the run, and the run counts once.
 func testHeartbeatSameLeaseTwice(t *testing.T, s store.Store) {
 	j := claim(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second), at(time.Minute))
 	l := leaseOf(j)
-	out, err := s.Heartbeat(t.Context(), "w1", []contracts.Lease{l, l}, at(5*time.Second))
+	out, err := s.Heartbeat(t.Context(), "w1", []contracts.Lease{l, l, l}, at(5*time.Second))
 	require.NoError(t, err)
-	requireOutcome(t, []contracts.Lease{l}, []contracts.Lease{l}, nil, nil, out)
+	requireOutcome(t, []contracts.Lease{l, l}, []contracts.Lease{l}, nil, nil, out)
 	got := get(t, s, j.ID)
 	require.Equal(t, contracts.StateRunning, got.State)
 	require.Equal(t, 1, got.Runs)
