@@ -342,18 +342,31 @@ type jobRow struct {
 // jobRowsIn reads the jobs of ids inside a write transaction, with their
 // rowids, by id; a missing job is absent.
 func (s *Store) jobRowsIn(ctx context.Context, tx *sql.Tx, ids []string) (map[string]*jobRow, error) {
-	rows, err := tx.StmtContext(ctx, s.ws.getJobRows).QueryContext(ctx, jsonStrings(ids))
+	return byID(ctx, tx.StmtContext(ctx, s.ws.getJobRows), ids, func(rows *sql.Rows) (string, *jobRow, error) {
+		var (
+			r   jobRow
+			err error
+		)
+		r.job, err = scanJob(rowidFirst{rows, &r.rowid})
+		return r.job.ID, &r, err
+	})
+}
+
+// byID runs stmt, a query of the rows of ids (a JSON array, its only
+// argument), and returns what scan makes of each row by the id it reads.
+func byID[T any](ctx context.Context, stmt *sql.Stmt, ids []string, scan func(*sql.Rows) (string, T, error)) (map[string]T, error) {
+	rows, err := stmt.QueryContext(ctx, jsonStrings(ids))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = rows.Close() }()
-	out := make(map[string]*jobRow, len(ids))
+	out := make(map[string]T, len(ids))
 	for rows.Next() {
-		var r jobRow
-		if r.job, err = scanJob(rowidFirst{rows, &r.rowid}); err != nil {
+		id, v, err := scan(rows)
+		if err != nil {
 			return nil, err
 		}
-		out[r.job.ID] = &r
+		out[id] = v
 	}
 	return out, rows.Err()
 }

@@ -47,25 +47,16 @@ func (s *Store) leaseJobs(ctx context.Context, tx *sql.Tx, leases []contracts.Le
 	for i, l := range leases {
 		ids[i] = l.JobID
 	}
-	rows, err := tx.StmtContext(ctx, s.ws.leaseStates).QueryContext(ctx, jsonStrings(ids))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	jobs := make(map[string]*leaseJob, len(leases))
-	for rows.Next() {
+	return byID(ctx, tx.StmtContext(ctx, s.ws.leaseStates), ids, func(rows *sql.Rows) (string, *leaseJob, error) {
 		var (
 			j     leaseJob
 			id    string
 			state string
 		)
-		if err := rows.Scan(&j.rowid, &id, &state, &j.attempt, &j.worker, &j.cancel, &j.tenant, &j.kind, &j.runs, &j.created, &j.parent); err != nil {
-			return nil, err
-		}
+		err := rows.Scan(&j.rowid, &id, &state, &j.attempt, &j.worker, &j.cancel, &j.tenant, &j.kind, &j.runs, &j.created, &j.parent)
 		j.state = contracts.JobState(state)
-		jobs[id] = &j
-	}
-	return jobs, rows.Err()
+		return id, &j, err
+	})
 }
 
 // Heartbeat sorts workerID's leases in one write transaction:
