@@ -154,6 +154,21 @@ func TestResultBatchAppliesEach(t *testing.T) {
 	require.Equal(t, contracts.StateRunning, b.get("j3").State)
 }
 
+// TestResultBatchComesBackWhenTheStoreIsDown checks that a batch the
+// store cannot take comes back whole, after a pause.
+func TestResultBatchComesBackWhenTheStoreIsDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.running("j1", "w1", 3)
+	batch := contracts.ResultBatch{Results: []contracts.Result{
+		{JobID: "j1", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded},
+	}}
+	require.NoError(t, b.store.Close())
+	got := b.a.Result(context.Background(), enc(t, batch), nil)
+	require.True(t, got.Retry)
+	require.Positive(t, got.Delay)
+}
+
 func TestResultFromWrongAttemptOrWorkerIgnored(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
