@@ -342,7 +342,7 @@ type jobRow struct {
 // jobRowsIn reads the jobs of ids inside a write transaction, with their
 // rowids, by id; a missing job is absent.
 func (s *Store) jobRowsIn(ctx context.Context, tx *sql.Tx, ids []string) (map[string]*jobRow, error) {
-	return byID(ctx, tx.StmtContext(ctx, s.ws.getJobRows), ids, func(rows *sql.Rows) (string, *jobRow, error) {
+	return byID(ctx, tx, s.ws.jobRows, ids, func(rows *sql.Rows) (string, *jobRow, error) {
 		var (
 			r   jobRow
 			err error
@@ -352,29 +352,10 @@ func (s *Store) jobRowsIn(ctx context.Context, tx *sql.Tx, ids []string) (map[st
 	})
 }
 
-// byID runs stmt, a query of the rows of ids (a JSON array, its only
-// argument), and returns what scan makes of each row by the id it reads.
-func byID[T any](ctx context.Context, stmt *sql.Stmt, ids []string, scan func(*sql.Rows) (string, T, error)) (map[string]T, error) {
-	rows, err := stmt.QueryContext(ctx, jsonStrings(ids))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rows.Close() }()
-	out := make(map[string]T, len(ids))
-	for rows.Next() {
-		id, v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out[id] = v
-	}
-	return out, rows.Err()
-}
-
 // jobRowIn is jobIn with the row's rowid, for an update of the row just
 // read (see rowidFirst).
 func (s *Store) jobRowIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job, int64, error) {
 	var rowid int64
-	j, err := scanJob(rowidFirst{tx.StmtContext(ctx, s.ws.getJobRow).QueryRowContext(ctx, id), &rowid})
+	j, err := scanJob(rowidFirst{tx.StmtContext(ctx, s.ws.jobRows.one).QueryRowContext(ctx, id), &rowid})
 	return j, rowid, err
 }

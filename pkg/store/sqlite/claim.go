@@ -37,13 +37,14 @@ const (
 	// their jobs are in the ready queue again.
 	expireClaimsQuery = `UPDATE jobs INDEXED BY jobs_claimed SET claim_until = NULL
 		WHERE state = 'pending' AND claim_until IS NOT NULL AND claim_until <= ?1`
-	// claimQuery takes the claim on ready jobs read in the same
-	// transaction (?3: their rowids, a JSON array).
-	claimQuery = `UPDATE jobs SET attempt = attempt + 1, claim_until = ?1, updated_at = ?2
-		WHERE rowid IN (SELECT value FROM json_each(?3)) AND state = 'pending' AND (claim_until IS NULL OR claim_until <= ?2)`
 	// advanceVirtualQuery moves the system's virtual time up to ?1.
 	advanceVirtualQuery = `UPDATE counters SET fair_at = max(fair_at, ?1) WHERE scope = ?2`
 )
+
+// claimOneQuery and claimQuery take the claim on ready jobs read in the
+// same transaction (?3: their rowids, see keyed).
+var claimOneQuery, claimQuery = keyedQueries(`UPDATE jobs SET attempt = attempt + 1, claim_until = ?1, updated_at = ?2 WHERE `,
+	`rowid`, `?3`, ` AND state = 'pending' AND (claim_until IS NULL OR claim_until <= ?2)`)
 
 // candidate is a ready job as the claim reads it, with its rowid.
 type candidate struct {
@@ -179,7 +180,7 @@ func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, cands []candidate, now,
 	for _, c := range cands {
 		taken.add(c.rowid)
 	}
-	if err := taken.exec(ctx, tx.StmtContext(ctx, s.ws.claim), until.UnixNano(), now.UnixNano()); err != nil {
+	if err := taken.exec(ctx, tx, s.ws.claim, until.UnixNano(), now.UnixNano()); err != nil {
 		return nil, fmt.Errorf("claim %d jobs: %w", len(cands), err)
 	}
 	claimUntil, updated := fromNanos(until.UnixNano()), fromNanos(now.UnixNano())

@@ -10,19 +10,17 @@ import (
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
-// The statements of a heartbeat. One query reads every lease's job (its
-// ids as a JSON array); the write transaction holds the write lock, so what
+// The statements of a heartbeat (see keyed). One query reads every lease's
+// job; the write transaction holds the write lock, so what
 // it read stays true until the updates, each of which changes a row it
 // read by its rowid (no second lookup by id).
-const (
-	leaseStatesQuery = `SELECT j.rowid, j.id, j.state, j.attempt, j.worker, j.cancel_requested, j.tenant, j.kind, j.runs, j.created_at, j.parent
-		FROM json_each(?) AS l JOIN jobs AS j ON j.id = l.value`
-	// renewQuery and promoteQuery change the rows of the leases (?2, ?3:
-	// their rowids, a JSON array) at ?1.
-	renewQuery   = `UPDATE jobs SET heartbeat_at = ?1 WHERE rowid IN (SELECT value FROM json_each(?2))`
-	promoteQuery = `UPDATE jobs SET state = 'running', worker = ?2,
-			started_at = ?1, heartbeat_at = ?1, updated_at = ?1, runs = runs + 1, claim_until = NULL
-		WHERE rowid IN (SELECT value FROM json_each(?3))`
+var (
+	leaseStateQuery, leaseStatesQuery = keyedQueries(`SELECT rowid, id, state, attempt, worker, cancel_requested,
+			tenant, kind, runs, created_at, parent FROM jobs WHERE `, `id`, `?`, ``)
+	// The leases' rows change at ?1.
+	renewOneQuery, renewQuery     = keyedQueries(`UPDATE jobs SET heartbeat_at = ?1 WHERE `, `rowid`, `?2`, ``)
+	promoteOneQuery, promoteQuery = keyedQueries(`UPDATE jobs SET state = 'running', worker = ?2,
+			started_at = ?1, heartbeat_at = ?1, updated_at = ?1, runs = runs + 1, claim_until = NULL WHERE `, `rowid`, `?3`, ``)
 )
 
 // leaseJob is what a heartbeat reads of a lease's job.
@@ -47,7 +45,7 @@ func (s *Store) leaseJobs(ctx context.Context, tx *sql.Tx, leases []contracts.Le
 	for i, l := range leases {
 		ids[i] = l.JobID
 	}
-	return byID(ctx, tx.StmtContext(ctx, s.ws.leaseStates), ids, func(rows *sql.Rows) (string, *leaseJob, error) {
+	return byID(ctx, tx, s.ws.leases, ids, func(rows *sql.Rows) (string, *leaseJob, error) {
 		var (
 			j     leaseJob
 			id    string
@@ -130,10 +128,10 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 			}
 		}
 		// A lease given twice is promoted, then renewed: in that order.
-		if err := promote.exec(ctx, tx.StmtContext(ctx, s.ws.promote), at, workerID); err != nil {
+		if err := promote.exec(ctx, tx, s.ws.promote, at, workerID); err != nil {
 			return fmt.Errorf("promote %d leases: %w", promote.n, err)
 		}
-		if err := renew.exec(ctx, tx.StmtContext(ctx, s.ws.renew), at); err != nil {
+		if err := renew.exec(ctx, tx, s.ws.renew, at); err != nil {
 			return fmt.Errorf("renew %d leases: %w", renew.n, err)
 		}
 		return nil

@@ -354,17 +354,65 @@ func jsonStrings(ss []string) string {
 	return string(append(buf, ']'))
 }
 
-// rowids collects rows to change with one statement, as the JSON array
-// json_each reads.
+// keyed is a statement over the rows whose key column matches its key
+// argument, in two forms: for one row, the key bound as it is; for many,
+// their keys as one JSON array. One row is the common case at low load, and
+// there the plain form costs less (no JSON, no list to build).
+type keyed struct {
+	one, many *sql.Stmt
+}
+
+// keyedQueries are the two forms of the query head + key test + tail,
+// where the key column key is matched against the argument arg (say "?3").
+func keyedQueries(head, key, arg, tail string) (one, many string) {
+	return head + key + ` = ` + arg + tail,
+		head + key + ` IN (SELECT value FROM json_each(` + arg + `))` + tail
+}
+
+// pick binds to tx the form of k for keys, and returns it with the key
+// argument.
+func (k keyed) pick(ctx context.Context, tx *sql.Tx, keys []any, json func() string) (*sql.Stmt, any) {
+	if len(keys) == 1 {
+		return tx.StmtContext(ctx, k.one), keys[0]
+	}
+	return tx.StmtContext(ctx, k.many), json()
+}
+
+// byID runs k, a query of the rows of ids (its only argument), and returns
+// what scan makes of each row, by the id it reads.
+func byID[T any](ctx context.Context, tx *sql.Tx, k keyed, ids []string, scan func(*sql.Rows) (string, T, error)) (map[string]T, error) {
+	var one []any
+	if len(ids) == 1 {
+		one = []any{ids[0]}
+	}
+	stmt, arg := k.pick(ctx, tx, one, func() string { return jsonStrings(ids) })
+	rows, err := stmt.QueryContext(ctx, arg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	out := make(map[string]T, len(ids))
+	for rows.Next() {
+		id, v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = v
+	}
+	return out, rows.Err()
+}
+
+// rowids collects rows to change with one statement (see keyed).
 type rowids struct {
-	buf []byte
-	n   int
+	buf   []byte
+	n     int
+	first int64
 }
 
 // add appends a rowid.
 func (r *rowids) add(rowid int64) {
 	if r.n == 0 {
-		r.buf = append(r.buf, '[')
+		r.buf, r.first = append(r.buf, '['), rowid
 	} else {
 		r.buf = append(r.buf, ',')
 	}
@@ -372,13 +420,18 @@ func (r *rowids) add(rowid int64) {
 	r.n++
 }
 
-// exec runs stmt with args and the rowids, and checks that it changed
+// exec runs k with args and the rowids last, and checks that it changed
 // every row.
-func (r *rowids) exec(ctx context.Context, stmt *sql.Stmt, args ...any) error {
+func (r *rowids) exec(ctx context.Context, tx *sql.Tx, k keyed, args ...any) error {
 	if r.n == 0 {
 		return nil
 	}
-	res, err := stmt.ExecContext(ctx, append(args, string(append(r.buf, ']')))...)
+	var one []any
+	if r.n == 1 {
+		one = []any{r.first}
+	}
+	stmt, keys := k.pick(ctx, tx, one, func() string { return string(append(r.buf, ']')) })
+	res, err := stmt.ExecContext(ctx, append(args, keys)...)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,3 +123,46 @@ func admitJobs(b *testing.B, s *Store, n int, now time.Time) []string {
 	}
 	return ids
 }
+
+// BenchmarkRenewSingleLeases measures heartbeats of one lease each from
+// 1,000 workers at once, as a swarm of single-slot workers sends them:
+// the store's share of keeping their runs alive.
+func BenchmarkRenewSingleLeases(b *testing.B) {
+	const workers = 1000
+	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
+	ctx := context.Background()
+	now := time.Now()
+	admitJobs(b, s, workers, now)
+	claimed, err := s.Claim(ctx, store.ClaimRequest{Now: now, Until: now.Add(time.Minute), Kinds: map[string]int{"test.kind": workers}})
+	require.NoError(b, err)
+	leases := make([]contracts.Lease, len(claimed))
+	for i, j := range claimed {
+		leases[i] = contracts.Lease{JobID: j.ID, Attempt: j.Attempt}
+		_, err := s.Heartbeat(ctx, workerName(i), leases[i:i+1], now)
+		require.NoError(b, err)
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				k := (int(i)*64 + w) % len(leases)
+				out, err := s.Heartbeat(ctx, workerName(k), leases[k:k+1], now.Add(time.Second))
+				if err != nil || len(out.Renewed) != 1 {
+					b.Errorf("renew %d: %v %+v", k, err, out)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "renewals/s")
+}
+
+// workerName is the name of the i-th simulated worker.
+func workerName(i int) string { return "w" + strconv.Itoa(i) }

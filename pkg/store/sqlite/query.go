@@ -14,11 +14,9 @@ import (
 // getQuery reads one job.
 const getQuery = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
 
-// getRowQuery reads a job by id with its rowid first (see rowidFirst).
-const getRowQuery = `SELECT rowid, ` + jobColumns + ` FROM jobs WHERE id = ?`
-
-// getRowsQuery reads the rows of many jobs, their ids a JSON array.
-const getRowsQuery = `SELECT rowid, ` + jobColumns + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
+// getRowQuery and getRowsQuery read jobs by id with their rowids first
+// (see rowidFirst): one, or many (see keyed).
+var getRowQuery, getRowsQuery = keyedQueries(`SELECT rowid, `+jobColumns+` FROM jobs WHERE `, `id`, `?`, ``)
 
 // Get returns the job with that id, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {

@@ -92,16 +92,15 @@ type writeStmts struct {
 	insertJobs    *sql.Stmt
 	insertPlain   *sql.Stmt
 	getJob        *sql.Stmt
-	getJobRow     *sql.Stmt
-	getJobRows    *sql.Stmt
-	leaseStates   *sql.Stmt
-	renew         *sql.Stmt
-	promote       *sql.Stmt
+	jobRows       keyed
+	leases        keyed
+	renew         keyed
+	promote       keyed
 	// Claim's statements.
 	expireClaims   *sql.Stmt
 	ready          *sql.Stmt
 	keyHolders     *sql.Stmt
-	claim          *sql.Stmt
+	claim          keyed
 	advanceVirtual *sql.Stmt
 	// Fan-out's statements.
 	parentRow   *sql.Stmt
@@ -127,15 +126,19 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.insertJobs, insertJobsQuery},
 		{&ws.insertPlain, insertPlainQuery},
 		{&ws.getJob, getQuery},
-		{&ws.getJobRow, getRowQuery},
-		{&ws.getJobRows, getRowsQuery},
-		{&ws.leaseStates, leaseStatesQuery},
-		{&ws.renew, renewQuery},
-		{&ws.promote, promoteQuery},
+		{&ws.jobRows.one, getRowQuery},
+		{&ws.jobRows.many, getRowsQuery},
+		{&ws.leases.one, leaseStateQuery},
+		{&ws.leases.many, leaseStatesQuery},
+		{&ws.renew.one, renewOneQuery},
+		{&ws.renew.many, renewQuery},
+		{&ws.promote.one, promoteOneQuery},
+		{&ws.promote.many, promoteQuery},
 		{&ws.expireClaims, expireClaimsQuery},
 		{&ws.ready, readyQuery},
 		{&ws.keyHolders, keyHoldersQuery},
-		{&ws.claim, claimQuery},
+		{&ws.claim.one, claimOneQuery},
+		{&ws.claim.many, claimQuery},
 		{&ws.advanceVirtual, advanceVirtualQuery},
 		{&ws.parentRow, parentRowQuery},
 		{&ws.writeParent, writeParentQuery},
