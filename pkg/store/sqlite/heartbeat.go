@@ -11,9 +11,10 @@ import (
 )
 
 // The statements of a heartbeat (see keyed). One query reads every lease's
-// job; the write transaction holds the write lock, so what
-// it read stays true until the updates, each of which changes a row it
-// read by its rowid (no second lookup by id).
+// job; the write transaction holds the write lock, so what it read stays
+// true until the updates, which change the rows it read by their rowids
+// (no second lookup by id): one UPDATE for the promotions, one for the
+// renewals.
 var (
 	leaseStateQuery, leaseStatesQuery = keyedQueries(`SELECT rowid, id, state, attempt, worker, cancel_requested,
 			tenant, kind, runs, created_at, parent FROM jobs WHERE `, `id`, `?`, ``)
