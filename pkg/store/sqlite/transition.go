@@ -119,8 +119,8 @@ func (s *Store) UpdateEach(ctx context.Context, ids []string, decide store.Decid
 				continue
 			}
 			job, query, err := s.updateRow(ctx, tx, row.job, row.rowid, func(j contracts.Job) (store.Change, error) { return decide(i, j) })
-			if query != "" {
-				queries = append(queries, query)
+			if query != "" && (len(queries) == 0 || queries[len(queries)-1] != query) {
+				queries = append(queries, query) // most results of a message share one
 			}
 			switch {
 			case err == nil:
