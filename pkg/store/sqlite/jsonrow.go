@@ -369,23 +369,23 @@ func keyedQueries(head, key, arg, tail string) (one, many string) {
 		head + key + ` IN (SELECT value FROM json_each(` + arg + `))` + tail
 }
 
-// pick binds to tx the form of k for keys, and returns it with the key
-// argument.
-func (k keyed) pick(ctx context.Context, tx *sql.Tx, keys []any, json func() string) (*sql.Stmt, any) {
-	if len(keys) == 1 {
-		return tx.StmtContext(ctx, k.one), keys[0]
+// pick binds to tx the form of k for n keys and returns it with its key
+// argument: one, the only key, or many(), every key as a JSON array.
+func (k keyed) pick(ctx context.Context, tx *sql.Tx, n int, one any, many func() string) (*sql.Stmt, any) {
+	if n == 1 {
+		return tx.StmtContext(ctx, k.one), one
 	}
-	return tx.StmtContext(ctx, k.many), json()
+	return tx.StmtContext(ctx, k.many), many()
 }
 
 // byID runs k, a query of the rows of ids (its only argument), and returns
 // what scan makes of each row, by the id it reads.
 func byID[T any](ctx context.Context, tx *sql.Tx, k keyed, ids []string, scan func(*sql.Rows) (string, T, error)) (map[string]T, error) {
-	var one []any
-	if len(ids) == 1 {
-		one = []any{ids[0]}
+	var first any
+	if len(ids) > 0 {
+		first = ids[0]
 	}
-	stmt, arg := k.pick(ctx, tx, one, func() string { return jsonStrings(ids) })
+	stmt, arg := k.pick(ctx, tx, len(ids), first, func() string { return jsonStrings(ids) })
 	rows, err := stmt.QueryContext(ctx, arg)
 	if err != nil {
 		return nil, err
@@ -426,11 +426,7 @@ func (r *rowids) exec(ctx context.Context, tx *sql.Tx, k keyed, args ...any) err
 	if r.n == 0 {
 		return nil
 	}
-	var one []any
-	if r.n == 1 {
-		one = []any{r.first}
-	}
-	stmt, keys := k.pick(ctx, tx, one, func() string { return string(append(r.buf, ']')) })
+	stmt, keys := k.pick(ctx, tx, r.n, r.first, func() string { return string(append(r.buf, ']')) })
 	res, err := stmt.ExecContext(ctx, append(args, keys)...)
 	if err != nil {
 		return err
