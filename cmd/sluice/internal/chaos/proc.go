@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/procmem"
 )
 
 // Proc is one service process: its name (e.g. "worker-2"), service kind and
@@ -198,24 +199,14 @@ func (p *Proc) unhold() {
 
 // peakRSS is the current incarnation's resident memory high-water mark in
 // KiB (VmHWM), or 0 when it is not running.
-func (p *Proc) peakRSS() int {
+func (p *Proc) peakRSS() int64 {
 	p.mu.Lock()
 	cmd := p.cmd
 	p.mu.Unlock()
 	if cmd == nil {
 		return 0
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			return kb
-		}
-	}
-	return 0
+	return procmem.PeakRSS(cmd.Process.Pid)
 }
 
 // history returns copies of p's incarnations and finished freezes.

@@ -51,7 +51,7 @@ type Report struct {
 	StaleResults    int           // results the schedulers ignored (old attempt), from their /metrics
 	// PeakRSS is the largest resident memory (KiB) any process of each
 	// service reached, as its kernel high-water mark read at each sample.
-	PeakRSS map[string]int
+	PeakRSS map[string]int64
 	// Dispatched is each scheduler's dispatches (jobs a worker accepted),
 	// from their /metrics: the schedulers share the work.
 	Dispatched   map[string]int
@@ -108,7 +108,7 @@ func (r Report) Summary() string {
 	fmt.Fprintf(&b, " | dispatches by scheduler %s", joinCounts(r.Dispatched, nil))
 	rss := map[string]int{}
 	for svc, kb := range r.PeakRSS {
-		rss[svc] = (kb + 512) / 1024
+		rss[svc] = int((kb + 512) / 1024)
 	}
 	fmt.Fprintf(&b, " | peak RSS by service, MiB %s", joinCounts(rss, nil))
 	fmt.Fprintf(&b, " | samples=%d drain=%s", r.Samples, r.Drain.Round(100*time.Millisecond))

@@ -75,7 +75,7 @@ func (p *Profile) defaults(c *Cluster) {
 func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	p.defaults(c)
 	rep := Report{Store: c.cfg.Store, Final: map[string]int{}, RejectedBy: map[string]int{}, Kills: map[string]int{},
-		Planned: map[string]int{}, MaxTenantActive: map[string]int{}, PeakRSS: map[string]int{},
+		Planned: map[string]int{}, MaxTenantActive: map[string]int{}, PeakRSS: map[string]int64{},
 		Cap: c.cfg.MaxActive, TenantCap: c.cfg.TenantMaxActive,
 		WorkerLimit: c.cfg.WorkerLimit, TotalLimit: c.cfg.WorkerLimit * (c.cfg.Workers + c.cfg.spawnedLimit()), SpawnMax: c.cfg.spawnedLimit()}
 	for _, pf := range p.timeline(c.StoreProc != nil) {

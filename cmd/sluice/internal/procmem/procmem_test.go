@@ -1,0 +1,34 @@
+package procmem
+
+import (
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPeakIn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status string
+		want   int64
+	}{
+		{"Name:\tsluice\nVmPeak:\t  900 kB\nVmHWM:\t   12345 kB\nVmRSS:\t 100 kB\n", 12345},
+		{"VmHWM:\t0 kB\n", 0},
+		{"Name:\tkernel thread\n", 0},
+		{"", 0},
+	} {
+		require.Equal(t, tc.want, peakIn(tc.status), tc.status)
+	}
+}
+
+func TestPeakRSS(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		require.Zero(t, PeakRSS(os.Getpid()))
+		return
+	}
+	require.Positive(t, PeakRSS(os.Getpid()))
+	require.Zero(t, PeakRSS(-1), "no such process")
+}
