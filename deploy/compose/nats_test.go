@@ -403,6 +403,18 @@ func link(t *testing.T, url, user string) (*bus.Link, *syncBuffer) {
 
 // TestNATSJetStream runs every JetStream operation of each service under
 // its own user, and the ones it must not do.
+// ensureStream runs ensure, each try bounded by try, until it succeeds or
+// 30 s have passed: a new stream of three replicas answers only once it has
+// its leader, which on a loaded machine can outlast one request.
+func ensureStream(ctx context.Context, t *testing.T, name string, try time.Duration, ensure func(context.Context) error) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		tctx, cancel := context.WithTimeout(ctx, try)
+		defer cancel()
+		return ensure(tctx) == nil
+	}, 30*time.Second, 100*time.Millisecond, "%s stream never created", name)
+}
+
 func TestNATSJetStream(t *testing.T) {
 	t.Parallel()
 	// On the cluster compose.yaml runs, with its three replicas.
@@ -417,27 +429,20 @@ func TestNATSJetStream(t *testing.T) {
 	// Gateway: ensures the stream at startup (creating it: the cluster is
 	// new, and answers once it has elected its JetStream leader),
 	// publishes "due", readiness.
-	var err error
-	require.Eventually(t, func() bool {
-		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
-		defer tcancel()
-		_, err = bus.EnsureStream(tctx, gw.JS)
-		return err == nil
-	}, 30*time.Second, 100*time.Millisecond, "job stream never created")
+	ensureStream(ctx, t, "job", 2*time.Second, func(ctx context.Context) error {
+		_, err := bus.EnsureStream(ctx, gw.JS)
+		return err
+	})
 	require.NoError(t, bus.Publish(ctx, gw.JS, contracts.SubjectDue, contracts.Due{JobID: "j1"}, "due-j1"))
 	require.NoError(t, bus.Check(ctx, gw.Conn, gw.JS))
 
 	// Gateway: the event stream, followed with an ordered consumer; the
 	// scheduler and the gateway publish events, a worker reports progress
 	// to the schedulers' queue group.
-	// A new R3 stream waits for its own leader: on a loaded machine that
-	// can outlast one JetStream API request.
-	require.Eventually(t, func() bool {
-		tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
-		defer tcancel()
-		_, err = events.EnsureStream(tctx, gw.JS)
-		return err == nil
-	}, 30*time.Second, 100*time.Millisecond, "event stream never created")
+	ensureStream(ctx, t, "event", 5*time.Second, func(ctx context.Context) error {
+		_, err := events.EnsureStream(ctx, gw.JS)
+		return err
+	})
 	follow, err := events.Follow(ctx, gw.JS, contracts.TenantEventSubjects("acme"), 0)
 	require.NoError(t, err)
 	progress, err := sched.Conn.QueueSubscribeSync(contracts.SubjectProgress, contracts.QueueScheduler)

@@ -25,8 +25,8 @@ const resultsPerMessage = 64
 // BenchmarkLifecycle measures the store's share of one job's life as the
 // scheduler drives it under load: claims of 256 jobs, one start heartbeat
 // promoting them, and their results applied in messages of 64 at once
-// (group-committed), over a backlog of 20,000 pending jobs. It reports the writer's time per
-// job, fsyncs included.
+// (group-committed), over a backlog of 20,000 pending jobs. It reports the
+// writer's time per job, fsyncs included.
 func BenchmarkLifecycle(b *testing.B) {
 	const round = 256
 	s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))

@@ -39,9 +39,9 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 	at := make([]int, 0, len(batch.Jobs)) // reqs[k] is job at[k] of the batch
 	// The jobs of a batch are submitted at one time: their times then
 	// match, which the store also binds once for all of them.
-	now := a.now().UTC()
+	submitted := a.now().UTC()
 	for i, raw := range batch.Jobs {
-		req, failed := a.prepare(tenant, raw, now)
+		req, failed := a.prepare(tenant, raw, submitted)
 		if failed != nil {
 			results[i] = prefix(*failed, i)
 			continue
@@ -63,8 +63,8 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 	var (
 		due   []contracts.Job
 		ready bool
+		now   = a.now()
 	)
-	now = a.now()
 	for k, r := range admitted {
 		o := a.settle(tenant, r.Job, r.Admission)
 		if o.Status == http.StatusAccepted {
