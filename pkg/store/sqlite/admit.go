@@ -342,20 +342,24 @@ type jobRow struct {
 // jobRowsIn reads the jobs of ids inside a write transaction, with their
 // rowids, by id; a missing job is absent.
 func (s *Store) jobRowsIn(ctx context.Context, tx *sql.Tx, ids []string) (map[string]*jobRow, error) {
+	var buf rowBuf
 	return byID(ctx, tx, s.ws.jobRows, ids, func(rows *sql.Rows) (string, *jobRow, error) {
 		var (
 			r   jobRow
 			err error
 		)
-		r.job, err = scanJob(rowidFirst{rows, &r.rowid})
+		r.job, err = buf.job(rows, &r.rowid)
 		return r.job.ID, &r, err
 	})
 }
 
 // jobRowIn is jobIn with the row's rowid, for an update of the row just
-// read (see rowidFirst).
+// read (see rowBuf.job).
 func (s *Store) jobRowIn(ctx context.Context, tx *sql.Tx, id string) (contracts.Job, int64, error) {
-	var rowid int64
-	j, err := scanJob(rowidFirst{tx.StmtContext(ctx, s.ws.jobRows.one).QueryRowContext(ctx, id), &rowid})
+	var (
+		rowid int64
+		buf   rowBuf
+	)
+	j, err := buf.job(tx.StmtContext(ctx, s.ws.jobRows.one).QueryRowContext(ctx, id), &rowid)
 	return j, rowid, err
 }

@@ -147,10 +147,13 @@ func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, kind string, now time.T
 		return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []candidate
+	var (
+		out []candidate
+		buf rowBuf
+	)
 	for rows.Next() {
 		var c candidate
-		if c.job, err = scanJob(rowidFirst{rows, &c.rowid}); err != nil {
+		if c.job, err = buf.job(rows, &c.rowid); err != nil {
 			return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
 		}
 		out = append(out, c)

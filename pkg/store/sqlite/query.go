@@ -15,7 +15,7 @@ import (
 const getQuery = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
 
 // getRowQuery and getRowsQuery read jobs by id with their rowids first
-// (see rowidFirst): one, or many (see keyed).
+// (see rowBuf.job): one, or many (see keyed).
 var getRowQuery, getRowsQuery = keyedQueries(`SELECT rowid, `+jobColumns+` FROM jobs WHERE `, `id`, `?`, ``)
 
 // Get returns the job with that id, or store.ErrNotFound.

@@ -37,93 +37,148 @@ type rowScanner interface {
 // scanJob reads one row of jobColumns. It returns sql.ErrNoRows unwrapped so
 // callers can test for it.
 func scanJob(sc rowScanner) (contracts.Job, error) {
-	var (
-		j                                 contracts.Job
-		state                             string
-		payload, result, progress         sql.NullString
-		cancel                            int64
-		created, updated                  int64
-		started, finished, next, deadline sql.NullInt64
-		claim, beat, runAt                sql.NullInt64
-		runErrors, inputs                 sql.NullString
-		index, window                     int
-		failFast                          int64
-		children                          contracts.ChildCounts
-	)
-	err := sc.Scan(&j.ID, &j.Tenant, &j.Kind, &payload, &j.Key, &j.Priority, &state,
-		&j.Attempt, &j.Runs, &j.MaxAttempts, &j.Worker, &j.Error, &result, &progress,
-		&cancel, &created, &updated, &started, &finished, &next, &deadline, &claim, &beat,
-		&runAt, &j.ConcurrencyKey, &j.ConcurrencyLimit, &runErrors, &j.FairAt,
-		&j.Parent, &index, &window, &failFast, &children.Total, &children.Succeeded,
-		&children.Failed, &children.Cancelled, &j.StallTimeout, &j.MaxRuntime, &inputs)
-	if err != nil {
+	var b rowBuf
+	return b.job(sc, nil)
+}
+
+// rowBuf receives the columns of a row: database/sql stores each value as
+// the driver gave it (int64, float64, string or nil), with none of the
+// conversions or allocations that typed destinations cost, and the job is
+// built from them. One buffer reads row after row.
+type rowBuf struct {
+	vals [jobColumnCount + 1]any // rowid first, when asked for
+	dest [jobColumnCount + 1]any // pointers to vals
+}
+
+// job scans a row of jobColumns, preceded by the row's rowid when rowid is
+// not nil, and builds the job.
+func (b *rowBuf) job(sc rowScanner, rowid *int64) (contracts.Job, error) {
+	if b.dest[0] == nil {
+		for i := range b.vals {
+			b.dest[i] = &b.vals[i]
+		}
+	}
+	dest, v := b.dest[1:], b.vals[1:]
+	if rowid != nil {
+		dest = b.dest[:]
+	}
+	clear(b.vals[:])
+	if err := sc.Scan(dest...); err != nil {
 		return contracts.Job{}, err
 	}
-	j.State = contracts.JobState(state)
-	j.Payload = rawJSON(payload)
-	j.Result = rawJSON(result)
-	if progress.Valid && progress.String != "" {
-		var p contracts.Progress
-		if err := json.Unmarshal([]byte(progress.String), &p); err != nil {
+	if rowid != nil {
+		*rowid = colInt(b.vals[0])
+	}
+	j := contracts.Job{
+		ID: colString(v[0]), Tenant: colString(v[1]), Kind: colString(v[2]),
+		Payload: colJSON(v[3]), Key: colString(v[4]), Priority: int(colInt(v[5])),
+		State: contracts.JobState(colString(v[6])), Attempt: colInt(v[7]), Runs: int(colInt(v[8])),
+		MaxAttempts: int(colInt(v[9])), Worker: colString(v[10]), Error: colString(v[11]),
+		Result: colJSON(v[12]), CancelRequested: colInt(v[14]) != 0,
+		CreatedAt: fromNanos(colInt(v[15])), UpdatedAt: fromNanos(colInt(v[16])),
+		StartedAt: colTime(v[17]), FinishedAt: colTime(v[18]), NextDispatchAt: colTime(v[19]),
+		ClaimUntil: colTime(v[21]), HeartbeatAt: colTime(v[22]), RunAt: colTime(v[23]),
+		ConcurrencyKey: colString(v[24]), ConcurrencyLimit: int(colInt(v[25])),
+		FairAt: colFloat(v[27]), Parent: colString(v[28]),
+		RunLimits: contracts.RunLimits{StallTimeout: contracts.Duration(colInt(v[36])), MaxRuntime: contracts.Duration(colInt(v[37]))},
+	}
+	if d, ok := v[20].(int64); ok {
+		j.DispatchDeadline = fromNanos(d)
+	}
+	if p := colString(v[13]); p != "" {
+		var pr contracts.Progress
+		if err := json.Unmarshal([]byte(p), &pr); err != nil {
 			return contracts.Job{}, fmt.Errorf("decode progress of job %s: %w", j.ID, err)
 		}
-		j.Progress = &p
+		j.Progress = &pr
 	}
-	j.CancelRequested = cancel != 0
-	if inputs.Valid && inputs.String != "" {
-		if err := json.Unmarshal([]byte(inputs.String), &j.Inputs); err != nil {
+	if in := colString(v[38]); in != "" {
+		if err := json.Unmarshal([]byte(in), &j.Inputs); err != nil {
 			return contracts.Job{}, fmt.Errorf("decode inputs of job %s: %w", j.ID, err)
 		}
 	}
 	if j.Parent != "" {
+		index := int(colInt(v[29]))
 		j.Index = &index
 	}
-	if window > 0 {
+	if window := int(colInt(v[30])); window > 0 {
 		// A parent: pending counts the running children too until
 		// withRunning counts them.
-		j.Concurrency, j.FailFast = window, failFast != 0
+		children := contracts.ChildCounts{Total: int(colInt(v[32])), Succeeded: int(colInt(v[33])),
+			Failed: int(colInt(v[34])), Cancelled: int(colInt(v[35]))}
+		j.Concurrency, j.FailFast = window, colInt(v[31]) != 0
 		children.Pending = children.Total - children.Finished()
 		j.Children = &children
 		j.Progress = children.Progress()
 	}
-	j.CreatedAt = fromNanos(created)
-	j.UpdatedAt = fromNanos(updated)
-	j.StartedAt = fromNullNanos(started)
-	j.FinishedAt = fromNullNanos(finished)
-	j.NextDispatchAt = fromNullNanos(next)
-	if deadline.Valid {
-		j.DispatchDeadline = fromNanos(deadline.Int64)
-	}
-	j.ClaimUntil = fromNullNanos(claim)
-	j.HeartbeatAt = fromNullNanos(beat)
-	j.RunAt = fromNullNanos(runAt)
-	if runErrors.Valid && runErrors.String != "" {
-		if err := json.Unmarshal([]byte(runErrors.String), &j.Errors); err != nil {
+	if e := colString(v[26]); e != "" {
+		if err := json.Unmarshal([]byte(e), &j.Errors); err != nil {
 			return contracts.Job{}, fmt.Errorf("decode errors of job %s: %w", j.ID, err)
 		}
 	}
 	return j, nil
 }
 
-// rowidFirst scans a row of rowid followed by jobColumns with scanJob. A
-// write that read a row changes it by its rowid: the write lock keeps the
-// row where it was read, and the update needs no second lookup by id.
-type rowidFirst struct {
-	sc    rowScanner
-	rowid *int64
+// colString is a TEXT column's value; NULL is "".
+func colString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	}
+	return ""
 }
 
-// Scan reads the rowid, then dest.
-func (r rowidFirst) Scan(dest ...any) error {
-	return r.sc.Scan(append([]any{r.rowid}, dest...)...)
+// colInt is an INTEGER column's value; NULL is 0.
+func colInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case float64:
+		return int64(x)
+	}
+	return 0
+}
+
+// colFloat is a REAL column's value; NULL is 0.
+func colFloat(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int64:
+		return float64(x)
+	}
+	return 0
+}
+
+// colTime is a time column's value (UTC unix nanoseconds); NULL is nil.
+func colTime(v any) *time.Time {
+	n, ok := v.(int64)
+	if !ok {
+		return nil
+	}
+	t := fromNanos(n)
+	return &t
+}
+
+// colJSON is a JSON TEXT column's value; NULL or "" is nil.
+func colJSON(v any) json.RawMessage {
+	if s := colString(v); s != "" {
+		return json.RawMessage(s)
+	}
+	return nil
 }
 
 // scanJobs reads every row of rows and closes it.
 func scanJobs(rows *sql.Rows) ([]contracts.Job, error) {
 	defer func() { _ = rows.Close() }()
-	var jobs []contracts.Job
+	var (
+		jobs []contracts.Job
+		buf  rowBuf
+	)
 	for rows.Next() {
-		j, err := scanJob(rows)
+		j, err := buf.job(rows, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -133,13 +188,6 @@ func scanJobs(rows *sql.Rows) ([]contracts.Job, error) {
 		return nil, err
 	}
 	return jobs, nil
-}
-
-func rawJSON(s sql.NullString) json.RawMessage {
-	if !s.Valid || s.String == "" {
-		return nil
-	}
-	return json.RawMessage(s.String)
 }
 
 // jsonArg binds a JSON document as TEXT, or NULL when it is empty.
@@ -180,14 +228,6 @@ func ptrNanos(t *time.Time) any {
 }
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
-
-func fromNullNanos(n sql.NullInt64) *time.Time {
-	if !n.Valid {
-		return nil
-	}
-	t := fromNanos(n.Int64)
-	return &t
-}
 
 func boolArg(b bool) int64 {
 	if b {
