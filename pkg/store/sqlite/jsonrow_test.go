@@ -17,10 +17,11 @@ import (
 
 // TestBatchRowsMatchSingleRows admits the same jobs alone and as one
 // batch and requires every column to hold the same value with the same
-// SQL type: the batch goes in as JSON rows, the single job with bound
-// arguments. With n jobs of each shape, a batch large enough binds the
-// columns its rows share once (the payload and priority differ between
-// rows, so they stay in the rows).
+// SQL type: the batch goes in as JSON rows, a single job with bound
+// arguments (a plain one binds only its dense columns, a fan-out parent
+// every column). With n jobs of each shape, a batch large enough binds
+// the columns its rows share once (the payload and priority differ
+// between rows, so they stay in the rows).
 func TestBatchRowsMatchSingleRows(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{1, minSameRows} {
@@ -55,6 +56,15 @@ func testBatchRowsMatchSingleRows(t *testing.T, n int) {
 		j.Payload = nil
 		return j
 	}
+	parent := func(id string) contracts.Job {
+		j := storetest.NewJob("initech", now)
+		j.ID = id
+		j.Payload = nil
+		j.Concurrency = 2
+		j.FailFast = true
+		return j
+	}
+	items := []json.RawMessage{json.RawMessage(`{"i":0}`), json.RawMessage(`{"i":1}`), json.RawMessage(`{"i":2}`)}
 	// The i-th job of a shape: the odd ones differ in payload and priority.
 	nth := func(make func(string) contracts.Job, id string, i int) contracts.Job {
 		j := make(id)
@@ -72,8 +82,12 @@ func testBatchRowsMatchSingleRows(t *testing.T, n int) {
 			require.NoError(t, err)
 			require.Equal(t, store.Admitted, adm)
 		}
+		one, err := s.AdmitBatch(t.Context(), []store.AdmitRequest{{Job: nth(parent, fmt.Sprintf("one-parent-%d", i), i), Caps: caps, Items: items}})
+		require.NoError(t, err)
+		require.Equal(t, store.Admitted, one[0].Admission)
 		reqs = append(reqs, store.AdmitRequest{Job: nth(rich, fmt.Sprintf("many-rich-%d", i), i), Caps: caps},
-			store.AdmitRequest{Job: nth(plain, fmt.Sprintf("many-plain-%d", i), i), Caps: caps})
+			store.AdmitRequest{Job: nth(plain, fmt.Sprintf("many-plain-%d", i), i), Caps: caps},
+			store.AdmitRequest{Job: nth(parent, fmt.Sprintf("many-parent-%d", i), i), Caps: caps, Items: items})
 	}
 	res, err := s.AdmitBatch(t.Context(), reqs)
 	require.NoError(t, err)
@@ -105,7 +119,7 @@ func testBatchRowsMatchSingleRows(t *testing.T, n int) {
 		return vals
 	}
 	for i := range n {
-		for _, kind := range []string{"rich", "plain"} {
+		for _, kind := range []string{"rich", "plain", "parent"} {
 			one, many := row(fmt.Sprintf("one-%s-%d", kind, i)), row(fmt.Sprintf("many-%s-%d", kind, i))
 			for c := range one {
 				require.Equal(t, one[c], many[c], fmt.Sprintf("%s job %d, column %s", kind, i, cols[c/2]))

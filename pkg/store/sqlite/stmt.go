@@ -91,11 +91,13 @@ type writeStmts struct {
 	insertJob     *sql.Stmt
 	insertJobs    *sql.Stmt
 	insertPlain   *sql.Stmt
-	getJob        *sql.Stmt
-	jobRows       keyed
-	leases        keyed
-	renew         keyed
-	promote       keyed
+	// insertPlainOne inserts one plain new job (see jsonRows.valuesQuery).
+	insertPlainOne *sql.Stmt
+	getJob         *sql.Stmt
+	jobRows        keyed
+	leases         keyed
+	renew          keyed
+	promote        keyed
 	// Claim's statements.
 	expireClaims   *sql.Stmt
 	ready          *sql.Stmt
@@ -125,6 +127,7 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.insertJob, insertJobQuery},
 		{&ws.insertJobs, insertJobsQuery},
 		{&ws.insertPlain, insertPlainQuery},
+		{&ws.insertPlainOne, insertPlainOneQuery},
 		{&ws.getJob, getQuery},
 		{&ws.jobRows.one, getRowQuery},
 		{&ws.jobRows.many, getRowsQuery},
