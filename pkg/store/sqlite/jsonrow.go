@@ -121,7 +121,8 @@ func (l jsonRows) valuesQuery() string {
 }
 
 // dense appends to dst a plain new job's arguments but its sparse ones:
-// what valuesQuery binds.
+// what valuesQuery binds. dst may be args[:0]: the kept arguments move
+// down in place.
 func (l jsonRows) dense(dst, args []any) []any {
 	for i, sp := range l.sparse {
 		if !sp {
@@ -214,7 +215,7 @@ func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) e
 		args = appendJobArgs(args, rows[0])
 		st := s.ws.insertJob
 		if rowLayout.plain(args) {
-			st, args = s.ws.insertPlainOne, rowLayout.dense(make([]any, 0, len(args)), args)
+			st, args = s.ws.insertPlainOne, rowLayout.dense(args[:0], args)
 		}
 		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("insert: %w", err)

@@ -62,7 +62,7 @@ func (b *rowBuf) job(sc rowScanner, rowid *int64) (contracts.Job, error) {
 	if rowid != nil {
 		dest = b.dest[:]
 	}
-	clear(b.vals[:])
+	// Scan sets every destination, or fails and the row is not used.
 	if err := sc.Scan(dest...); err != nil {
 		return contracts.Job{}, err
 	}
