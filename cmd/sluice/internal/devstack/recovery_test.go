@@ -1,15 +1,18 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,7 +52,9 @@ func TestMain(m *testing.M) {
 
 // startWorkerProcess runs the real worker binary against the stack's NATS
 // server, with extra environment entries ("KEY=value"), and kills it (by
-// pid) when the test ends.
+// pid) when the test ends. Its data directory (scratch and cache) is the
+// stack's own, so processes of parallel tests never share a worker lock;
+// what it printed is logged if the test fails.
 func startWorkerProcess(t *testing.T, b *bundle, id string, extraEnv ...string) *exec.Cmd {
 	t.Helper()
 	if testing.Short() {
@@ -58,6 +63,7 @@ func startWorkerProcess(t *testing.T, b *bundle, id string, extraEnv ...string) 
 	cmd := exec.Command(workerBinary)
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
+		"SLUICE_DATA_DIR=" + b.dataDir,
 		"SLUICE_NATS_URL=" + b.stack.NATSURL,
 		"SLUICE_WORKER_ID=" + id,
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS=1",
@@ -66,13 +72,19 @@ func startWorkerProcess(t *testing.T, b *bundle, id string, extraEnv ...string) 
 		"SLUICE_LOG_LEVEL=warn",
 	}
 	cmd.Env = append(cmd.Env, extraEnv...)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = time.Second // a job's orphaned child may hold the pipe open
 	if os.Getenv("SLUICE_TEST_LOGS") != "" {
-		cmd.Stderr = os.Stderr
+		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
 	}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-		_, _ = cmd.Process.Wait()
+		_ = cmd.Wait() // also waits for stderr to be copied
+		if out := stderr.String(); t.Failed() && out != "" {
+			t.Logf("worker process %s printed:\n%s", id, out)
+		}
 	})
 	return cmd
 }
@@ -129,6 +141,24 @@ func TestOrphanRecovery(t *testing.T) {
 	require.Equal(t, contracts.StateSucceeded, after.State)
 	require.Equal(t, done.Attempt, after.Attempt)
 	require.Empty(t, after.Error)
+}
+
+// syncBuffer collects a process's output; safe while it is being written.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func heartbeat(t *testing.T, nc *nats.Conn, workerID string, leases ...contracts.Lease) contracts.HeartbeatAck {
