@@ -111,6 +111,8 @@ type OfferReply struct {
 	InFlight int         `json:"in_flight"`
 	Capacity int         `json:"capacity"`
 	Reason   string      `json:"reason,omitempty"`
+	// Seq orders the worker's load reports (see Announce.Seq).
+	Seq uint64 `json:"seq,omitempty"`
 	// Results answers an OfferBatch job by job, in its order; Status is
 	// then accepted when any job was, else busy when any was, else refused.
 	Results []OfferResult `json:"results,omitempty"`
@@ -148,6 +150,11 @@ type Announce struct {
 	Spawned bool `json:"spawned,omitempty"`
 	// Version is the worker's release version (SLUICE_WORKER_VERSION).
 	Version string `json:"version,omitempty"`
+	// Seq orders a worker's load reports, its announcements and its offer
+	// replies, which reach a scheduler by different routes: of two, the
+	// one with the lower Seq was read earlier, and its InFlight is out of
+	// date. It grows across restarts of the worker. 0 means unordered.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // ScaleRequest asks for one more worker of Kind: Ready jobs of it found no

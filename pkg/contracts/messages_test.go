@@ -261,8 +261,8 @@ func TestDecodeOffer(t *testing.T) {
 func TestDecodeOfferReply(t *testing.T) {
 	t.Parallel()
 	cases := []decodeCase[OfferReply]{
-		good("accepted", `{"status":"accepted","worker_id":"w1","in_flight":3,"capacity":4}`,
-			OfferReply{Status: OfferAccepted, WorkerID: "w1", InFlight: 3, Capacity: 4}),
+		good("accepted", `{"status":"accepted","worker_id":"w1","in_flight":3,"capacity":4,"seq":7}`,
+			OfferReply{Status: OfferAccepted, WorkerID: "w1", InFlight: 3, Capacity: 4, Seq: 7}),
 		good("busy", `{"status":"busy","worker_id":"w1","in_flight":4,"capacity":4}`,
 			OfferReply{Status: OfferBusy, WorkerID: "w1", InFlight: 4, Capacity: 4}),
 		good("refused with reason", `{"status":"refused","worker_id":"w1","in_flight":0,"capacity":0,"reason":"draining"}`,
@@ -334,8 +334,8 @@ func TestDecodeHeartbeatAck(t *testing.T) {
 func TestDecodeAnnounce(t *testing.T) {
 	t.Parallel()
 	cases := []decodeCase[Announce]{
-		good("full", `{"worker_id":"w1","kinds":["email","img.resize"],"capacity":8,"in_flight":3,"draining":true,"interval_ms":2000}`,
-			Announce{WorkerID: "w1", Kinds: []string{"email", "img.resize"}, Capacity: 8, InFlight: 3, Draining: true, IntervalMS: 2000}),
+		good("full", `{"worker_id":"w1","kinds":["email","img.resize"],"capacity":8,"in_flight":3,"draining":true,"interval_ms":2000,"seq":1795000000000000042}`,
+			Announce{WorkerID: "w1", Kinds: []string{"email", "img.resize"}, Capacity: 8, InFlight: 3, Draining: true, IntervalMS: 2000, Seq: 1795000000000000042}),
 		good("leaving", `{"worker_id":"w1","kinds":[],"capacity":0,"in_flight":0,"leaving":true,"interval_ms":0}`,
 			Announce{WorkerID: "w1", Kinds: []string{}, Leaving: true}),
 		good("minimal", `{"worker_id":"w1"}`, Announce{WorkerID: "w1"}),

@@ -38,7 +38,13 @@ type Roster struct {
 type entry struct {
 	info    contracts.WorkerInfo
 	expires time.Time
+	// seq is the Seq of the newest load report taken (0: unordered).
+	seq uint64
 }
+
+// stale reports whether a load report numbered seq is older than the one
+// the entry holds; unnumbered reports never are.
+func (e *entry) stale(seq uint64) bool { return seq != 0 && seq < e.seq }
 
 // New returns an empty roster that reads the time from now.
 func New(now func() time.Time) *Roster {
@@ -49,8 +55,9 @@ func New(now func() time.Time) *Roster {
 		index: newOpenIndex()}
 }
 
-// Observe records an announcement (or an offer reply's load figures).
-// A leaving worker is removed at once.
+// Observe records an announcement. A leaving worker is removed at once.
+// An announcement older than the last load report taken from its worker
+// (a lower Seq) renews the worker but keeps the newer in-flight count.
 func (r *Roster) Observe(a contracts.Announce) {
 	now := r.now()
 	r.mu.Lock()
@@ -75,6 +82,11 @@ func (r *Roster) Observe(a contracts.Announce) {
 	// without waking anyone. A thousand workers announce a thousand times
 	// a second; waking the dispatchers for each would have them look at
 	// the whole roster as often.
+	if ok && e.stale(a.Seq) {
+		a.InFlight = e.info.InFlight
+	} else {
+		e.seq = a.Seq
+	}
 	changed := !ok || !sameOffer(e.info, a)
 	if changed || now.After(e.expires) {
 		r.notify()
@@ -100,12 +112,20 @@ func sameOffer(w contracts.WorkerInfo, a contracts.Announce) bool {
 		w.Version == a.Version && slices.Equal(w.Kinds, a.Kinds)
 }
 
-// Load updates a known worker's in-flight count (from an offer reply or a
-// local acceptance) without renewing its liveness.
-func (r *Roster) Load(id string, inFlight, capacity int) {
+// Load updates a known worker's in-flight count from an offer reply
+// numbered seq (contracts.OfferReply.Seq) without renewing its liveness.
+// A reply older than the worker's last load report taken is ignored: a
+// reply and an announcement travel by different routes, and the older
+// must not undo the newer.
+func (r *Roster) Load(id string, inFlight, capacity int, seq uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.workers[id]; ok && (e.info.InFlight != inFlight || e.info.Capacity != capacity) {
+	e, ok := r.workers[id]
+	if !ok || e.stale(seq) {
+		return
+	}
+	e.seq = seq
+	if e.info.InFlight != inFlight || e.info.Capacity != capacity {
 		before := e.info
 		e.info.InFlight, e.info.Capacity = inFlight, capacity
 		r.index.set(before, e.info)

@@ -149,7 +149,7 @@ func TestLoadUpdatesWithoutRenewing(t *testing.T) {
 	seen := c.Now()
 
 	c.Advance(2 * time.Second)
-	r.Load("w1", 3, 5)
+	r.Load("w1", 3, 5, 0)
 	w, ok := r.Get("w1")
 	require.True(t, ok)
 	assert.Equal(t, 3, w.InFlight)
@@ -160,9 +160,50 @@ func TestLoadUpdatesWithoutRenewing(t *testing.T) {
 	_, ok = r.Get("w1")
 	assert.False(t, ok, "Load must not renew liveness")
 
-	r.Load("ghost", 1, 1) // unknown: nothing happens
+	r.Load("ghost", 1, 1, 0) // unknown: nothing happens
 	_, ok = r.Get("ghost")
 	assert.False(t, ok)
+}
+
+// TestLoadReportsKeepTheNewest: an offer reply and an announcement reach
+// the roster by different routes, so the older can arrive last. Numbered
+// reports (Seq) are taken only when newer than the last one taken, whichever
+// route each came by; an older announcement still renews the worker.
+func TestLoadReportsKeepTheNewest(t *testing.T) {
+	t.Parallel()
+	c := clocktest.New()
+	r := roster.New(c.Now)
+	inFlight := func() int {
+		w, ok := r.Get("w1")
+		require.True(t, ok)
+		return w.InFlight
+	}
+	r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 1, InFlight: 0, IntervalMS: 1000, Seq: 10})
+
+	// The job it accepted (seq 11) already ended (12), and the announcement
+	// saying so arrived before the reply of the acceptance.
+	r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 1, InFlight: 0, IntervalMS: 1000, Seq: 12})
+	r.Load("w1", 1, 1, 11)
+	require.Equal(t, 0, inFlight(), "an older reply must not make an idle worker look full")
+	count := 0
+	r.Open("k", func(contracts.WorkerInfo) bool { count++; return true })
+	require.Equal(t, 1, count, "the worker stays open")
+
+	// A newer reply is taken; an older announcement then renews the worker
+	// without undoing it.
+	r.Load("w1", 1, 1, 13)
+	require.Equal(t, 1, inFlight())
+	c.Advance(2 * time.Second)
+	r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 1, InFlight: 0, IntervalMS: 1000, Seq: 12})
+	require.Equal(t, 1, inFlight())
+	c.Advance(2 * time.Second) // 4 s after seq 10's announcement: renewed by the older one
+	require.Equal(t, 1, inFlight())
+
+	// Unnumbered reports (workers that send no Seq) are always taken.
+	r.Load("w1", 0, 1, 0)
+	require.Equal(t, 0, inFlight())
+	r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 1, InFlight: 1, IntervalMS: 1000})
+	require.Equal(t, 1, inFlight())
 }
 
 func TestLeavingAnnouncementRemoves(t *testing.T) {
@@ -222,10 +263,10 @@ func TestChanged(t *testing.T) {
 		{"undrained", func() {
 			r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 2, InFlight: 1, IntervalMS: 1000})
 		}, true},
-		{"load changes", func() { r.Load("w1", 2, 2) }, true},
-		{"capacity changes", func() { r.Load("w1", 2, 3) }, true},
-		{"same load", func() { r.Load("w1", 2, 3) }, false},
-		{"load of an unknown worker", func() { r.Load("ghost", 1, 1) }, false},
+		{"load changes", func() { r.Load("w1", 2, 2, 0) }, true},
+		{"capacity changes", func() { r.Load("w1", 2, 3, 0) }, true},
+		{"same load", func() { r.Load("w1", 2, 3, 0) }, false},
+		{"load of an unknown worker", func() { r.Load("ghost", 1, 1, 0) }, false},
 		{"reads", func() { r.Workers(); r.Get("w1"); r.Get("ghost") }, false},
 		{"remove", func() { r.Remove("w2") }, true},
 		{"remove an unknown worker", func() { r.Remove("w2") }, false},
@@ -269,7 +310,7 @@ func TestConcurrentUse(t *testing.T) {
 			id := string(rune('a' + i))
 			for j := range 100 {
 				r.Observe(contracts.Announce{WorkerID: id, InFlight: j})
-				r.Load(id, j+1, 10)
+				r.Load(id, j+1, 10, 0)
 				r.Workers()
 				r.Get(id)
 				_ = r.Changed()

@@ -36,16 +36,28 @@ func (w *Worker) signalAnnounce() {
 	}
 }
 
+// load reads the slots in use with the sequence number that orders this
+// reading against the worker's other load reports (contracts.Announce.Seq):
+// the start's wall clock plus the acquires and releases since. A restart
+// begins past every number the previous process could have reached (it
+// would need more than one slot change per nanosecond).
+func (w *Worker) load() (inFlight int, seq uint64) {
+	n, changes := w.slots.Load()
+	return n, w.seqBase + changes
+}
+
 // announce publishes the worker's current state.
 func (w *Worker) announce(leaving bool) {
 	w.mu.Lock()
 	draining := w.draining
 	w.mu.Unlock()
+	inFlight, seq := w.load()
 	a := contracts.Announce{
 		WorkerID:   w.cfg.WorkerID,
 		Kinds:      w.Kinds(),
 		Capacity:   w.slots.Capacity(),
-		InFlight:   w.slots.InFlight(),
+		InFlight:   inFlight,
+		Seq:        seq,
 		Draining:   draining || leaving,
 		Leaving:    leaving,
 		IntervalMS: w.cfg.HeartbeatInterval.Milliseconds(),

@@ -27,14 +27,21 @@ func TestAnnounceLoadAndLeaving(t *testing.T) {
 	r := b.start(cfg, map[string]worker.Handler{"block": h.handle, "another": echoHandler})
 
 	first := b.sched.announcements()[0]
+	seq := first.Seq
+	require.NotZero(t, seq, "load reports are numbered")
+	first.Seq = 0
 	require.Equal(t, contracts.Announce{
 		WorkerID: "w-announce", Kinds: []string{"another", "block"}, Capacity: 2, InFlight: 0,
 		IntervalMS: time.Minute.Milliseconds(), Version: contracts.Release,
 	}, first)
 
-	require.Equal(t, contracts.OfferAccepted, b.offer("w-announce", spec("a1", "block", 1, "")).Status)
+	reply := b.offer("w-announce", spec("a1", "block", 1, ""))
+	require.Equal(t, contracts.OfferAccepted, reply.Status)
+	require.Equal(t, 1, reply.InFlight)
+	require.Greater(t, reply.Seq, seq, "the acceptance's reply is numbered after the idle announcement")
 	h.waitStarted(t)
-	b.sched.waitAnnounce(func(a contracts.Announce) bool { return a.InFlight == 1 && a.Capacity == 2 })
+	busy := b.sched.waitAnnounce(func(a contracts.Announce) bool { return a.InFlight == 1 && a.Capacity == 2 })
+	require.Equal(t, reply.Seq, busy.Seq, "the same load, read after the same change")
 
 	close(h.release)
 	require.Equal(t, "a1", b.nextResult().JobID)
@@ -42,13 +49,15 @@ func TestAnnounceLoadAndLeaving(t *testing.T) {
 		all := b.sched.announcements()
 		return all[len(all)-1].InFlight == 0 && len(all) >= 3
 	}, waitFor, 5*time.Millisecond, "the last announcement shows the last load")
+	all := b.sched.announcements()
+	require.Greater(t, all[len(all)-1].Seq, reply.Seq, "idle again, and numbered after the busy reply")
 
 	r.cancel()
 	require.NoError(t, r.wait(t))
 	leaving := b.sched.waitAnnounce(func(a contracts.Announce) bool { return a.Leaving })
 	require.True(t, leaving.Draining)
 	require.Equal(t, 0, leaving.InFlight)
-	all := b.sched.announcements()
+	all = b.sched.announcements()
 	require.Equal(t, leaving, all[len(all)-1], "nothing is announced after leaving")
 }
 

@@ -146,11 +146,13 @@ func (w *Worker) admitLocked(hardCtx context.Context, spec contracts.JobSpec) (c
 
 // reply is an offer answer carrying the worker's load.
 func (w *Worker) reply(status contracts.OfferStatus, reason string) contracts.OfferReply {
+	inFlight, seq := w.load()
 	return contracts.OfferReply{
 		Status:   status,
 		WorkerID: w.cfg.WorkerID,
-		InFlight: w.slots.InFlight(),
+		InFlight: inFlight,
 		Capacity: w.slots.Capacity(),
 		Reason:   reason,
+		Seq:      seq,
 	}
 }

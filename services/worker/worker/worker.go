@@ -53,6 +53,9 @@ type Worker struct {
 	m      *metrics
 	slots  *slots.Slots
 	leases *lease.Table
+	// seqBase starts the load reports' sequence (see load): the wall
+	// clock at start, in nanoseconds, so that it grows across restarts.
+	seqBase uint64
 
 	// announceSig asks the announce loop to announce now; a burst of
 	// signals coalesces into one announcement of the latest state.
@@ -116,6 +119,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		m:           m,
 		slots:       slots.New(cfg.MaxConcurrent),
 		leases:      lease.NewTable(),
+		seqBase:     uint64(time.Now().UnixNano()),
 		announceSig: make(chan struct{}, 1),
 		starts:      make(chan startReq),
 		results:     make(chan resultReq),

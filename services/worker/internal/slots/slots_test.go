@@ -115,3 +115,22 @@ func TestConcurrentTryAcquireNeverExceedsLimit(t *testing.T) {
 	require.Positive(t, taken.Load())
 	require.Zero(t, s.InFlight())
 }
+
+// TestLoadCountsEveryChange: Load's change count grows with every acquire
+// and release (and only then), so a reading with more changes is newer even
+// when the slots in use are the same.
+func TestLoadCountsEveryChange(t *testing.T) {
+	t.Parallel()
+	s := slots.New(1)
+	n, c0 := s.Load()
+	require.Equal(t, 0, n)
+	require.True(t, s.TryAcquire())
+	require.False(t, s.TryAcquire(), "a refused acquire changes nothing")
+	n, c1 := s.Load()
+	require.Equal(t, 1, n)
+	require.Equal(t, c0+1, c1)
+	s.Release()
+	n, c2 := s.Load()
+	require.Equal(t, 0, n)
+	require.Equal(t, c1+1, c2, "back to the same load, but later")
+}
