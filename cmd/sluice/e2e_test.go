@@ -192,7 +192,7 @@ func TestCLIExitCodes(t *testing.T) {
 		var j contracts.Job
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
 		r = s.run("cancel", j.ID, "--wait", "--json")
-		require.Equal(t, 3, r.code, r.stderr)
+		require.Equal(t, 3, r.code, "stdout %s\nstderr %s", r.stdout, r.stderr)
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))
 		require.Equal(t, contracts.StateCancelled, j.State)
 	})

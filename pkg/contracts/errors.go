@@ -23,6 +23,10 @@ const (
 
 var classes = []ErrorClass{ClassCapacity, ClassTimeout, ClassCancelled, ClassStale, ClassHandler, ClassInput}
 
+// CancelledByRequest is the error of a job that ended cancelled because a
+// user asked for it.
+var CancelledByRequest = JobError(ClassCancelled, "cancelled by request")
+
 // JobError formats a job error message with its class: "capacity: …".
 func JobError(class ErrorClass, msg string) string {
 	return string(class) + ": " + msg

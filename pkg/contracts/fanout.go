@@ -116,7 +116,7 @@ func ParentFinalState(c ChildCounts, cancelRequested bool) JobState {
 func ParentError(c ChildCounts, cancelRequested bool) string {
 	switch {
 	case cancelRequested:
-		return JobError(ClassCancelled, "cancelled by request")
+		return CancelledByRequest
 	case c.Failed > 0:
 		return JobError(ClassHandler, fmt.Sprintf("%d of %d children failed", c.Failed, c.Total))
 	case c.Cancelled > 0:

@@ -27,9 +27,6 @@ type verdict struct {
 	permanent bool
 }
 
-// cancelledByRequest is the job error of a cancelled job.
-var cancelledByRequest = contracts.JobError(contracts.ClassCancelled, "cancelled by request")
-
 // decide turns how a handler ended into what the worker reports. A fenced
 // attempt (lease lost or unacknowledged) reports nothing, whatever it did;
 // a handler that returned no error succeeded, even if it was asked to stop;
@@ -42,7 +39,7 @@ func decide(err error, fenced, cancelRequested, shutdown bool) verdict {
 	case err == nil:
 		return verdict{report: reportResult, state: contracts.StateSucceeded}
 	case cancelRequested:
-		return verdict{report: reportResult, state: contracts.StateCancelled, err: cancelledByRequest}
+		return verdict{report: reportResult, state: contracts.StateCancelled, err: contracts.CancelledByRequest}
 	case shutdown:
 		return verdict{report: reportRequeue}
 	default:

@@ -175,3 +175,26 @@ func TestCancelRacingCompletionEndsInOneFinalState(t *testing.T) {
 	require.True(t, slices.ContainsFunc(ids, func(id string) bool { return finals[id] == contracts.StateCancelled }),
 		"no cancel won the race: the test did not race")
 }
+
+// TestCancelOfAJobWhoseWorkerFreezesEndsCancelled: a running job is
+// cancelled while its worker process is frozen (SIGSTOP: it neither hears
+// the cancel nor heartbeats). Once the job is stale it ends cancelled, as
+// asked, with its one run: it is not dispatched again.
+func TestCancelOfAJobWhoseWorkerFreezesEndsCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Workers: -1}, nil)
+	proc := startWorkerProcess(t, b, "worker-frozen")
+	j := b.mustSubmit("sleep", map[string]int{"ms": 60000})
+	running := b.waitState(j.ID, contracts.StateRunning, 10*time.Second)
+	require.Equal(t, "worker-frozen", running.Worker)
+
+	require.NoError(t, syscall.Kill(proc.Process.Pid, syscall.SIGSTOP))
+	code, body := b.cancelJob(j.ID)
+	require.Equal(t, http.StatusAccepted, code, string(body))
+
+	done := b.waitFinal(j.ID, 20*time.Second)
+	require.Equal(t, contracts.StateCancelled, done.State, done.Error)
+	require.Equal(t, contracts.CancelledByRequest, done.Error)
+	require.Equal(t, running.Attempt, done.Attempt, "not dispatched again")
+	require.Equal(t, 1, done.Runs)
+}

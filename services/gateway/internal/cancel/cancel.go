@@ -37,9 +37,6 @@ import (
 // a compare-and-set.
 const maxRounds = 8
 
-// Reason is the error message of a job cancelled by request.
-var Reason = contracts.JobError(contracts.ClassCancelled, "cancelled by request")
-
 // Errors of Cancel.
 var (
 	// ErrNotFound means no job with that id belongs to the tenant.
@@ -100,7 +97,7 @@ func (c *Canceller) Cancel(ctx context.Context, tenant, id string) (contracts.Jo
 		case contracts.StateSucceeded, contracts.StateFailed:
 			return job, &FinishedError{State: job.State}
 		case contracts.StatePending:
-			reason := Reason
+			reason := contracts.CancelledByRequest
 			out, err := c.store.Transition(ctx,
 				store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: job.Attempt},
 				store.Change{Now: c.now().UTC(), State: contracts.StateCancelled, Error: &reason})
@@ -139,7 +136,7 @@ func (c *Canceller) Cancel(ctx context.Context, tenant, id string) (contracts.Jo
 // cancelParent cancels a fan-out parent and tells the workers of its
 // running children.
 func (c *Canceller) cancelParent(ctx context.Context, job contracts.Job) (contracts.Job, error) {
-	out, running, err := c.store.CancelParent(ctx, job.ID, c.now().UTC(), Reason)
+	out, running, err := c.store.CancelParent(ctx, job.ID, c.now().UTC(), contracts.CancelledByRequest)
 	if err != nil {
 		return contracts.Job{}, fmt.Errorf("cancel parent %s: %w", job.ID, err)
 	}

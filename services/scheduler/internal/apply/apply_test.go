@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -235,6 +236,36 @@ func TestRequeueTimeoutFailsAndCancels(t *testing.T) {
 	require.Equal(t, contracts.StateFailed, got.State)
 	require.Equal(t, contracts.ClassTimeout, contracts.ClassOf(got.Error))
 	require.Equal(t, []contracts.Lease{{JobID: "j1", Attempt: 1}}, b.n.cancels)
+}
+
+// TestRequeueOfACancelRequestedJobCancels: a running job a user asked to
+// cancel whose run then stops another way (its worker went quiet, it ran
+// past the maximum runtime, its worker shut down) ends cancelled: it does
+// not run again and does not fail, with runs left or not.
+func TestRequeueOfACancelRequestedJobCancels(t *testing.T) {
+	t.Parallel()
+	for _, reason := range []contracts.RequeueReason{contracts.ReasonStale, contracts.ReasonTimeout, contracts.ReasonShutdown} {
+		for _, maxAttempts := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s, max_attempts %d", reason, maxAttempts), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				b.running("j1", "w1", maxAttempts)
+				yes := true
+				_, err := b.store.Transition(context.Background(), store.Expect{ID: "j1", State: contracts.StateRunning, Attempt: 1},
+					store.Change{Now: b.now, State: contracts.StateRunning, CancelRequested: &yes})
+				require.NoError(t, err)
+				b.now = b.now.Add(2 * time.Hour) // stale and past the maximum runtime
+				rq := contracts.Requeue{JobID: "j1", Attempt: 1, State: contracts.StateRunning, Reason: reason}
+				require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+				got := b.get("j1")
+				require.Equal(t, contracts.StateCancelled, got.State)
+				require.Equal(t, contracts.CancelledByRequest, got.Error)
+				require.Equal(t, int64(1), got.Attempt, "not dispatched again")
+				require.Empty(t, b.n.due)
+				require.Equal(t, []contracts.Lease{{JobID: "j1", Attempt: 1}}, b.n.cancels, "its worker is told to stop")
+			})
+		}
+	}
 }
 
 func TestRequeueLostPendingRedelivers(t *testing.T) {

@@ -122,9 +122,14 @@ func TestRequeuesCountedByReasonAndOutcome(t *testing.T) {
 	b.running("last", "w1", 1)
 	b.running("long", "w1", 3)
 	b.running("gone", "w1", 3)
+	b.running("asked", "w1", 3)
+	yes := true
+	_, err := b.store.Transition(ctx, store.Expect{ID: "asked", State: contracts.StateRunning, Attempt: 1},
+		store.Change{Now: b.now, State: contracts.StateRunning, CancelRequested: &yes})
+	require.NoError(t, err)
 	p := contracts.Job{ID: "lost", Tenant: "t", Kind: "sleep", State: contracts.StatePending, MaxAttempts: 3,
 		CreatedAt: b.now, UpdatedAt: b.now, NextDispatchAt: &b.now, DispatchDeadline: b.now.Add(time.Hour)}
-	_, _, err := b.store.Admit(ctx, p, store.Caps{})
+	_, _, err = b.store.Admit(ctx, p, store.Caps{})
 	require.NoError(t, err)
 
 	b.now = b.now.Add(2 * time.Hour) // stale and past the max runtime
@@ -133,6 +138,7 @@ func TestRequeuesCountedByReasonAndOutcome(t *testing.T) {
 		{JobID: "last", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
 		{JobID: "long", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonTimeout},
 		{JobID: "gone", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonShutdown},
+		{JobID: "asked", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
 		{JobID: "lost", Attempt: 0, State: contracts.StatePending, Reason: contracts.ReasonLost},
 		{JobID: "stale", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}, // moved on: not counted
 	} {
@@ -144,4 +150,5 @@ func TestRequeuesCountedByReasonAndOutcome(t *testing.T) {
 	requireSeries(t, reg, 1, name, map[string]string{"reason": "timeout", "outcome": metrics.RequeueFailed})
 	requireSeries(t, reg, 1, name, map[string]string{"reason": "shutdown", "outcome": metrics.RequeueRequeued})
 	requireSeries(t, reg, 1, name, map[string]string{"reason": "lost", "outcome": metrics.RequeueRedelivered})
+	requireSeries(t, reg, 1, name, map[string]string{"reason": "stale", "outcome": metrics.RequeueCancelled})
 }

@@ -45,16 +45,25 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 		if a.cfg.MaxRuntime <= 0 || job.StartedAt == nil || now.Sub(*job.StartedAt) < a.cfg.MaxRuntime {
 			return consume.Ack()
 		}
-		return a.fail(ctx, job, now, contracts.JobError(contracts.ClassTimeout,
-			fmt.Sprintf("ran longer than the maximum runtime %s", a.cfg.MaxRuntime)), rq.Reason, log)
 	case contracts.ReasonStale:
 		if !a.stale(job, now) {
 			return consume.Ack()
 		}
+	}
+	// The run is over. A job a user asked to cancel ends cancelled: it
+	// neither runs again nor fails for how its run ended.
+	if job.CancelRequested {
+		return a.end(ctx, job, now, contracts.StateCancelled, contracts.CancelledByRequest, rq.Reason, log)
+	}
+	switch rq.Reason {
+	case contracts.ReasonTimeout:
+		return a.end(ctx, job, now, contracts.StateFailed, contracts.JobError(contracts.ClassTimeout,
+			fmt.Sprintf("ran longer than the maximum runtime %s", a.cfg.MaxRuntime)), rq.Reason, log)
+	case contracts.ReasonStale:
 		msg := contracts.JobError(contracts.ClassStale, fmt.Sprintf(
 			"worker %s stopped heartbeating; the job ran %d times (max_attempts %d)", job.Worker, job.Runs, job.MaxAttempts))
 		if !contracts.RunsAgain(job, msg, false) {
-			return a.fail(ctx, job, now, msg, rq.Reason, log)
+			return a.end(ctx, job, now, contracts.StateFailed, msg, rq.Reason, log)
 		}
 	}
 	return a.requeueRunning(ctx, job, now, rq.Reason, log)
@@ -102,10 +111,11 @@ func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now tim
 	return consume.Ack()
 }
 
-// fail fails the job with msg for a requeue event of reason.
-func (a *Applier) fail(ctx context.Context, job contracts.Job, now time.Time, msg string, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
+// end ends the job in state (failed or cancelled) with msg for a requeue
+// event of reason.
+func (a *Applier) end(ctx context.Context, job contracts.Job, now time.Time, state contracts.JobState, msg string, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
 	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
-		store.Change{Now: now, State: contracts.StateFailed, Error: &msg})
+		store.Change{Now: now, State: state, Error: &msg})
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		return consume.Ack()
@@ -113,8 +123,13 @@ func (a *Applier) fail(ctx context.Context, job contracts.Job, now time.Time, ms
 		return consume.RetryIn(storeRetry)
 	}
 	a.ev.State(out)
-	a.m.Requeue(reason, metrics.RequeueFailed)
-	log.Info().Str("error", msg).Msg("job failed")
+	if state == contracts.StateCancelled {
+		a.m.Requeue(reason, metrics.RequeueCancelled)
+		log.Info().Msg("job cancelled: its run stopped after a cancel request")
+	} else {
+		a.m.Requeue(reason, metrics.RequeueFailed)
+		log.Info().Str("error", msg).Msg("job failed")
+	}
 	if job.Worker != "" {
 		_ = a.notify.Cancel(job.Worker, contracts.Lease{JobID: job.ID, Attempt: job.Attempt})
 	}

@@ -87,7 +87,7 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 		return consume.Ack()
 	}
 	a.m.Results.WithLabelValues("applied").Inc()
-	a.m.Finished(res.State, before.StartedAt, ch.Now)
+	a.m.Finished(ch.State, before.StartedAt, ch.Now)
 	return consume.Ack()
 }
 
@@ -95,7 +95,10 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 var errStale = errors.New("result for an old attempt")
 
 // resultChange is the change a current result makes to job: its final
-// state, or a retry when the run failed and may run again.
+// state, or a retry when the run failed and may run again. A failed run of
+// a job a user asked to cancel ends it cancelled: the worker had not
+// learned of the request when the run ended, and the job must not run
+// again.
 func (a *Applier) resultChange(job contracts.Job, res contracts.Result) store.Change {
 	now := a.now()
 	// A run counts from its start heartbeat; a result that beats it
@@ -114,7 +117,11 @@ func (a *Applier) resultChange(job contracts.Job, res contracts.Result) store.Ch
 	ch.Errors = contracts.AppendRunError(job.Errors, contracts.RunError{Run: runs, Attempt: job.Attempt, Error: res.Error, At: now})
 	counted := job
 	counted.Runs = runs
-	if contracts.RunsAgain(counted, res.Error, res.Permanent) {
+	switch {
+	case job.CancelRequested:
+		cancelled := contracts.CancelledByRequest
+		ch.State, ch.Error = contracts.StateCancelled, &cancelled
+	case contracts.RunsAgain(counted, res.Error, res.Permanent):
 		ch = a.retryChange(job, runs, ch)
 	}
 	return ch

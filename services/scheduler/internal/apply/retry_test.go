@@ -101,6 +101,37 @@ func TestFailedRunsRetryWithBackoffUntilMaxAttempts(t *testing.T) {
 	require.Equal(t, []int{1, 2, 3}, []int{j.Errors[0].Run, j.Errors[1].Run, j.Errors[2].Run})
 }
 
+// TestAFailedRunOfACancelRequestedJobCancels: a run that fails after a
+// user asked to cancel its job (before its worker learned of the request)
+// ends the job cancelled instead of running it again; the run's error is
+// kept. A run that succeeds anyway ends it succeeded.
+func TestAFailedRunOfACancelRequestedJobCancels(t *testing.T) {
+	t.Parallel()
+	b := setupRetry(t)
+	yes := true
+	for id, want := range map[string]contracts.JobState{"fails": contracts.StateCancelled, "succeeds": contracts.StateSucceeded} {
+		j := b.running(id, "w1", 3)
+		_, err := b.store.Transition(context.Background(), store.Expect{ID: id, State: contracts.StateRunning, Attempt: j.Attempt},
+			store.Change{Now: b.now, State: contracts.StateRunning, CancelRequested: &yes})
+		require.NoError(t, err)
+		res := contracts.Result{JobID: id, Attempt: j.Attempt, WorkerID: "w1", State: contracts.StateSucceeded}
+		if want == contracts.StateCancelled {
+			res.State, res.Error = contracts.StateFailed, "handler: exit status 143"
+		}
+		require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+		j = b.get(id)
+		require.Equal(t, want, j.State, id)
+		require.Equal(t, 1, j.Runs)
+		require.Equal(t, int64(1), j.Attempt, "not dispatched again")
+		if want == contracts.StateCancelled {
+			require.Equal(t, contracts.CancelledByRequest, j.Error)
+			require.Len(t, j.Errors, 1)
+			require.Equal(t, "handler: exit status 143", j.Errors[0].Error)
+		}
+	}
+	require.Empty(t, b.n.due)
+}
+
 func TestFailuresThatDoNotRetry(t *testing.T) {
 	t.Parallel()
 	b := setupRetry(t)

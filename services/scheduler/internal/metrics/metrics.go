@@ -24,6 +24,9 @@ const (
 	RequeueRedelivered = "redelivered"
 	// RequeueFailed: the job failed instead (max runtime, or max attempts).
 	RequeueFailed = "failed"
+	// RequeueCancelled: the job ended cancelled instead: a user had asked
+	// to cancel it, and its run stopped.
+	RequeueCancelled = "cancelled"
 )
 
 // Scheduler holds every collector the scheduler updates.
@@ -102,7 +105,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 		}, []string{"outcome"}),
 		requeues: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_requeues_total",
-			Help: "Requeue events that changed a job, by reason (stale, lost, timeout, shutdown) and outcome (requeued, redelivered, failed).",
+			Help: "Requeue events that changed a job, by reason (stale, lost, timeout, shutdown) and outcome (requeued, redelivered, failed, cancelled).",
 		}, []string{"reason", "outcome"}),
 		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_heartbeat_leases_total",
