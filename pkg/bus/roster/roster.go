@@ -217,16 +217,19 @@ func (r *Roster) Workers() []contracts.WorkerInfo {
 	return out
 }
 
-// decoded remembers the announcements already decoded, by their bytes: a
+// decoded remembers each worker's last announcement, by its bytes: a
 // worker repeats the same one every interval while its state holds, and
 // decoding (strict JSON, then every field checked) is most of what an
-// announcement costs. Only the subscription's goroutine uses it.
+// announcement costs. One entry per worker: a busy worker's announcements
+// all differ (their seq grows), and remembering them would only hold
+// memory. Only the subscription's goroutine uses it.
 type decoded struct {
-	m map[string]contracts.Announce
+	m    map[string]contracts.Announce
+	last map[string]string // worker id → its entry's key in m
 }
 
-// maxDecoded bounds the announcements remembered; past it the memory
-// starts again.
+// maxDecoded bounds the workers remembered; past it the memory starts
+// again.
 const maxDecoded = 1 << 16
 
 func (d *decoded) get(b []byte) (contracts.Announce, bool) {
@@ -235,10 +238,16 @@ func (d *decoded) get(b []byte) (contracts.Announce, bool) {
 }
 
 func (d *decoded) put(b []byte, a contracts.Announce) {
+	if prev, ok := d.last[a.WorkerID]; ok {
+		delete(d.m, prev)
+	}
 	if d.m == nil || len(d.m) >= maxDecoded {
 		d.m = make(map[string]contracts.Announce)
+		d.last = make(map[string]string)
 	}
-	d.m[string(b)] = a
+	key := string(b)
+	d.m[key] = a
+	d.last[a.WorkerID] = key
 }
 
 // Subscribe feeds the roster from announcements on nc and asks every worker
