@@ -1,18 +1,15 @@
 package devstack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,17 +69,19 @@ func startWorkerProcess(t *testing.T, b *bundle, id string, extraEnv ...string) 
 		"SLUICE_LOG_LEVEL=warn",
 	}
 	cmd.Env = append(cmd.Env, extraEnv...)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = time.Second // a job's orphaned child may hold the pipe open
+	logPath := filepath.Join(t.TempDir(), "worker.log")
+	logFile, err := os.Create(logPath)
+	require.NoError(t, err)
+	cmd.Stderr = logFile
 	if os.Getenv("SLUICE_TEST_LOGS") != "" {
-		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
+		cmd.Stderr = os.Stderr
 	}
 	require.NoError(t, cmd.Start())
+	_ = logFile.Close() // the process has its own copy
 	t.Cleanup(func() {
 		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait() // also waits for stderr to be copied
-		if out := stderr.String(); t.Failed() && out != "" {
+		_, _ = cmd.Process.Wait()
+		if out, _ := os.ReadFile(logPath); t.Failed() && len(out) > 0 {
 			t.Logf("worker process %s printed:\n%s", id, out)
 		}
 	})
@@ -141,24 +140,6 @@ func TestOrphanRecovery(t *testing.T) {
 	require.Equal(t, contracts.StateSucceeded, after.State)
 	require.Equal(t, done.Attempt, after.Attempt)
 	require.Empty(t, after.Error)
-}
-
-// syncBuffer collects a process's output; safe while it is being written.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func heartbeat(t *testing.T, nc *nats.Conn, workerID string, leases ...contracts.Lease) contracts.HeartbeatAck {
