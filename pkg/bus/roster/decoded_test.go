@@ -9,36 +9,93 @@ import (
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
-// TestDecodedKeepsOneAnnouncementPerWorker: a busy worker's announcements
-// all differ (their seq grows); only each worker's last one is kept, and a
-// repeat of it is found without decoding.
-func TestDecodedKeepsOneAnnouncementPerWorker(t *testing.T) {
+func marshal(t testing.TB, a contracts.Announce) []byte {
+	b, err := json.Marshal(a)
+	require.NoError(t, err)
+	return b
+}
+
+// TestDecodedFindsNumberedRepeats: a worker's numbered announcements all
+// differ, but while it goes back and forth between a few states they are
+// found without decoding, with their own seq, and the memory holds one
+// entry per state.
+func TestDecodedFindsNumberedRepeats(t *testing.T) {
 	t.Parallel()
 	var d decoded
-	raw := func(a contracts.Announce) []byte {
-		b, err := json.Marshal(a)
-		require.NoError(t, err)
-		return b
-	}
-	var first, last []byte
 	for i := range 1000 {
-		a := contracts.Announce{WorkerID: "w1", Capacity: 4, InFlight: i % 4, IntervalMS: 1000, Seq: uint64(100 + i)}
-		last = raw(a)
-		if i == 0 {
-			first = last
-		}
-		d.put(last, a)
+		want := contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 4, InFlight: i % 4, IntervalMS: 1000, Seq: uint64(1_800_000_000_000_000_000 + i)}
+		got, err := d.decode(marshal(t, want))
+		require.NoError(t, err)
+		require.Equal(t, want, got)
 	}
-	idle := contracts.Announce{WorkerID: "w2", Capacity: 1, IntervalMS: 1000, Seq: 7}
-	d.put(raw(idle), idle)
-	require.Len(t, d.m, 2)
+	unnumbered := contracts.Announce{WorkerID: "w2", Capacity: 1, IntervalMS: 1000}
+	for range 3 {
+		got, err := d.decode(marshal(t, unnumbered))
+		require.NoError(t, err)
+		require.Equal(t, unnumbered, got)
+	}
+	require.Len(t, d.m, 5, "four states of w1, one of w2")
+}
 
-	got, ok := d.get(last)
-	require.True(t, ok)
-	require.Equal(t, uint64(1099), got.Seq)
-	_, ok = d.get(first)
-	require.False(t, ok, "an older announcement of w1 is forgotten")
-	got, ok = d.get(raw(idle))
-	require.True(t, ok, "an idle worker's repeated announcement is found")
-	require.Equal(t, idle, got)
+// decodedCases are announcements in and around the forms the cache
+// treats specially (a trailing seq), valid and not.
+var decodedCases = []string{
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":42}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":43}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":0}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":042}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":-1}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":18446744073709551616}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":1.5}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":7,"seq":8}`,
+	`{"worker_id":"w1","seq":7,"kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,,"seq":9}`,
+	`{,"seq":9}`,
+	`{"worker_id":"w1","capacity":-2,"seq":9}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":9} `,
+	`,"seq":9}`,
+	``,
+}
+
+// requireSameAsDecodeAnnounce checks that the cache answers b as
+// contracts.DecodeAnnounce does.
+func requireSameAsDecodeAnnounce(t *testing.T, d *decoded, b []byte) {
+	want, wantErr := contracts.DecodeAnnounce(b)
+	got, err := d.decode(b)
+	if wantErr != nil {
+		require.Error(t, err, "%s", b)
+		return
+	}
+	require.NoError(t, err, "%s", b)
+	require.Equal(t, want, got, "%s", b)
+}
+
+// TestDecodedAnswersAsDecodeAnnounce: whatever the cache holds, it answers
+// every input exactly as a fresh decode does.
+func TestDecodedAnswersAsDecodeAnnounce(t *testing.T) {
+	t.Parallel()
+	var d decoded
+	for range 2 { // cold, then warm
+		for _, c := range decodedCases {
+			requireSameAsDecodeAnnounce(t, &d, []byte(c))
+		}
+	}
+}
+
+// FuzzDecoded: after any announcement warmed the cache, any other is
+// answered as a fresh decode answers it.
+func FuzzDecoded(f *testing.F) {
+	for _, a := range decodedCases {
+		for _, b := range decodedCases {
+			f.Add([]byte(a), []byte(b))
+		}
+	}
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		var d decoded
+		requireSameAsDecodeAnnounce(t, &d, first)
+		requireSameAsDecodeAnnounce(t, &d, second)
+		requireSameAsDecodeAnnounce(t, &d, first)
+	})
 }

@@ -4,9 +4,11 @@
 package roster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -217,37 +219,80 @@ func (r *Roster) Workers() []contracts.WorkerInfo {
 	return out
 }
 
-// decoded remembers each worker's last announcement, by its bytes: a
+// decoded remembers the announcements already decoded, by their bytes: a
 // worker repeats the same one every interval while its state holds, and
 // decoding (strict JSON, then every field checked) is most of what an
-// announcement costs. One entry per worker: a busy worker's announcements
-// all differ (their seq grows), and remembering them would only hold
-// memory. Only the subscription's goroutine uses it.
+// announcement costs. A trailing "seq" member is left out of the key (and
+// put back into what is found): numbered announcements of a worker going
+// back and forth between the same few states are found too, and the
+// memory holds one entry per state, not one per announcement. Only the
+// subscription's goroutine uses it.
 type decoded struct {
-	m    map[string]contracts.Announce
-	last map[string]string // worker id → its entry's key in m
+	m   map[string]contracts.Announce
+	key []byte // scratch for the key of a numbered announcement
 }
 
-// maxDecoded bounds the workers remembered; past it the memory starts
-// again.
+// maxDecoded bounds the announcements remembered; past it the memory
+// starts again.
 const maxDecoded = 1 << 16
 
-func (d *decoded) get(b []byte) (contracts.Announce, bool) {
-	a, ok := d.m[string(b)]
-	return a, ok
-}
+// seqMember is how a marshalled Announce ends when it has a seq.
+const seqMember = `,"seq":`
 
-func (d *decoded) put(b []byte, a contracts.Announce) {
-	if prev, ok := d.last[a.WorkerID]; ok {
-		delete(d.m, prev)
+// decode returns the announcement in b, decoding it only if no earlier
+// announcement had the same bytes (but for a trailing seq).
+func (d *decoded) decode(b []byte) (contracts.Announce, error) {
+	key, seq, numbered := d.keyOf(b)
+	if a, ok := d.m[string(key)]; ok {
+		if numbered {
+			a.Seq = seq
+		}
+		return a, nil
+	}
+	a, err := contracts.DecodeAnnounce(b)
+	if err != nil {
+		return a, err
 	}
 	if d.m == nil || len(d.m) >= maxDecoded {
 		d.m = make(map[string]contracts.Announce)
-		d.last = make(map[string]string)
 	}
-	key := string(b)
-	d.m[key] = a
-	d.last[a.WorkerID] = key
+	stored := a
+	if numbered {
+		stored.Seq = 0
+	}
+	d.m[string(key)] = stored
+	return a, nil
+}
+
+// keyOf returns b's cache key: b without its trailing seq member when it
+// has one (then also the seq), else b. The seq must be a JSON integer as
+// the encoder writes it (no sign, no leading zero) that fits in a uint64;
+// anything else keeps the whole b as the key. The object without that
+// member is valid exactly when the object with it is, and decodes the same
+// but for Seq, so what is found under the key is the announcement.
+func (d *decoded) keyOf(b []byte) (key []byte, seq uint64, numbered bool) {
+	if len(b) == 0 || b[len(b)-1] != '}' {
+		return b, 0, false
+	}
+	i := bytes.LastIndex(b, []byte(seqMember))
+	if i < 0 {
+		return b, 0, false
+	}
+	digits := b[i+len(seqMember) : len(b)-1]
+	if len(digits) == 0 || len(digits) > 1 && digits[0] == '0' {
+		return b, 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return b, 0, false
+		}
+	}
+	seq, err := strconv.ParseUint(string(digits), 10, 64)
+	if err != nil {
+		return b, 0, false
+	}
+	d.key = append(append(d.key[:0], b[:i]...), '}')
+	return d.key, seq, true
 }
 
 // Subscribe feeds the roster from announcements on nc and asks every worker
@@ -255,13 +300,9 @@ func (d *decoded) put(b []byte, a contracts.Announce) {
 func (r *Roster) Subscribe(ctx context.Context, nc *nats.Conn) error {
 	var seen decoded
 	sub, err := nc.Subscribe(contracts.SubjectAnnounce, func(m *nats.Msg) {
-		a, ok := seen.get(m.Data)
-		if !ok {
-			var err error
-			if a, err = contracts.DecodeAnnounce(m.Data); err != nil {
-				return // a malformed announcement changes nothing
-			}
-			seen.put(m.Data, a)
+		a, err := seen.decode(m.Data)
+		if err != nil {
+			return // a malformed announcement changes nothing
 		}
 		r.Observe(a)
 	})
