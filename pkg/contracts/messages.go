@@ -153,7 +153,8 @@ type Announce struct {
 	// Seq orders a worker's load reports, its announcements and its offer
 	// replies, which reach a scheduler by different routes: of two, the
 	// one with the lower Seq was read earlier, and its InFlight is out of
-	// date. It grows across restarts of the worker. 0 means unordered.
+	// date. It starts at the worker's start time in nanoseconds, so it
+	// grows across restarts of the worker. 0 means unordered.
 	Seq uint64 `json:"seq,omitempty"`
 }
 

@@ -44,9 +44,18 @@ type entry struct {
 	seq uint64
 }
 
+// staleWindow is how far behind the last report taken a numbered report
+// may be and still count as older. A reply overtaken by announcements is
+// behind by the slot changes in between: thousands at most. A report
+// further behind is from a new process of the worker whose numbers start
+// lower (it restarted after its clock was set back), and is taken.
+const staleWindow = 1 << 20
+
 // stale reports whether a load report numbered seq is older than the one
 // the entry holds; unnumbered reports never are.
-func (e *entry) stale(seq uint64) bool { return seq != 0 && seq < e.seq }
+func (e *entry) stale(seq uint64) bool {
+	return seq != 0 && seq < e.seq && e.seq-seq <= staleWindow
+}
 
 // New returns an empty roster that reads the time from now.
 func New(now func() time.Time) *Roster {

@@ -199,6 +199,17 @@ func TestLoadReportsKeepTheNewest(t *testing.T) {
 	c.Advance(2 * time.Second) // 4 s after seq 10's announcement: renewed by the older one
 	require.Equal(t, 1, inFlight())
 
+	// A worker restarted after its clock was set back numbers its reports
+	// far below the old process's: they are taken, not held for older.
+	const before, after = 1 << 40, 1<<40 - 1<<21
+	r.Load("w1", 1, 1, before)
+	r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 1, InFlight: 0, IntervalMS: 1000, Seq: after})
+	require.Equal(t, 0, inFlight(), "a new process's first announcement is taken")
+	r.Load("w1", 1, 1, after+1)
+	require.Equal(t, 1, inFlight())
+	r.Load("w1", 0, 1, after)
+	require.Equal(t, 1, inFlight(), "and its own older reports are older again")
+
 	// Unnumbered reports (workers that send no Seq) are always taken.
 	r.Load("w1", 0, 1, 0)
 	require.Equal(t, 0, inFlight())
