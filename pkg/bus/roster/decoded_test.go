@@ -48,6 +48,8 @@ var decodedCases = []string{
 	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":-1}`,
 	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":18446744073709551616}`,
 	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":1.5}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":+9}`,
+	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":1_000}`,
 	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":}`,
 	`{"worker_id":"w1","kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000,"seq":7,"seq":8}`,
 	`{"worker_id":"w1","seq":7,"kinds":["k"],"capacity":2,"in_flight":1,"interval_ms":1000}`,

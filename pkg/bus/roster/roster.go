@@ -287,14 +287,11 @@ func (d *decoded) keyOf(b []byte) (key []byte, seq uint64, numbered bool) {
 	if i < 0 {
 		return b, 0, false
 	}
+	// ParseUint in base 10 takes digits only (no sign, no underscore) but
+	// also leading zeros, which JSON does not.
 	digits := b[i+len(seqMember) : len(b)-1]
-	if len(digits) == 0 || len(digits) > 1 && digits[0] == '0' {
+	if len(digits) > 1 && digits[0] == '0' {
 		return b, 0, false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return b, 0, false
-		}
 	}
 	seq, err := strconv.ParseUint(string(digits), 10, 64)
 	if err != nil {
