@@ -43,12 +43,12 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 	default:
 		t.job.scratch = sc.get
 		if len(t.job.Inputs) > 0 {
-			paths, release, ierr := w.inputs.Acquire(jctx, t.job.Inputs)
+			paths, removeInputs, ierr := w.handOutInputs(jctx, t)
+			defer removeInputs()
 			if ierr != nil {
 				err = ierr
 				break
 			}
-			defer release()
 			t.job.InputPaths = paths
 		}
 		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.now)
@@ -67,6 +67,23 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 	fenced, cancelRequested := w.leases.Flags(t.lease)
 	v := decide(err, fenced, cancelRequested, errors.Is(context.Cause(jctx), errShutdown))
 	w.report(deliverCtx, t, v, res)
+}
+
+// handOutInputs places private copies of t's pinned inputs in a directory
+// of the run's own and returns their paths, and the function that removes
+// them (call it once the run ended, also after an error).
+func (w *Worker) handOutInputs(ctx context.Context, t *task) (map[string]string, func(), error) {
+	dir, err := w.scratch.makeInputs(t.lease)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	remove := func() {
+		if err := w.scratch.remove(dir); err != nil {
+			t.log.Warn().Err(err).Msg("input copies not removed")
+		}
+	}
+	paths, err := w.inputs.Acquire(ctx, t.job.Inputs, dir)
+	return paths, remove, err
 }
 
 // call runs the handler, turning a panic into an error.

@@ -113,6 +113,18 @@ func (s *scratch) make(l contracts.Lease) (string, error) {
 	return dir, nil
 }
 
+// makeInputs creates the directory of one run's input copies, beside the
+// scratch directories: <job id>-<attempt>.inputs-<random> (a job id has no
+// dot, so it is never a scratch directory's name, and two runs of one
+// attempt never share it).
+func (s *scratch) makeInputs(l contracts.Lease) (string, error) {
+	dir, err := os.MkdirTemp(s.root, l.JobID+"-"+strconv.FormatInt(l.Attempt, 10)+".inputs-*")
+	if err != nil {
+		return "", fmt.Errorf("scratch: %w", err)
+	}
+	return dir, nil
+}
+
 // remove deletes a run's directory and everything in it.
 func (s *scratch) remove(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
