@@ -36,6 +36,7 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 	w.fenceIfExpired(t)
 	sc := w.newRunScratch(jctx, t)
 	defer sc.remove(t)
+	removeInputs := func() {}
 	switch {
 	case jctx.Err() != nil:
 		// Lost, cancelled, expired or shut down before the handler started.
@@ -43,8 +44,9 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 	default:
 		t.job.scratch = sc.get
 		if len(t.job.Inputs) > 0 {
-			paths, removeInputs, ierr := w.handOutInputs(jctx, t)
-			defer removeInputs()
+			var paths map[string]string
+			var ierr error
+			paths, removeInputs, ierr = w.handOutInputs(jctx, t)
 			if ierr != nil {
 				err = ierr
 				break
@@ -60,6 +62,7 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 			err = cause // the handler only saw its context end
 		}
 	}
+	removeInputs() // before the result: a run's copies never outlive it
 	w.fenceIfExpired(t)
 	w.release(t)
 

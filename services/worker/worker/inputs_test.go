@@ -92,19 +92,22 @@ func TestAHandlerCannotPoisonAnotherRunsInput(t *testing.T) {
 		},
 	})
 
-	var paths []string
+	var runs []inputResult
 	for i, kind := range []string{"poison", "read", "read"} {
 		s := spec(fmt.Sprintf("job-%d", i), kind, 1, "")
 		s.Inputs = []contracts.InputRef{in}
 		require.Equal(t, contracts.OfferAccepted, b.offer("w-poison", s).Status)
-		r := decodeInputResult(t, b.nextResult())
-		require.Equal(t, "original\n", r.Read, "%s read the pinned bytes", kind)
+		runs = append(runs, decodeInputResult(t, b.nextResult()))
+	}
+	for i, r := range runs {
+		require.Equal(t, "original\n", r.Read, "run %d read the pinned bytes", i)
+	}
+	for _, r := range runs {
 		require.False(t, strings.HasPrefix(r.Path, cfg.CacheDir), "a run never gets the cached file: %s", r.Path)
 		require.True(t, strings.HasPrefix(r.Path, cfg.ScratchDir+"/"), "copies live with the runs: %s", r.Path)
 		require.NoFileExists(t, r.Path, "the copy goes with its run")
-		paths = append(paths, r.Path)
 	}
-	require.NotEqual(t, paths[1], paths[2], "each run its own copy")
+	require.NotEqual(t, runs[1].Path, runs[2].Path, "each run its own copy")
 }
 
 // TestConcurrentRunsOfOnePinKeepTheirOwnInputs: two runs with the same
