@@ -92,8 +92,8 @@ func (c *Cache) Stats() Stats {
 	return Stats{Fetches: c.fetches, Rechecked: c.rechecked, Evicted: c.evicted, Reflinks: c.handouts[handoutReflink], Copies: c.handouts[handoutCopy]}
 }
 
-// handoutTries bounds how often one input is fetched again because its
-// cached file no longer matched its digest.
+// handoutTries bounds the tries to hand out one input whose cached file
+// keeps changing (each try rechecks it, or evicts and fetches it again).
 const handoutTries = 3
 
 // Acquire makes every input local and places a private read-only copy of

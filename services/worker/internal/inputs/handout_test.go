@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,23 +18,28 @@ import (
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
-// handoutSetup is a cache over a server that serves body at every path.
+// handoutSetup is a cache whose fetches all answer body.
 type handoutSetup struct {
 	cache *Cache
 	ref   contracts.InputRef
 	body  string
 }
 
+// bodyFetcher answers every fetch with its body (the fetch policy has
+// tests of its own).
+type bodyFetcher string
+
+func (f bodyFetcher) Fetch(_ context.Context, _ string, w io.Writer, _ int64) (int64, error) {
+	n, err := io.WriteString(w, string(f))
+	return int64(n), err
+}
+
 func setupHandout(t *testing.T, body string) handoutSetup {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	c, err := Open(filepath.Join(t.TempDir(), "cache"), 1<<20, Fetchers{})
+	c, err := Open(filepath.Join(t.TempDir(), "cache"), 1<<20, bodyFetcher(body))
 	require.NoError(t, err)
 	return handoutSetup{cache: c, body: body,
-		ref: contracts.InputRef{Name: "h", URI: srv.URL + "/h.txt", SHA256: digest(body)}}
+		ref: contracts.InputRef{Name: "h", URI: "https://inputs.example/h.txt", SHA256: digest(body)}}
 }
 
 // poison does what a hostile run does to the path it was handed.
