@@ -75,8 +75,8 @@ func TestARunCannotChangeWhatLaterRunsRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, s.body, string(cached), "the cache is untouched")
 	st := s.cache.Stats()
-	require.Equal(t, 1, st.Fetches)
-	require.Equal(t, 0, st.Evicted)
+	t.Logf("%+v", st) // reflinks or copies, by the filesystem of TMPDIR
+	require.Equal(t, Stats{Fetches: 1, Reflinks: st.Reflinks, Copies: st.Copies}, st, "a copy (or reflink) leaves the cached file as it was stamped")
 	require.Equal(t, 2, st.Reflinks+st.Copies)
 }
 
