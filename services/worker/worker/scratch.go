@@ -20,6 +20,11 @@ import (
 //
 //	<SLUICE_WORKER_SCRATCH_DIR>/<worker id>/<job id>-<attempt>
 //
+// A run with pinned inputs also gets a directory of its own copies of
+// them beside it, removed as soon as its handler returned:
+//
+//	<SLUICE_WORKER_SCRATCH_DIR>/<worker id>/<job id>-<attempt>.inputs-<random>
+//
 // A worker holds an exclusive lock (flock) on <worker id>.lock beside its
 // folder while it lives. On start it empties its own folder (it has no
 // live run yet) and removes the folders of workers whose lock it can take:
