@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -85,4 +87,66 @@ func TestPinnedInputs(t *testing.T) {
 		code, _ := sh(in)
 		require.Equal(t, http.StatusUnprocessableEntity, code, "%+v", in)
 	}
+}
+
+// waitFinalAs waits, as the tenant of c, for a job to reach a final state.
+func waitFinalAs(t *testing.T, c *client.Client, id string) contracts.Job {
+	t.Helper()
+	var j contracts.Job
+	require.Eventually(t, func() bool {
+		var err error
+		j, err = c.Get(context.Background(), id)
+		return err == nil && j.State.Final()
+	}, 30*time.Second, 10*time.Millisecond, "job %s not final (last seen %s)", id, j.State)
+	return j
+}
+
+// TestATenantCannotPoisonAnothersPinnedInput: tenant A's exec job makes
+// its pinned input writable and rewrites it; tenant B's job with the same
+// pin, on the same worker, while A's still runs and after it ended, reads
+// the pinned bytes. A sees its own write, in its own copy.
+func TestATenantCannotPoisonAnothersPinnedInput(t *testing.T) {
+	t.Parallel()
+	const original = "reference genome v1\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(original))
+	}))
+	defer srv.Close()
+	sum := sha256.Sum256([]byte(original))
+	pin := contracts.InputRef{Name: "h", URI: srv.URL + "/genome.fa", SHA256: hex.EncodeToString(sum[:])}
+	marks := t.TempDir()
+
+	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken + ",globex:globex-token",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+	})
+	acme, err := client.New(b.base, client.WithToken(dashToken))
+	require.NoError(t, err)
+	globex, err := client.New(b.base, client.WithToken("globex-token"))
+	require.NoError(t, err)
+	sh := func(c *client.Client, script string) contracts.Job {
+		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", script}})
+		require.NoError(t, err)
+		return submitAs(t, c, contracts.SubmitRequest{Kind: "exec", Payload: raw, MaxAttempts: 1,
+			Inputs: []contracts.InputRef{pin}})
+	}
+
+	poisoner := sh(acme, `chmod u+w "$SLUICE_INPUT_H" && echo poisoned > "$SLUICE_INPUT_H" && echo written > `+marks+`/written
+		while [ ! -e `+marks+`/go ]; do sleep 0.05; done; cat "$SLUICE_INPUT_H"`)
+	readWhenWritten(t, filepath.Join(marks, "written"))
+
+	during := waitFinalAs(t, globex, sh(globex, `cat "$SLUICE_INPUT_H"`).ID)
+	require.Equal(t, contracts.StateSucceeded, during.State, during.Error)
+	require.Equal(t, original, execResult(t, during).Stdout, "while the poisoner runs")
+
+	require.NoError(t, os.WriteFile(filepath.Join(marks, "go"), nil, 0o644))
+	a := waitFinalAs(t, acme, poisoner.ID)
+	require.Equal(t, contracts.StateSucceeded, a.State, a.Error)
+	require.Equal(t, "poisoned\n", execResult(t, a).Stdout, "the poisoner wrote to its own copy")
+
+	after := waitFinalAs(t, globex, sh(globex, `cat "$SLUICE_INPUT_H"`).ID)
+	require.Equal(t, contracts.StateSucceeded, after.State, after.Error)
+	require.Equal(t, original, execResult(t, after).Stdout, "after the poisoner ended")
+	require.Equal(t, a.Worker, after.Worker, "one worker, one cache")
 }
