@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -211,4 +214,100 @@ func TestHostileRequests(t *testing.T) {
 		})
 	}
 	require.Equal(t, before, b.snap(), "hostile requests wrote something")
+}
+
+// hostileReply is one NATS API request whose reply subject lies outside
+// its caller's inbox: the gateway must neither admit nor answer it.
+type hostileReply struct {
+	name  string
+	token string // Sluice-Token header; "" = none
+	reply string // "" = a plain publish, no reply subject
+}
+
+// TestHostileNATSReplySubjects sends, on both NATS API subjects, requests
+// of tenant acme (or of nobody) whose reply subject is an internal
+// subject, another tenant's or a service's inbox or otherwise not the
+// caller's inbox, and checks that nothing is published there, nothing is
+// admitted and each is counted.
+func TestHostileNATSReplySubjects(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rows := []hostileReply{
+		{"internal requeue subject", tokenA, contracts.SubjectRequeue},
+		{"internal due subject", tokenA, contracts.SubjectDue},
+		{"internal result subject", tokenA, contracts.SubjectResult},
+		{"a worker's offer subject", tokenA, contracts.WorkerOfferSubject("w-1")},
+		{"the JetStream API", tokenA, "$JS.API.STREAM.PURGE." + contracts.StreamName},
+		{"another tenant's inbox", tokenA, contracts.TenantInboxPrefix(tenantB) + ".r1"},
+		{"another tenant's event subject", tokenA, contracts.EventSubject(tenantB, "j1")},
+		{"a service's inbox", tokenA, contracts.ServiceInboxPrefix(bus.InternalUser, "n1") + ".r1"},
+		{"the default inbox in token mode", tokenA, contracts.DefaultInboxPrefix + ".r1"},
+		{"the own prefix alone", tokenA, contracts.TenantInboxPrefix(tenantA)},
+		{"the own prefix inside a longer token", tokenA, contracts.TenantInboxPrefix(tenantA) + "x.r1"},
+		{"no reply subject", tokenA, ""},
+		{"no token, internal subject", "", contracts.SubjectRequeue},
+		{"wrong token, internal subject", "tok-acme-0123456788", contracts.SubjectRequeue},
+		{"wrong token, a service's inbox", "tok-acme-0123456788", contracts.ServiceInboxPrefix(bus.InternalUser, "n1") + ".r2"},
+	}
+	bodies := map[string]string{
+		contracts.SubjectSubmit:      `{"kind":"x"}`,
+		contracts.SubjectSubmitBatch: `{"jobs":[{"kind":"x"},{"kind":"y"}]}`,
+	}
+	ctx := t.Context()
+	streamMsgs := func() uint64 {
+		info, err := b.stream.Info(ctx)
+		require.NoError(t, err)
+		return info.State.Msgs
+	}
+	before, msgsBefore := b.snap(), streamMsgs()
+	for _, subject := range []string{contracts.SubjectSubmit, contracts.SubjectSubmitBatch} {
+		for _, row := range rows {
+			var seen *nats.Subscription
+			if row.reply != "" {
+				var err error
+				seen, err = b.nc.SubscribeSync(row.reply)
+				require.NoError(t, err)
+			}
+			m := &nats.Msg{Subject: subject, Reply: row.reply, Data: []byte(bodies[subject]), Header: nats.Header{}}
+			if row.token != "" {
+				m.Header.Set(contracts.HeaderToken, row.token)
+			}
+			require.NoError(t, b.nc.PublishMsg(m))
+			// The endpoint handles its requests in order: once a later
+			// one is answered, the hostile one has been handled, and
+			// anything it published is queued on this connection.
+			sync := b.natsRequest(subject, map[string]string{contracts.HeaderToken: tokenA}, `{"kind":`)
+			require.Contains(t, string(sync.Data), `"status":400`)
+			if seen != nil {
+				n, _, err := seen.Pending()
+				require.NoError(t, err)
+				require.Zero(t, n, "%s %s: the gateway published at %q", subject, row.name, row.reply)
+				require.NoError(t, seen.Unsubscribe())
+			}
+		}
+		require.Equal(t, float64(len(rows)), repliesRefused(t, b.gws[0].reg, subject), subject)
+	}
+	require.Equal(t, before, b.snap(), "a refused request admitted something")
+	require.Equal(t, msgsBefore, streamMsgs(), "a refused request wrote into the job stream")
+}
+
+// repliesRefused reads sluice_gateway_nats_replies_refused_total{subject}.
+func repliesRefused(t *testing.T, reg *prometheus.Registry, subject string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "sluice_gateway_nats_replies_refused_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "subject" && l.GetValue() == subject {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no sluice_gateway_nats_replies_refused_total{subject=%q}", subject)
+	return 0
 }
