@@ -219,9 +219,10 @@ func TestHostileRequests(t *testing.T) {
 // hostileReply is one NATS API request whose reply subject lies outside
 // its caller's inbox: the gateway must neither admit nor answer it.
 type hostileReply struct {
-	name  string
-	token string // Sluice-Token header; "" = none
-	reply string // "" = a plain publish, no reply subject
+	name   string
+	token  string // Sluice-Token header; "" = none
+	reply  string // "" = a plain publish, no reply subject
+	tenant string // Sluice-Tenant header (open mode); "" = none
 }
 
 // TestHostileNATSReplySubjects sends, on both NATS API subjects, requests
@@ -232,23 +233,53 @@ type hostileReply struct {
 func TestHostileNATSReplySubjects(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	rows := []hostileReply{
-		{"internal requeue subject", tokenA, contracts.SubjectRequeue},
-		{"internal due subject", tokenA, contracts.SubjectDue},
-		{"internal result subject", tokenA, contracts.SubjectResult},
-		{"a worker's offer subject", tokenA, contracts.WorkerOfferSubject("w-1")},
-		{"the JetStream API", tokenA, "$JS.API.STREAM.PURGE." + contracts.StreamName},
-		{"another tenant's inbox", tokenA, contracts.TenantInboxPrefix(tenantB) + ".r1"},
-		{"another tenant's event subject", tokenA, contracts.EventSubject(tenantB, "j1")},
-		{"a service's inbox", tokenA, contracts.ServiceInboxPrefix(bus.InternalUser, "n1") + ".r1"},
-		{"the default inbox in token mode", tokenA, contracts.DefaultInboxPrefix + ".r1"},
-		{"the own prefix alone", tokenA, contracts.TenantInboxPrefix(tenantA)},
-		{"the own prefix inside a longer token", tokenA, contracts.TenantInboxPrefix(tenantA) + "x.r1"},
-		{"no reply subject", tokenA, ""},
-		{"no token, internal subject", "", contracts.SubjectRequeue},
-		{"wrong token, internal subject", "tok-acme-0123456788", contracts.SubjectRequeue},
-		{"wrong token, a service's inbox", "tok-acme-0123456788", contracts.ServiceInboxPrefix(bus.InternalUser, "n1") + ".r2"},
+	tok := func(name, token, reply string) hostileReply {
+		return hostileReply{name: name, token: token, reply: reply}
 	}
+	rows := []hostileReply{
+		tok("internal requeue subject", tokenA, contracts.SubjectRequeue),
+		tok("internal due subject", tokenA, contracts.SubjectDue),
+		tok("internal result subject", tokenA, contracts.SubjectResult),
+		tok("a worker's offer subject", tokenA, contracts.WorkerOfferSubject("w-1")),
+		tok("the JetStream API", tokenA, "$JS.API.STREAM.PURGE."+contracts.StreamName),
+		tok("another tenant's inbox", tokenA, contracts.TenantInboxPrefix(tenantB)+".r1"),
+		tok("another tenant's event subject", tokenA, contracts.EventSubject(tenantB, "j1")),
+		tok("a service's inbox", tokenA, contracts.ServiceInboxPrefix(bus.InternalUser, "n1")+".r1"),
+		tok("the default inbox in token mode", tokenA, contracts.DefaultInboxPrefix+".r1"),
+		tok("the own prefix alone", tokenA, contracts.TenantInboxPrefix(tenantA)),
+		tok("the own prefix inside a longer token", tokenA, contracts.TenantInboxPrefix(tenantA)+"x.r1"),
+		tok("no reply subject", tokenA, ""),
+		tok("no token, internal subject", "", contracts.SubjectRequeue),
+		tok("wrong token, internal subject", "tok-acme-0123456788", contracts.SubjectRequeue),
+		tok("wrong token, a service's inbox", "tok-acme-0123456788", contracts.ServiceInboxPrefix(bus.InternalUser, "n1")+".r2"),
+	}
+	requireRepliesRefused(t, b, map[string]string{contracts.HeaderToken: tokenA}, rows)
+}
+
+// TestHostileNATSReplySubjectsOpenMode: without tokens, a request naming
+// tenant acme is answered in acme's inbox or the default one, nowhere else.
+func TestHostileNATSReplySubjectsOpenMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, openMode())
+	rows := []hostileReply{
+		{name: "internal requeue subject", tenant: tenantA, reply: contracts.SubjectRequeue},
+		{name: "the JetStream API", tenant: tenantA, reply: "$JS.API.STREAM.PURGE." + contracts.StreamName},
+		{name: "another tenant's inbox", tenant: tenantA, reply: contracts.TenantInboxPrefix(tenantB) + ".r1"},
+		{name: "a service's inbox", tenant: tenantA, reply: contracts.ServiceInboxPrefix(bus.InternalUser, "n1") + ".r1"},
+		{name: "no tenant, internal subject", reply: contracts.SubjectRequeue},
+		{name: "no tenant, another tenant's inbox", reply: contracts.TenantInboxPrefix(tenantB) + ".r2"},
+		{name: "malformed tenant, internal subject", tenant: "a b", reply: contracts.SubjectRequeue},
+		{name: "no reply subject", tenant: tenantA},
+	}
+	requireRepliesRefused(t, b, map[string]string{contracts.HeaderTenant: tenantA}, rows)
+}
+
+// requireRepliesRefused sends every row on both NATS API subjects and
+// checks that nothing was published at its reply subject, nothing
+// admitted and every row counted. sync are the headers of a valid caller,
+// whose answered request marks that the row before it was handled.
+func requireRepliesRefused(t *testing.T, b *bundle, sync map[string]string, rows []hostileReply) {
+	t.Helper()
 	bodies := map[string]string{
 		contracts.SubjectSubmit:      `{"kind":"x"}`,
 		contracts.SubjectSubmitBatch: `{"jobs":[{"kind":"x"},{"kind":"y"}]}`,
@@ -272,12 +303,15 @@ func TestHostileNATSReplySubjects(t *testing.T) {
 			if row.token != "" {
 				m.Header.Set(contracts.HeaderToken, row.token)
 			}
+			if row.tenant != "" {
+				m.Header.Set(contracts.HeaderTenant, row.tenant)
+			}
 			require.NoError(t, b.nc.PublishMsg(m))
 			// The endpoint handles its requests in order: once a later
 			// one is answered, the hostile one has been handled, and
 			// anything it published is queued on this connection.
-			sync := b.natsRequest(subject, map[string]string{contracts.HeaderToken: tokenA}, `{"kind":`)
-			require.Contains(t, string(sync.Data), `"status":400`)
+			answer := b.natsRequest(subject, sync, `{"kind":`)
+			require.Contains(t, string(answer.Data), `"status":400`)
 			if seen != nil {
 				n, _, err := seen.Pending()
 				require.NoError(t, err)
