@@ -52,6 +52,7 @@ type Metrics struct {
 	httpDuration    *prometheus.HistogramVec
 	publishFailures prometheus.Counter
 	rateLimited     *prometheus.CounterVec
+	repliesRefused  *prometheus.CounterVec
 }
 
 // New creates the gateway's collectors and registers them with reg.
@@ -81,8 +82,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "sluice_gateway_rate_limited_total",
 			Help: "Requests refused with 429 rate_limited, by transport and by the rate limit hit (tenant_rate or ip_rate).",
 		}, []string{"transport", "limit"}),
+		repliesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_nats_replies_refused_total",
+			Help: "NATS API requests refused because their reply subject is outside the caller's inbox (neither admitted nor answered), by API subject.",
+		}, []string{"subject"}),
 	}
-	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures, m.rateLimited} {
+	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures, m.rateLimited, m.repliesRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
@@ -100,6 +105,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		{TransportHTTP, LimitTenantRate}, {TransportHTTP, LimitIPRate}, {TransportNATS, LimitTenantRate},
 	} {
 		m.rateLimited.WithLabelValues(l[0], l[1])
+	}
+	for _, subject := range []string{contracts.SubjectSubmit, contracts.SubjectSubmitBatch} {
+		m.repliesRefused.WithLabelValues(subject)
 	}
 	return m, nil
 }
@@ -119,6 +127,12 @@ func (m *Metrics) AdmissionRateLimited(limit string) {
 // RateLimited counts one request refused by a rate limit.
 func (m *Metrics) RateLimited(transport, limit string) {
 	m.rateLimited.WithLabelValues(transport, limit).Inc()
+}
+
+// ReplyRefused counts one NATS request to subject (contracts.SubjectSubmit
+// or SubjectSubmitBatch) refused for its reply subject.
+func (m *Metrics) ReplyRefused(subject string) {
+	m.repliesRefused.WithLabelValues(subject).Inc()
 }
 
 // PublishFailure counts one due message that could not be published.
