@@ -37,6 +37,7 @@ func TestPinnedInputs(t *testing.T) {
 	b := setup(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_PIN_ROOTS":                   dir,
 	})
 	sh := func(inputs []contracts.InputRef) (int, contracts.Job) {
 		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c",
