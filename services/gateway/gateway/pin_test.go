@@ -93,6 +93,12 @@ func TestPinOutsideRootsRefused(t *testing.T) {
 			require.Equal(t, want, refused(b, path), "%s: one message for not allowed and not found", path)
 		}
 	}
+	// Over NATS as over HTTP: the same refusal.
+	for _, b := range []*bundle{off, on} {
+		reply := b.natsSubmit(map[string]string{contracts.HeaderToken: tokenA}, pinBody("/etc/passwd"))
+		require.Equal(t, http.StatusUnprocessableEntity, reply.Status)
+		require.Equal(t, want, reply.Error.Message)
+	}
 	require.Equal(t, before, on.snap(), "refused pins wrote nothing")
 
 	// A regular file under the root pins fine, also through an unclean path.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/sluicehq/sluice/pkg/confine"
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -27,6 +28,7 @@ type Pinner struct {
 	roots    confine.Roots
 	maxBytes int64
 	stopped  chan struct{}
+	stop     sync.Once
 }
 
 // NewPinner returns a Pinner reading under roots (none: pinning is off)
@@ -39,7 +41,7 @@ func NewPinner(roots confine.Roots, maxBytes int64) *Pinner {
 // those to come: shutting down never waits on a hash.
 func (p *Pinner) Run(ctx context.Context) error {
 	<-ctx.Done()
-	close(p.stopped)
+	p.stop.Do(func() { close(p.stopped) })
 	return nil
 }
 
