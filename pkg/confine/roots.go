@@ -102,7 +102,8 @@ func (r Roots) Resolve(path string) (string, error) {
 // Open opens the regular file path names under the roots for reading
 // (see Resolve), non-blocking and without following a last symbolic link
 // (one swapped in after the check); anything but a regular file is
-// refused.
+// refused, and so is a file the kernel says was opened outside the roots
+// (a directory swapped for a link between the check and the open; Linux).
 func (r Roots) Open(path string) (*os.File, error) {
 	real, err := r.Resolve(path)
 	if err != nil {
@@ -114,6 +115,11 @@ func (r Roots) Open(path string) (*os.File, error) {
 	}
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, ErrRefused
+	}
+	// Where the kernel opened it must still be under a root.
+	if opened, ok := openedPath(f); ok && !under(opened, r.resolved) {
 		_ = f.Close()
 		return nil, ErrRefused
 	}
