@@ -162,4 +162,3 @@ func FuzzResolve(f *testing.F) {
 		require.True(t, real == root || strings.HasPrefix(real, root+"/"), "%q resolved to %q", path, real)
 	})
 }
-
