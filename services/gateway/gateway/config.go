@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/confine"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/observe/envconfig"
@@ -90,7 +91,17 @@ type Config struct {
 	// front of the gateway: from these peers only, the client's address is
 	// read from X-Forwarded-For. Empty trusts no one.
 	TrustedProxies []string `env:"SLUICE_TRUSTED_PROXIES" envSeparator:","`
+
+	// PinRoots are the directories (absolute, existing) under which the
+	// gateway hashes the file of a "pin" input; empty turns pinning off.
+	// Only regular files are read, once symbolic links are resolved.
+	PinRoots []string `env:"SLUICE_PIN_ROOTS" envSeparator:","`
+	// PinMaxBytes bounds the bytes read to pin one file.
+	PinMaxBytes int64 `env:"SLUICE_PIN_MAX_BYTES" envDefault:"1073741824"`
 }
+
+// maxPinBytes is the largest SLUICE_PIN_MAX_BYTES accepted.
+const maxPinBytes = 1 << 40
 
 // maxBodyLimit is the largest SLUICE_MAX_BODY_BYTES accepted.
 const maxBodyLimit = 64 << 20
@@ -206,6 +217,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := httpapi.ParseProxies(c.TrustedProxies); err != nil {
 		errs = append(errs, fmt.Errorf("SLUICE_TRUSTED_PROXIES: %w", err))
+	}
+	if _, err := confine.New(c.PinRoots); err != nil {
+		errs = append(errs, fmt.Errorf("SLUICE_PIN_ROOTS: %w", err))
+	}
+	if c.PinMaxBytes < 1 || c.PinMaxBytes > maxPinBytes {
+		bad("SLUICE_PIN_MAX_BYTES", "must be between 1 and %d, got %d", int64(maxPinBytes), c.PinMaxBytes)
 	}
 	if err := c.Store.Validate(); err != nil {
 		errs = append(errs, err)

@@ -26,6 +26,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, "./.sluice", cfg.Store.DataDir)
 	require.Empty(t, cfg.Bus.URL)
 	require.Equal(t, "info", cfg.Log.LogLevel)
+	require.Empty(t, cfg.PinRoots, "pinning is off unless the operator names its roots")
+	require.Equal(t, int64(1<<30), cfg.PinMaxBytes)
 	require.Equal(t, cfg, gateway.DefaultConfig())
 }
 
@@ -85,6 +87,11 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"shutdown zero", "SLUICE_SHUTDOWN_TIMEOUT", "0s"},
 		{"addr without port", "SLUICE_HTTP_ADDR", "localhost"},
 		{"store scheme", "SLUICE_STORE", "postgres://db"},
+		{"pin root relative", "SLUICE_PIN_ROOTS", "data/pins"},
+		{"pin root missing", "SLUICE_PIN_ROOTS", "/no/such/dir"},
+		{"pin root a file", "SLUICE_PIN_ROOTS", "/etc/passwd"},
+		{"pin bound zero", "SLUICE_PIN_MAX_BYTES", "0"},
+		{"pin bound huge", "SLUICE_PIN_MAX_BYTES", "1099511627777"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

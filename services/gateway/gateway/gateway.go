@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/bus/roster"
+	"github.com/sluicehq/sluice/pkg/confine"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -102,6 +103,9 @@ type Gateway struct {
 	roster  *roster.Roster
 	handler *httpapi.Handler
 	natsAPI *natsapi.API
+	// pins hashes the files of "pin" inputs; its Run stops the hashes
+	// under way at shutdown.
+	pins *admission.Pinner
 	// parents publishes the events of the fan-out parents whose children
 	// a cancel ended.
 	parents *events.Parents
@@ -161,6 +165,11 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	scaled := &scaling.Log{}
 	parents := events.NewParents(deps.Store, events.NewPublisher(deps.NC), 0)
 	pub := events.NewPublisher(deps.NC).WithChildren(parents.Touch)
+	pinRoots, err := confine.New(cfg.PinRoots)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: SLUICE_PIN_ROOTS: %w", err)
+	}
+	pins := admission.NewPinner(pinRoots, cfg.PinMaxBytes)
 	admitter := admission.New(deps.Store, deps.JS, pub, admission.Settings{
 		Caps: caps,
 		Limits: contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts,
@@ -171,6 +180,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		Weights:    weights,
 		// Every hop of a job travels on NATS: refuse what it cannot carry.
 		MaxMessageBytes: deps.NC.MaxPayload(),
+		Pins:            pins,
 	}, deps.Now, deps.Log, m)
 
 	probe := observe.NewProbe(deps.Log, nil)
@@ -194,6 +204,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 
 	ros := roster.New(deps.Now)
 	g := &Gateway{
+		pins:     pins,
 		parents:  parents,
 		scaled:   scaled,
 		cfg:      cfg,
@@ -262,6 +273,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return g.serveHTTP(ctx, ln)
 	})
 	eg.Go(func() error { return g.natsAPI.Serve(ctx) })
+	eg.Go(func() error { return g.pins.Run(ctx) })
 	eg.Go(func() error { return g.parents.Run(ctx) })
 	eg.Go(func() error { return g.scaled.Listen(ctx, g.nc) })
 	eg.Go(func() error { return g.sharer.Run(ctx) })

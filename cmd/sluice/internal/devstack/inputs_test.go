@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,43 @@ import (
 	"github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
+
+// TestInputFetchRefused: as a tenant, a job whose input points at the
+// worker's own network (an HTTP server on its loopback) or at one of its
+// files fails input: after one run, with an error naming the rule, and
+// nothing is fetched.
+func TestInputFetchRefused(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte("internal\n"))
+	}))
+	defer srv.Close()
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_EXEC_ALLOW": "/bin/true"})
+	passwd, err := os.ReadFile("/etc/passwd")
+	require.NoError(t, err)
+	for uri, want := range map[string]string{
+		srv.URL + "/x":       "input: fetch of " + srv.URL + "/x refused: address 127.0.0.1 is loopback (allow it with SLUICE_WORKER_FETCH_ALLOW)",
+		"file:///etc/passwd": "input: fetch of file:///etc/passwd refused: only regular files under the file roots of SLUICE_WORKER_FETCH_ALLOW",
+	} {
+		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/true"}})
+		require.NoError(t, err)
+		digest := sum("internal\n")
+		if strings.HasPrefix(uri, "file:") {
+			digest = sum(string(passwd))
+		}
+		code, j := b.submit(contracts.SubmitRequest{Kind: "exec", Payload: raw, MaxAttempts: 3,
+			Inputs: []contracts.InputRef{{Name: "in", URI: uri, SHA256: digest}}})
+		require.Equal(t, http.StatusAccepted, code)
+		failed := b.waitFinal(j.ID, 30*time.Second)
+		require.Equal(t, contracts.StateFailed, failed.State, uri)
+		require.True(t, strings.HasPrefix(failed.Error, want), "%s: %s", uri, failed.Error)
+		require.Equal(t, 1, failed.Runs, "a refusal cannot get better: no retry")
+	}
+	require.Zero(t, hits.Load(), "nothing reached the worker's loopback")
+}
 
 // TestPinnedInputs: an exec job reads its pinned inputs from local
 // read-only paths; a wrong digest fails input: after one run; two jobs
@@ -39,6 +77,8 @@ func TestPinnedInputs(t *testing.T) {
 	b := setup(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_PIN_ROOTS":                   dir,
+		"SLUICE_WORKER_FETCH_ALLOW":          "127.0.0.1," + dir,
 	})
 	sh := func(inputs []contracts.InputRef) (int, contracts.Job) {
 		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c",
@@ -73,6 +113,7 @@ func TestPinnedInputs(t *testing.T) {
 	require.Equal(t, contracts.StateFailed, failed.State)
 	require.Equal(t, contracts.ClassInput, contracts.ClassOf(failed.Error), failed.Error)
 	require.Contains(t, failed.Error, "pinned")
+	require.NotContains(t, failed.Error, sum("ACGT\n"), "the error never tells the digest of what was fetched")
 	require.Equal(t, 1, failed.Runs, "a wrong digest cannot get better: no retry")
 
 	// Malformed inputs are refused at submit.

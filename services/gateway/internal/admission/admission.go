@@ -56,6 +56,8 @@ type Settings struct {
 	// could not be carried by every hop (offer, submit reply, events) is
 	// refused with 413 (0 = not checked).
 	MaxMessageBytes int64
+	// Pins hashes the files of "pin" inputs (nil: pinning is off).
+	Pins *Pinner
 }
 
 // Admitter admits submit requests. It is safe for concurrent use.
@@ -129,7 +131,7 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // already size-checked by the transport. Nothing is written unless the
 // outcome is 202.
 func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outcome {
-	req, failed := a.prepare(tenant, body, a.now().UTC())
+	req, failed := a.prepare(ctx, tenant, body, a.now().UTC())
 	if failed != nil {
 		return *failed
 	}
@@ -161,8 +163,9 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 }
 
 // prepare turns a submit body, submitted at now, into the job to admit and
-// its caps, or the outcome that refuses it (400, 413, 422, 503).
-func (a *Admitter) prepare(tenant string, body []byte, now time.Time) (store.AdmitRequest, *Outcome) {
+// its caps, or the outcome that refuses it (400, 413, 422, 503). ctx
+// bounds the hash of its pinned inputs.
+func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now time.Time) (store.AdmitRequest, *Outcome) {
 	fail := func(o Outcome) (store.AdmitRequest, *Outcome) { return store.AdmitRequest{}, &o }
 	req, err := contracts.DecodeSubmit(body)
 	if err != nil {
@@ -200,9 +203,6 @@ func (a *Admitter) prepare(tenant string, body []byte, now time.Time) (store.Adm
 		ConcurrencyLimit: sub.ConcurrencyLimit,
 		RunLimits:        sub.Limits,
 	}
-	if job.Inputs, err = pinInputs(sub.Inputs); err != nil {
-		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, err.Error()))
-	}
 	if sub.RunAt != nil {
 		at := sub.RunAt.UTC()
 		job.RunAt, job.NextDispatchAt = &at, &at
@@ -210,6 +210,11 @@ func (a *Admitter) prepare(tenant string, body []byte, now time.Time) (store.Adm
 	if len(a.set.Kinds) > 0 && !slices.Contains(a.set.Kinds, job.Kind) {
 		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
 			"kind %q is not run here; the kinds are %s (SLUICE_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", "))))
+	}
+	// Last of the checks that read no file: pinning reads one.
+	var refused *Outcome
+	if job.Inputs, refused = a.set.Pins.pin(ctx, sub.Inputs); refused != nil {
+		return fail(*refused)
 	}
 	if len(sub.Items) > 0 {
 		job.Concurrency, job.FailFast = sub.Concurrency, sub.FailFast

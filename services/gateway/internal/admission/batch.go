@@ -41,7 +41,7 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 	// match, which the store also binds once for all of them.
 	submitted := a.now().UTC()
 	for i, raw := range batch.Jobs {
-		req, failed := a.prepare(tenant, raw, submitted)
+		req, failed := a.prepare(ctx, tenant, raw, submitted)
 		if failed != nil {
 			results[i] = prefix(*failed, i)
 			continue

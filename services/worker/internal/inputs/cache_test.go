@@ -41,7 +41,7 @@ func TestCacheFetchesOnceChecksAndEvicts(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := Open(filepath.Join(t.TempDir(), "cache"), 30, Fetchers{})
+	c, err := Open(filepath.Join(t.TempDir(), "cache"), 30, allowing(t, 0, "127.0.0.1"))
 	require.NoError(t, err)
 	ctx := context.Background()
 	a := contracts.InputRef{Name: "a", URI: srv.URL + "/a", SHA256: digest("content of /a")}
