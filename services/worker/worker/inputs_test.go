@@ -75,6 +75,7 @@ func TestAHandlerCannotPoisonAnotherRunsInput(t *testing.T) {
 	b := setup(t)
 	in := pinnedInput(t, "original\n")
 	cfg := testConfig(t, "w-poison")
+	cfg.FetchAllow = []string{"127.0.0.1"} // the inputs are served on loopback
 	b.start(cfg, map[string]worker.Handler{
 		"poison": func(_ context.Context, job worker.Job) (worker.Result, error) {
 			read, err := readInput(job, "poisoned\n")
@@ -118,6 +119,7 @@ func TestConcurrentRunsOfOnePinKeepTheirOwnInputs(t *testing.T) {
 	b := setup(t)
 	in := pinnedInput(t, "original\n")
 	cfg := testConfig(t, "w-both")
+	cfg.FetchAllow = []string{"127.0.0.1"} // the inputs are served on loopback
 	cfg.MaxConcurrent = 2
 	var read sync.WaitGroup
 	read.Add(2)

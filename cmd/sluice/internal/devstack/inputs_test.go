@@ -161,6 +161,7 @@ func TestATenantCannotPoisonAnothersPinnedInput(t *testing.T) {
 		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken + ",globex:globex-token",
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_WORKER_FETCH_ALLOW":          "127.0.0.1", // the input is served on loopback
 	})
 	acme, err := client.New(b.base, client.WithToken(dashToken))
 	require.NoError(t, err)
