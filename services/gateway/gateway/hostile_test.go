@@ -95,6 +95,9 @@ func TestHostileRequests(t *testing.T) {
 		sub("fan-out without items", `{"kind":"a","concurrency":2}`, bad422, val),
 		sub("fan-out items not an array", `{"kind":"a","items":{"a":1}}`, bad422, val),
 		sub("fan-out window too wide", `{"kind":"a","items":[1],"concurrency":100000}`, bad422, val),
+		sub("fan-out item not UTF-8", "{\"kind\":\"a\",\"items\":[1,\"\xff\"]}", bad422, val),
+		sub("fan-out item with a surrogate in UTF-8", "{\"kind\":\"a\",\"items\":[{\"s\":\"\xed\xa0\x80\"}]}", bad422, val),
+		sub("payload not UTF-8", "{\"kind\":\"a\",\"payload\":{\"s\":\"a\xc3\"}}", bad422, val),
 		// Size and media type.
 		sub("payload over the body limit", `{"kind":"a","payload":"`+long('x', 1<<20)+`"}`, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge),
 		{name: "streamed body over the limit", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
