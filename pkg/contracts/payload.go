@@ -38,3 +38,16 @@ func CompactPayload(raw []byte) (json.RawMessage, error) {
 	}
 	return json.RawMessage(b.Bytes()), nil
 }
+
+// EncodeJSON is json.Marshal without its HTML escaping: the payloads and
+// results inside v go out as they came in (json.Marshal would write <, >,
+// &, U+2028 and U+2029 inside their strings as \u escapes).
+func EncodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
