@@ -25,7 +25,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(data, '\n'))
 }
 
-
 // writeError answers status with an ErrorBody.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, contracts.ErrorBody{Error: contracts.ErrorDetail{Code: code, Message: msg}})
