@@ -160,8 +160,9 @@ func (j Job) Child(index int, item json.RawMessage) Job {
 }
 
 // SplitItems reads a fan-out's items: a JSON array of 1 to MaxItems
-// values, each returned as its own JSON document (a copy). Its errors are
-// *FieldError.
+// values, each returned as its own JSON document, a compact copy (see
+// CompactPayload). Its errors are *FieldError; one about a single item
+// names it by index ("items[3]").
 func SplitItems(raw json.RawMessage) ([]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	var items []json.RawMessage
@@ -181,7 +182,11 @@ func SplitItems(raw json.RawMessage) ([]json.RawMessage, error) {
 		return nil, &FieldError{"items", fmt.Sprintf("has %d items, at most %d", len(items), MaxItems)}
 	}
 	for i := range items {
-		items[i] = append(json.RawMessage(nil), bytes.TrimSpace(items[i])...)
+		it, err := CompactPayload(items[i])
+		if err != nil {
+			return nil, &FieldError{fmt.Sprintf("items[%d]", i), err.Error()}
+		}
+		items[i] = it
 	}
 	return items, nil
 }

@@ -104,6 +104,9 @@ func TestHostileRequests(t *testing.T) {
 		sub("pin /proc/self/environ", pinBody("/proc/self/environ"), bad422, val),
 		sub("pin a missing file", pinBody("/no/such/file"), bad422, val),
 		sub("pin a dot-dot path", pinBody("/tmp/../etc/passwd"), bad422, val),
+		sub("fan-out item not UTF-8", "{\"kind\":\"a\",\"items\":[1,\"\xff\"]}", bad422, val),
+		sub("fan-out item with a surrogate in UTF-8", "{\"kind\":\"a\",\"items\":[{\"s\":\"\xed\xa0\x80\"}]}", bad422, val),
+		sub("payload not UTF-8", "{\"kind\":\"a\",\"payload\":{\"s\":\"a\xc3\"}}", bad422, val),
 		// Size and media type.
 		sub("payload over the body limit", `{"kind":"a","payload":"`+long('x', 1<<20)+`"}`, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge),
 		{name: "streamed body over the limit", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
