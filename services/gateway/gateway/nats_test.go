@@ -151,3 +151,13 @@ func TestNATSSubmitOpenMode(t *testing.T) {
 	}
 	require.Equal(t, before, b.snap())
 }
+
+// TestNATSReplyKeepsPayloadAsSent: the submit reply carries the job's
+// payload as the HTTP API does, without HTML escapes in its strings.
+func TestNATSReplyKeepsPayloadAsSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.natsRequest(contracts.SubjectSubmit, map[string]string{contracts.HeaderToken: tokenA},
+		`{"kind":"a","payload":{"s":"<a & b>"}}`)
+	require.Contains(t, string(res.Data), `{"s":"<a & b>"}`)
+}

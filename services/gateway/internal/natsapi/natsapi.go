@@ -132,7 +132,7 @@ func (a *API) handle(ctx context.Context, req micro.Request) {
 		ev = ev.Str(observe.FieldJobID, o.Job.ID)
 	}
 	ev.Str(observe.FieldSubject, contracts.SubjectSubmit).Int("status", o.Status).Msg("nats submit")
-	if err := req.RespondJSON(reply); err != nil {
+	if err := respond(req, reply); err != nil {
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectSubmit).Msg("nats submit reply not sent")
 	}
 }
@@ -211,7 +211,17 @@ func (a *API) handleBatch(ctx context.Context, req micro.Request) {
 		}
 		reply = br
 	}
-	if err := req.RespondJSON(reply); err != nil {
+	if err := respond(req, reply); err != nil {
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectSubmitBatch).Msg("nats batch submit reply not sent")
 	}
+}
+
+// respond answers req with v as JSON, encoded as the HTTP API encodes it
+// (contracts.EncodeJSON: a payload's '<', '>' and '&' stay as sent).
+func respond(req micro.Request, v any) error {
+	body, err := contracts.EncodeJSON(v)
+	if err != nil {
+		return fmt.Errorf("encode reply: %w", err)
+	}
+	return req.Respond(body)
 }
