@@ -26,7 +26,11 @@ func TestCountItems(t *testing.T) {
 		{"nested jobs key is no batch", `{"x":{"jobs":[{"items":[1]}]}}`, true, 0, 0},
 		{"stops past the limit", `{"kind":"k","items":[1,2,3,4,5,6,7,8,9]}`, false, 3, 4},
 		{"malformed counts up to the error", `{"kind":"k","items":[1,2,}`, false, 0, 3},
-		{"not JSON", `nope`, false, 0, 0},
+		{"not JSON", `nope`, false, 0, 1},
+		{"no items key", `{"kind":"k","payload":"xyz"}`, false, 0, 1},
+		{"escaped items key", `{"kind":"k","\u0069tems":[1,2]}`, false, 0, 3},
+		{"upper-case items key", `{"kind":"k","ITEMS":[1,2]}`, false, 0, 3},
+		{"long-s items key", `{"kind":"k","itemſ":[1,2]}`, false, 0, 3},
 		{"empty", ``, true, 0, 0},
 	}
 	for _, tc := range cases {

@@ -57,6 +57,30 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 		}
 		ins[i] = in
 	}
+	// When the batch holds more children than one write transaction
+	// should, its fan-outs' children go in first, a chunk at a time (see
+	// stage.go).
+	children := 0
+	for _, in := range ins {
+		children += len(in.items)
+	}
+	var staged []*admitInput
+	unstage := func(keep func(i int) bool) {
+		for i := range ins {
+			if ins[i].stagedTo > 0 && !keep(i) {
+				s.unstage(ctx, &ins[i])
+			}
+		}
+	}
+	for i := range ins {
+		if children > s.chunk && len(ins[i].items) > 0 {
+			if err := s.stage(ctx, &ins[i]); err != nil {
+				unstage(func(int) bool { return false })
+				return nil, err
+			}
+			staged = append(staged, &ins[i])
+		}
+	}
 	var out []store.AdmitResult
 	err := s.write(ctx, fmt.Sprintf("admit a batch of %d jobs", len(reqs)), func(tx *sql.Tx) error {
 		var err error
@@ -64,7 +88,11 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 		return err
 	})
 	if err != nil {
+		unstage(func(int) bool { return false })
 		return nil, err
+	}
+	if len(staged) > 0 {
+		unstage(func(i int) bool { return out[i].Admission == store.Admitted })
 	}
 	return out, nil
 }
@@ -80,6 +108,9 @@ type admitInput struct {
 	held, released int
 	// inputs is the inputs column.
 	inputs any
+	// stagedTo is how many of a parent's children were staged: inserted
+	// held before its admission (see stage.go).
+	stagedTo int
 }
 
 // newAdmitInput checks a new job, fills its times and encodes its columns.
@@ -218,7 +249,11 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 		return nil, err
 	}
 	for _, f := range fanouts {
-		if err := s.insertChildren(ctx, tx, f); err != nil {
+		insert := s.insertChildren
+		if f.parent.stagedTo > 0 {
+			insert = s.releaseStaged
+		}
+		if err := insert(ctx, tx, f); err != nil {
 			return nil, err
 		}
 	}

@@ -66,7 +66,7 @@ type Config struct {
 	// counted before the body is decoded: each job of a batch is one, and
 	// each item of a fan-out one more. It bounds how long one request
 	// holds the store's writer.
-	MaxItemsPerRequest int `env:"SLUICE_MAX_ITEMS_PER_REQUEST" envDefault:"2000"`
+	MaxItemsPerRequest int `env:"SLUICE_MAX_ITEMS_PER_REQUEST" envDefault:"10000"`
 	// TenantMaxItems bounds a tenant's items in flight: its active jobs,
 	// each fan-out counting one plus its items until it ends; 0 = no
 	// bound. Checked in the same atomic step as SLUICE_TENANT_MAX_ACTIVE.
