@@ -95,6 +95,21 @@ func (j Job) Slots() int {
 	return 1
 }
 
+// HeldItems is how many items the job holds in its tenant's count of
+// items in flight (SLUICE_TENANT_MAX_ITEMS) while it is active: 1 for a
+// plain job, 1 plus its items for a fan-out parent (held until the parent
+// ends, whatever its children did), none for a child (its parent holds
+// it). It is JobItems of what was submitted.
+func (j Job) HeldItems() int {
+	switch {
+	case j.IsChild():
+		return 0
+	case j.IsParent() && j.Children != nil:
+		return JobItems(j.Children.Total)
+	}
+	return 1
+}
+
 // ParentSlots is the admission slots of a parent with that window over
 // that many items: min(window, items), at least one.
 func ParentSlots(window, items int) int { return max(min(window, items), 1) }

@@ -301,7 +301,7 @@ func (s *Store) finishParentIfDone(ctx context.Context, tx *sql.Tx, p *parentRow
 		return fmt.Errorf("finish parent %s: %w", p.id, err)
 	}
 	if n, _ := r.RowsAffected(); n == 1 {
-		s.release(p.tenant, contracts.ParentSlots(p.window, p.counts.Total))
+		s.release(p.tenant, contracts.ParentSlots(p.window, p.counts.Total), contracts.JobItems(p.counts.Total))
 		p.state = state
 	}
 	return nil

@@ -22,6 +22,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 3, cfg.MaxAttempts)
 	require.Equal(t, 2*time.Second, cfg.RetryInterval)
 	require.Equal(t, int64(1<<20), cfg.MaxBodyBytes)
+	require.Equal(t, int64(1<<20), cfg.MaxBatchBytes)
+	require.Equal(t, 10000, cfg.MaxItemsPerRequest)
+	require.Equal(t, 100000, cfg.TenantMaxItems)
+	require.Equal(t, int32(1<<20+64<<10), cfg.NATSMaxPayload(), "the largest batch and its headers")
 	require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
 	require.Equal(t, "./.sluice", cfg.Store.DataDir)
 	require.Empty(t, cfg.Bus.URL)
@@ -84,6 +88,10 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"retry negative", "SLUICE_RETRY_INTERVAL", "-1s"},
 		{"body zero", "SLUICE_MAX_BODY_BYTES", "0"},
 		{"body huge", "SLUICE_MAX_BODY_BYTES", "1099511627776"},
+		{"batch over what NATS carries", "SLUICE_MAX_BATCH_BYTES", "67108864"},
+		{"items per request zero", "SLUICE_MAX_ITEMS_PER_REQUEST", "0"},
+		{"items per request huge", "SLUICE_MAX_ITEMS_PER_REQUEST", "1000000000"},
+		{"tenant items negative", "SLUICE_TENANT_MAX_ITEMS", "-1"},
 		{"shutdown zero", "SLUICE_SHUTDOWN_TIMEOUT", "0s"},
 		{"addr without port", "SLUICE_HTTP_ADDR", "localhost"},
 		{"store scheme", "SLUICE_STORE", "postgres://db"},

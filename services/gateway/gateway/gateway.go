@@ -155,7 +155,13 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: SLUICE_API_TOKENS: %w", err)
 	}
-	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive}
+	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive, TenantItems: cfg.TenantMaxItems}
+	// HTTP and NATS accept the same batches: what the NATS server carries.
+	batchBytes := cfg.BatchBytes(deps.NC.MaxPayload())
+	if batchBytes < cfg.MaxBatchBytes {
+		deps.Log.Warn().Int64("max_payload", deps.NC.MaxPayload()).Int64("batch_bytes", batchBytes).
+			Msg("the NATS server's max_payload cannot carry SLUICE_MAX_BATCH_BYTES: batches are bounded lower, over HTTP and NATS alike")
+	}
 	weights, err := admission.ParseWeights(cfg.TenantWeights)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: SLUICE_TENANT_WEIGHTS: %w", err)
@@ -170,6 +176,9 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: SLUICE_PIN_ROOTS: %w", err)
 	}
 	pins := admission.NewPinner(pinRoots, cfg.PinMaxBytes)
+	// One per-tenant limiter serves HTTP and NATS alike.
+	shared := cfg.RateLimitShare > 0
+	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
 	admitter := admission.New(deps.Store, deps.JS, pub, admission.Settings{
 		Caps: caps,
 		Limits: contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts,
@@ -179,8 +188,12 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		Kinds:      cleanKinds(cfg.Kinds),
 		Weights:    weights,
 		// Every hop of a job travels on NATS: refuse what it cannot carry.
-		MaxMessageBytes: deps.NC.MaxPayload(),
-		Pins:            pins,
+		MaxMessageBytes:    deps.NC.MaxPayload(),
+		MaxBodyBytes:       cfg.MaxBodyBytes,
+		MaxBatchBytes:      batchBytes,
+		MaxItemsPerRequest: cfg.MaxItemsPerRequest,
+		TenantLimit:        tenantLimit,
+		Pins:               pins,
 	}, deps.Now, deps.Log, m)
 
 	probe := observe.NewProbe(deps.Log, nil)
@@ -188,9 +201,6 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	nc, js := deps.NC, deps.JS
 	probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, nc, js) })
 
-	// One per-tenant limiter serves HTTP and NATS alike.
-	shared := cfg.RateLimitShare > 0
-	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
 	ipLimit := ratelimit.New(cfg.RateLimitIP, cfg.RateLimitIPBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
 	// The replicas' buckets count together (SLUICE_RATE_LIMIT_SHARE).
 	sharer := ratelimit.NewSharer(deps.NC, uuid.NewString(), cfg.RateLimitShare, map[string]*ratelimit.Limiter{
@@ -229,7 +239,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			Gatherer:       reg,
 			Log:            deps.Log,
 			MaxBodyBytes:   cfg.MaxBodyBytes,
-			MaxBatchBytes:  cfg.MaxBatchBytes,
+			MaxBatchBytes:  batchBytes,
 			Caps:           caps,
 			TenantLimit:    tenantLimit,
 			IPLimit:        ipLimit,
@@ -238,7 +248,9 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			Scaling:        scaled,
 			JS:             deps.JS,
 		}),
-		natsAPI: natsapi.New(deps.NC, admitter, au, cfg.MaxBodyBytes, deps.Log,
+		// The NATS API lets through the larger of the two bounds; the
+		// admission applies each to its endpoint.
+		natsAPI: natsapi.New(deps.NC, admitter, au, max(cfg.MaxBodyBytes, batchBytes), deps.Log,
 			natsapi.Options{TenantLimit: tenantLimit, Metrics: m, Rejections: rejected}),
 	}
 	return g, nil

@@ -31,6 +31,7 @@ type hostile struct {
 	stream bool        // hide the body's length
 	status int
 	code   string
+	limit  string // the limit the error must name; "" = not checked
 }
 
 // TestHostileRequests sends malformed and hostile requests straight to the
@@ -107,6 +108,13 @@ func TestHostileRequests(t *testing.T) {
 		sub("fan-out item not UTF-8", "{\"kind\":\"a\",\"items\":[1,\"\xff\"]}", bad422, val),
 		sub("fan-out item with a surrogate in UTF-8", "{\"kind\":\"a\",\"items\":[{\"s\":\"\xed\xa0\x80\"}]}", bad422, val),
 		sub("payload not UTF-8", "{\"kind\":\"a\",\"payload\":{\"s\":\"a\xc3\"}}", bad422, val),
+		// More items than one request may hold (SLUICE_MAX_ITEMS_PER_REQUEST).
+		{name: "fan-out over the items per request", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
+			body: fanoutJSON(10000), status: http.StatusRequestEntityTooLarge, code: contracts.CodeTooLarge, limit: contracts.LimitRequestItems},
+		{name: "fan-out items under an upper-case key", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
+			body: strings.Replace(fanoutJSON(10000), `"items"`, `"ITEMS"`, 1), status: http.StatusRequestEntityTooLarge, code: contracts.CodeTooLarge, limit: contracts.LimitRequestItems},
+		{name: "batch of fan-outs over the items per request", method: http.MethodPost, path: "/v1/jobs/batch", token: tokenA,
+			body: batchJSON(fanoutJSON(5000), fanoutJSON(5000)), status: http.StatusRequestEntityTooLarge, code: contracts.CodeTooLarge, limit: contracts.LimitRequestItems},
 		// Size and media type.
 		sub("payload over the body limit", `{"kind":"a","payload":"`+long('x', 1<<20)+`"}`, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge),
 		{name: "streamed body over the limit", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
@@ -215,6 +223,9 @@ func TestHostileRequests(t *testing.T) {
 			h.ServeHTTP(rec, r)
 			got := response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 			e := got.requireError(t, tc.status, tc.code)
+			if tc.limit != "" {
+				require.Equal(t, tc.limit, e.Limit)
+			}
 			require.NotContains(t, e.Message, tokenA, "errors never echo tokens")
 			require.NotContains(t, string(got.body), "Set-Cookie: x")
 			if tc.status == http.StatusUnauthorized {

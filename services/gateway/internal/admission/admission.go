@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
 	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
 )
 
@@ -58,6 +59,18 @@ type Settings struct {
 	MaxMessageBytes int64
 	// Pins hashes the files of "pin" inputs (nil: pinning is off).
 	Pins *Pinner
+	// MaxBodyBytes and MaxBatchBytes bound a submit body and a batch body
+	// (0 = not checked here): the transports check them before reading
+	// where they can, and both go through here.
+	MaxBodyBytes, MaxBatchBytes int64
+	// MaxItemsPerRequest bounds the items of one request, counted before
+	// anything is decoded (see contracts.CountItems): the jobs of a batch
+	// plus the items of every fan-out in it (0 = no bound).
+	MaxItemsPerRequest int
+	// TenantLimit is the per-tenant rate limit the transports already took
+	// one token of for the request; a request costs one token per item,
+	// and the rest are taken here (nil = off).
+	TenantLimit *ratelimit.Limiter
 }
 
 // Admitter admits submit requests. It is safe for concurrent use.
@@ -131,6 +144,9 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // already size-checked by the transport. Nothing is written unless the
 // outcome is 202.
 func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outcome {
+	if refused := a.bound(tenant, body, false); refused != nil {
+		return *refused
+	}
 	req, failed := a.prepare(ctx, tenant, body, a.now().UTC())
 	if failed != nil {
 		return *failed
@@ -261,6 +277,11 @@ func (a *Admitter) settle(tenant string, got contracts.Job, adm store.Admission)
 		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitTenant)
 		return a.rejected(tenant, contracts.CodeTenantCap, metrics.LimitTenant,
 			fmt.Sprintf("the tenant cap of %d active jobs is reached, retry later", a.set.Caps.Tenant))
+	case store.RejectedTenantItems:
+		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitTenantItems)
+		return a.rejected(tenant, contracts.CodeTenantCap, metrics.LimitTenantItems, fmt.Sprintf(
+			"the tenant's bound of %d items in flight (SLUICE_TENANT_MAX_ITEMS: active jobs plus the items of active fan-outs) would be passed, retry later",
+			a.set.Caps.TenantItems))
 	}
 	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store gave no answer, try again")
 	o.Cause = fmt.Errorf("admit job %s: unknown admission outcome %d", got.ID, adm)

@@ -25,6 +25,9 @@ type BatchOutcome struct {
 // admissions are one store call (one transaction on the embedded store);
 // then the admitted jobs' due messages go out together.
 func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) BatchOutcome {
+	if refused := a.bound(tenant, body, true); refused != nil {
+		return BatchOutcome{Refused: refused}
+	}
 	batch, err := contracts.DecodeBatch(body)
 	if err != nil {
 		var fe *contracts.FieldError

@@ -33,6 +33,8 @@ const (
 	LimitTenant     = contracts.LimitTenant
 	LimitTenantRate = contracts.LimitTenantRate
 	LimitIPRate     = contracts.LimitIPRate
+	// LimitTenantItems is the bound on a tenant's items in flight.
+	LimitTenantItems = contracts.LimitTenantItems
 )
 
 // Transport label values of sluice_gateway_rate_limited_total.
@@ -98,6 +100,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		{OutcomeAdmitted, LimitNone}, {OutcomeJoined, LimitNone},
 		{OutcomeRejected, LimitGlobal}, {OutcomeRejected, LimitTenant},
 		{OutcomeRejected, LimitTenantRate}, {OutcomeRejected, LimitIPRate},
+		{OutcomeRejected, LimitTenantItems},
 	} {
 		m.admissions.WithLabelValues(l[0], l[1])
 	}

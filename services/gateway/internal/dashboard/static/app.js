@@ -216,6 +216,7 @@
       case 'tenant': return 'tenant cap';
       case 'tenant_rate': return 'tenant rate limit';
       case 'ip_rate': return 'IP rate limit';
+      case 'tenant_items': return 'tenant items in flight';
       default: return r.limit || '?';
     }
   }
