@@ -54,23 +54,30 @@ const insertChildrenQuery = `INSERT INTO jobs (id, tenant, kind, payload, priori
 		?1, key, CASE WHEN key < ?12 THEN 0 ELSE 1 END, 0, ?14, ?16, ?17, ?18
 	FROM json_each(?15)`
 
+// itemStrings is items as one JSON array of strings, each holding one
+// item's JSON text: the argument of json_each in insertChildrenQuery and
+// stageChildrenQuery, whose value is then the item exactly as it came.
+func itemStrings(items []json.RawMessage) []byte {
+	size := 2
+	for _, it := range items {
+		size += len(it) + 3
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '[')
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, string(it))
+	}
+	return append(out, ']')
+}
+
 // insertChildren inserts a parent's children: the first f.released
 // released from the fair-queue position f.fairFrom on, the others held.
 func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) error {
 	p := f.parent.job
-	size := 2
-	for _, it := range f.parent.items {
-		size += len(it) + 3
-	}
-	items := make([]byte, 0, size)
-	items = append(items, '[')
-	for i, it := range f.parent.items {
-		if i > 0 {
-			items = append(items, ',')
-		}
-		items = appendJSONString(items, string(it))
-	}
-	items = append(items, ']')
+	items := itemStrings(f.parent.items)
 	res, err := tx.ExecContext(ctx, insertChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 		p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
 		p.ConcurrencyKey, p.ConcurrencyLimit, f.parent.released, f.fairFrom, weightArg(f.parent.caps.Weight),

@@ -3,9 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
@@ -47,13 +45,13 @@ func WithFanoutChunk(n int) Option {
 }
 
 // stageChildrenQuery inserts a chunk of a parent's children, all held:
-// the items ?12 are those from index ?13 on (see insertChildrenQuery).
+// the items ?12 (itemStrings) are those from index ?13 on (see
+// insertChildrenQuery).
 const stageChildrenQuery = `INSERT INTO jobs (id, tenant, kind, payload, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
 		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime, inputs)
 	SELECT ?1 || '-' || printf('%06d', ?13 + key), ?2, ?3,
-		CASE type WHEN 'text' THEN json_quote(value) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
-			WHEN 'null' THEN 'null' ELSE value END,
+		value,
 		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?1, ?13 + key, 1, 0, ?14, ?15, ?16, ?17
 	FROM json_each(?12)`
 
@@ -68,20 +66,6 @@ const countStagedQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_children WHE
 const releaseStagedQuery = `UPDATE jobs SET held = 0, fair_at = ?3 + (item_index + 1) / ?4
 	WHERE id >= ?5 AND id <= ?6 AND +parent = ?1 AND item_index < ?2 AND held = 1`
 
-// itemsArray is items as one JSON array.
-func itemsArray(items []json.RawMessage) string {
-	var sb strings.Builder
-	sb.WriteByte('[')
-	for i, it := range items {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.Write(it)
-	}
-	sb.WriteByte(']')
-	return sb.String()
-}
-
 // stage inserts the children of in (a parent) held, s.chunk at a time,
 // each chunk in its own write transaction. On error the chunks in are
 // deleted again.
@@ -93,7 +77,7 @@ func (s *Store) stage(ctx context.Context, in *admitInput) error {
 		err := s.write(ctx, fmt.Sprintf("stage children %d-%d of %s", from, to-1, p.ID), func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, stageChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 				p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
-				p.ConcurrencyKey, p.ConcurrencyLimit, itemsArray(chunk), from, weightArg(in.caps.Weight),
+				p.ConcurrencyKey, p.ConcurrencyLimit, itemStrings(chunk), from, weightArg(in.caps.Weight),
 				int64(p.StallTimeout), int64(p.MaxRuntime), in.inputs)
 			if err != nil {
 				return err

@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -18,11 +16,7 @@ import (
 // raw reply.
 func (b *bundle) natsBatch(body string) []byte {
 	b.tb.Helper()
-	m := &nats.Msg{Subject: contracts.SubjectSubmitBatch, Data: []byte(body), Header: nats.Header{}}
-	m.Header.Set(contracts.HeaderToken, tokenA)
-	res, err := b.nc.RequestMsg(m, 10*time.Second)
-	require.NoError(b.tb, err)
-	return res.Data
+	return b.natsRequest(contracts.SubjectSubmitBatch, map[string]string{contracts.HeaderToken: tokenA}, body).Data
 }
 
 // natsRefusal decodes a NATS batch reply that refuses the whole batch.

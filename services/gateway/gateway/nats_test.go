@@ -49,7 +49,7 @@ func (b *bundle) natsRequest(subject string, header map[string]string, body stri
 	require.NoError(b.tb, err)
 	defer func() { _ = sub.Unsubscribe() }()
 	require.NoError(b.tb, b.nc.PublishMsg(m))
-	res, err := sub.NextMsg(5 * time.Second)
+	res, err := sub.NextMsg(10 * time.Second)
 	require.NoError(b.tb, err, "no answer at %s", m.Reply)
 	return res
 }
