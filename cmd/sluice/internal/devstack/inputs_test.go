@@ -162,6 +162,9 @@ func TestATenantCannotPoisonAnothersPinnedInput(t *testing.T) {
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
 		"SLUICE_WORKER_FETCH_ALLOW":          "127.0.0.1", // the input is served on loopback
+		// The poisoner waits for the test while the others run: a slow
+		// heartbeat on a busy machine must not end it stale.
+		"SLUICE_STALE_THRESHOLD": "30s",
 	})
 	acme, err := client.New(b.base, client.WithToken(dashToken))
 	require.NoError(t, err)
