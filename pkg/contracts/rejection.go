@@ -20,10 +20,16 @@ const (
 	// LimitIPRate is the per-client-IP rate limit on HTTP submits and
 	// cancels (SLUICE_RATE_LIMIT_IP).
 	LimitIPRate = "ip_rate"
+	// LimitTenantReadRate is the per-tenant rate limit on the read routes
+	// (SLUICE_RATE_LIMIT_TENANT_READ).
+	LimitTenantReadRate = "tenant_read_rate"
+	// LimitTenantStreams is the per-tenant share of the gateway's open
+	// event streams (SLUICE_TENANT_MAX_STREAMS).
+	LimitTenantStreams = "tenant_streams"
 )
 
 // Limits429 is every limit a 429 may name, in the order above.
-var Limits429 = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate}
+var Limits429 = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantReadRate, LimitTenantStreams}
 
 // Rejection is one request the gateway turned away with 429, as GET
 // /v1/stats lists it.
@@ -33,7 +39,6 @@ type Rejection struct {
 	// Tenant made the request; empty when the per-IP rate limit turned it
 	// away before its token was read (token mode).
 	Tenant string `json:"tenant,omitempty"`
-	// Limit is the limit hit: LimitGlobal, LimitTenant, LimitTenantRate or
-	// LimitIPRate.
+	// Limit is the limit hit: one of Limits429.
 	Limit string `json:"limit"`
 }

@@ -151,6 +151,10 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: SLUICE_API_TOKENS: %w", err)
 	}
+	ops, err := operators(au, cfg.OperatorTenants)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: SLUICE_OPERATOR_TENANTS: %w", err)
+	}
 	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive}
 	weights, err := admission.ParseWeights(cfg.TenantWeights)
 	if err != nil {
@@ -181,6 +185,8 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	// One per-tenant limiter serves HTTP and NATS alike.
 	shared := cfg.RateLimitShare > 0
 	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
+	// Reads have buckets of their own, limited by each replica alone.
+	readLimit := ratelimit.New(cfg.RateLimitTenantRead, cfg.RateLimitTenantReadBurst, ratelimit.Options{Now: deps.Now})
 	ipLimit := ratelimit.New(cfg.RateLimitIP, cfg.RateLimitIPBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
 	// The replicas' buckets count together (SLUICE_RATE_LIMIT_SHARE).
 	sharer := ratelimit.NewSharer(deps.NC, uuid.NewString(), cfg.RateLimitShare, map[string]*ratelimit.Limiter{
@@ -226,6 +232,11 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			Rejections:     rejected,
 			Scaling:        scaled,
 			JS:             deps.JS,
+
+			TenantReadLimit:  readLimit,
+			Operators:        ops,
+			MaxStreams:       cfg.MaxStreams,
+			TenantMaxStreams: cfg.TenantMaxStreams,
 		}),
 		natsAPI: natsapi.New(deps.NC, admitter, au, cfg.MaxBodyBytes, deps.Log,
 			natsapi.Options{TenantLimit: tenantLimit, Metrics: m, Rejections: rejected}),

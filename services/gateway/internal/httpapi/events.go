@@ -27,8 +27,6 @@ const (
 	sseRetryMS = 2000
 	// sseWriteTimeout bounds one write to a slow client.
 	sseWriteTimeout = 10 * time.Second
-	// defaultMaxStreams bounds the open event streams of one gateway.
-	defaultMaxStreams = 1000
 )
 
 // sseStream writes Server-Sent Events to one client.
@@ -138,20 +136,6 @@ func (a *api) checkSince(w http.ResponseWriter, r *http.Request, after uint64, s
 	return true
 }
 
-// takeStream reserves one of the gateway's event streams, or answers 503.
-func (a *api) takeStream(w http.ResponseWriter) bool {
-	select {
-	case a.streams <- struct{}{}:
-		return true
-	default:
-		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, contracts.CodeUnavailable, "too many open event streams, try again later")
-		return false
-	}
-}
-
-func (a *api) releaseStream() { <-a.streams }
-
 // jobEvents is GET /v1/jobs/{id}/events: a snapshot of the job, then its
 // state and progress events, closing after the final state.
 //
@@ -192,10 +176,10 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if !a.takeStream(w) {
+	if !a.takeStream(w, tenant) {
 		return
 	}
-	defer a.releaseStream()
+	defer a.releaseStream(tenant)
 
 	var follow <-chan events.Received
 	seq := after
@@ -295,10 +279,10 @@ func (a *api) tenantEvents(w http.ResponseWriter, r *http.Request, tenant string
 		writeError(w, http.StatusServiceUnavailable, contracts.CodeUnavailable, "events are not available")
 		return
 	}
-	if !a.takeStream(w) {
+	if !a.takeStream(w, tenant) {
 		return
 	}
-	defer a.releaseStream()
+	defer a.releaseStream(tenant)
 	ctx := r.Context()
 	f, err := events.Follow(ctx, a.JS, contracts.TenantEventSubjects(tenant), after)
 	if err != nil {

@@ -33,6 +33,10 @@ const (
 	LimitTenant     = contracts.LimitTenant
 	LimitTenantRate = contracts.LimitTenantRate
 	LimitIPRate     = contracts.LimitIPRate
+	// LimitTenantReadRate and LimitTenantStreams refuse reads and event
+	// streams: they count in RateLimited, never as admissions.
+	LimitTenantReadRate = contracts.LimitTenantReadRate
+	LimitTenantStreams  = contracts.LimitTenantStreams
 )
 
 // Transport label values of sluice_gateway_rate_limited_total.
@@ -79,7 +83,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_rate_limited_total",
-			Help: "Requests refused with 429 rate_limited, by transport and by the rate limit hit (tenant_rate or ip_rate).",
+			Help: "Requests refused with 429 rate_limited, by transport and by the limit hit (tenant_rate, ip_rate, tenant_read_rate or tenant_streams).",
 		}, []string{"transport", "limit"}),
 	}
 	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures, m.rateLimited} {
@@ -98,6 +102,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, l := range [][2]string{
 		{TransportHTTP, LimitTenantRate}, {TransportHTTP, LimitIPRate}, {TransportNATS, LimitTenantRate},
+		{TransportHTTP, LimitTenantReadRate}, {TransportHTTP, LimitTenantStreams},
 	} {
 		m.rateLimited.WithLabelValues(l[0], l[1])
 	}
