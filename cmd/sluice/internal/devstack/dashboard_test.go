@@ -169,7 +169,7 @@ func TestDashboardOpenModeAndTenantView(t *testing.T) {
 	chromium := needChromium(t)
 	t.Run("open mode", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, Options{Workers: 1}, nil)
+		b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_RATE_LIMIT_TENANT_READ": "200"})
 		ctx := newBrowser(t, chromium)
 		problems := watchPage(t, ctx)
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.base+"/")))
@@ -503,9 +503,13 @@ func startTokenStack(t *testing.T, o Options, extra map[string]string) *bundle {
 	dataDir := t.TempDir()
 	// The dashboard's tenant is the operator (it sees the workers) unless
 	// the test says otherwise.
+	extra = maps.Clone(extra)
 	if _, ok := extra["SLUICE_OPERATOR_TENANTS"]; !ok {
-		extra = maps.Clone(extra)
 		extra["SLUICE_OPERATOR_TENANTS"] = dashTenant
+	}
+	// The page lives within the default read rate limit.
+	if _, ok := extra["SLUICE_RATE_LIMIT_TENANT_READ"]; !ok {
+		extra["SLUICE_RATE_LIMIT_TENANT_READ"] = "200"
 	}
 	o.Environ = testEnv(dataDir, extra)
 	o.NATSListen = "127.0.0.1:0"
@@ -527,7 +531,12 @@ func startTokenStack(t *testing.T, o Options, extra map[string]string) *bundle {
 	go func() { b.done <- s.Run(ctx) }()
 	t.Cleanup(b.stop)
 	if extra["SLUICE_OPERATOR_TENANTS"] != dashTenant {
-		b.waitReady() // only the operator's stats show the workers
+		// Only the operator's stats show the workers: wait for readiness
+		// alone; jobs wait for the workers in the store.
+		require.Eventually(t, func() bool {
+			status, _ := b.tokenDo(t, http.MethodGet, "/readyz", "")
+			return status == http.StatusOK
+		}, 20*time.Second, 20*time.Millisecond, "stack never ready")
 		return b
 	}
 	require.Eventually(t, func() bool {
