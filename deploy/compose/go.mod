@@ -5,6 +5,7 @@ go 1.26.0
 replace (
 	github.com/sluicehq/sluice/pkg/bus => ../../pkg/bus
 	github.com/sluicehq/sluice/pkg/client => ../../pkg/client
+	github.com/sluicehq/sluice/pkg/confine => ../../pkg/confine
 	github.com/sluicehq/sluice/pkg/contracts => ../../pkg/contracts
 	github.com/sluicehq/sluice/pkg/observe => ../../pkg/observe
 	github.com/sluicehq/sluice/pkg/service => ../../pkg/service
@@ -22,6 +23,7 @@ require (
 	github.com/rs/zerolog v1.35.1
 	github.com/sluicehq/sluice/pkg/bus v0.0.0
 	github.com/sluicehq/sluice/pkg/client v0.0.0
+	github.com/sluicehq/sluice/pkg/confine v0.0.0 // indirect
 	github.com/sluicehq/sluice/pkg/contracts v0.0.0
 	github.com/sluicehq/sluice/pkg/service v0.0.0
 	github.com/sluicehq/sluice/pkg/store v0.0.0

@@ -66,6 +66,7 @@ func connect(t *testing.T, url, user string) *client {
 	nc, err := nats.Connect(url,
 		nats.Name("test-"+user),
 		nats.UserInfo(user, password(t, user)),
+		nats.CustomInboxPrefix(inboxPrefix(user)),
 		nats.MaxReconnects(0),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
@@ -79,6 +80,15 @@ func connect(t *testing.T, url, user string) *client {
 	c.js, err = jetstream.New(nc)
 	require.NoError(t, err)
 	return c
+}
+
+// inboxPrefix is the inbox prefix a connection of user takes: a service's
+// as pkg/bus gives it, the client's its tenant's.
+func inboxPrefix(user string) string {
+	if user == "client" {
+		return contracts.TenantInboxPrefix(user)
+	}
+	return bus.ServiceInboxPrefix(user, "")
 }
 
 // sentinel is a subject no user may publish to: its violation marks the
@@ -131,6 +141,25 @@ type access struct {
 	sub, noSub []sub
 }
 
+// othersInboxes are the inboxes user may not read: the shared default, the
+// other users' (services' and tenants') and every tenant's or service's at
+// once.
+func othersInboxes(user string) []sub {
+	out := []sub{{contracts.DefaultInboxPrefix + ".>", ""}, {contracts.ServiceInboxRoot + ".>", ""}, {"_INBOX_*.>", ""},
+		{contracts.TenantInboxSubjects("other-tenant"), ""}}
+	for _, u := range natsUsers {
+		if u == user {
+			continue
+		}
+		if u == "client" {
+			out = append(out, sub{contracts.TenantInboxSubjects(u), ""})
+		} else {
+			out = append(out, sub{contracts.ServiceInboxSubjects(u), ""})
+		}
+	}
+	return out
+}
+
 // accessOf is the permission model of nats.conf, user by user. Worker id
 // "w1" is the worker's own, "w2" another worker's.
 var accessOf = map[string]access{
@@ -146,9 +175,9 @@ var accessOf = map[string]access{
 			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due",
 			"$JS.ACK.SLUICE_JOBS.sluice-scheduler-due.1.1.1.1.0", "_INBOX.someone.else"},
 		sub: []sub{{contracts.SubjectSubmit, "q"}, {"$SRV.PING", ""}, {"$SRV.INFO.sluice-api", ""},
-			{"$SRV.STATS.sluice-api.abc", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectRateUsage, ""}, {"_INBOX.abc.*", ""}},
-		noSub: []sub{{contracts.SubjectDue, ""}, {"sluice.jobs.>", ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
-			{"sluice.worker.offer.w1", ""}, {"sluice.worker.cancel.w1", ""}, {"$SRV.PING.other", ""}, {">", ""}},
+			{"$SRV.STATS.sluice-api.abc", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectRateUsage, ""}, {"_SLUICE_INBOX.gateway.abc.*", ""}},
+		noSub: append([]sub{{contracts.SubjectDue, ""}, {"sluice.jobs.>", ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
+			{"sluice.worker.offer.w1", ""}, {"sluice.worker.cancel.w1", ""}, {"$SRV.PING.other", ""}, {">", ""}}, othersInboxes("gateway")...),
 	},
 	"scheduler": {
 		pub: []string{contracts.SubjectDue, "sluice.worker.offer.w1", "sluice.worker.cancel.w1",
@@ -162,9 +191,9 @@ var accessOf = map[string]access{
 			"$JS.API.CONSUMER.DELETE.SLUICE_JOBS.sluice-scheduler-due",
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.other.sluice.jobs.due", "_INBOX.someone.else"},
 		sub: []sub{{contracts.SubjectHeartbeat, contracts.QueueScheduler}, {contracts.SubjectProgress, contracts.QueueScheduler},
-			{contracts.SubjectAnnounce, ""}, {"_INBOX.abc.*", ""}},
-		noSub: []sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectProgress, ""}, {"sluice.events.>", ""}, {contracts.SubjectHeartbeat, "other"}, {contracts.SubjectSubmit, "q"},
-			{"sluice.worker.offer.w1", ""}, {"sluice.jobs.>", ""}},
+			{contracts.SubjectAnnounce, ""}, {"_SLUICE_INBOX.scheduler.abc.*", ""}},
+		noSub: append([]sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectProgress, ""}, {"sluice.events.>", ""}, {contracts.SubjectHeartbeat, "other"}, {contracts.SubjectSubmit, "q"},
+			{"sluice.worker.offer.w1", ""}, {"sluice.jobs.>", ""}}, othersInboxes("scheduler")...),
 	},
 	"worker": {
 		pub: []string{contracts.SubjectHeartbeat, contracts.SubjectAnnounce, contracts.SubjectResult, contracts.SubjectRequeue,
@@ -177,13 +206,13 @@ var accessOf = map[string]access{
 			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due",
 			"$JS.ACK.SLUICE_JOBS.sluice-scheduler-due.1.1.1.1.0", "_INBOX.someone.else"},
 		sub: []sub{{"sluice.worker.offer.w1", ""}, {"sluice.worker.cancel.w1", ""}, {contracts.SubjectDiscover, ""},
-			{"_INBOX.abc.*", ""},
+			{"_SLUICE_INBOX.worker.abc.*", ""},
 			// The limit of a static configuration: worker ids are dynamic,
 			// so one worker's credentials can listen to another's offers.
 			{"sluice.worker.offer.w2", ""}},
-		noSub: []sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
+		noSub: append([]sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
 			{contracts.SubjectSubmit, "q"}, {contracts.SubjectDue, ""}, {"sluice.jobs.>", ""},
-			{contracts.SubjectAnnounce, ""}, {"$SRV.PING", ""}},
+			{contracts.SubjectAnnounce, ""}, {"$SRV.PING", ""}}, othersInboxes("worker")...),
 	},
 	"reaper": {
 		pub: []string{contracts.SubjectRequeue, "$JS.API.STREAM.INFO.SLUICE_JOBS"},
@@ -192,17 +221,20 @@ var accessOf = map[string]access{
 			"$JS.API.STREAM.DELETE.SLUICE_JOBS",
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue.sluice.jobs.requeue",
 			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-requeue"},
-		sub: []sub{{"_INBOX.abc.*", ""}},
-		noSub: []sub{{"sluice.jobs.>", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
-			{"sluice.events.>", ""}},
+		sub: []sub{{"_SLUICE_INBOX.reaper.abc.*", ""}},
+		noSub: append([]sub{{"sluice.jobs.>", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
+			{"sluice.events.>", ""}}, othersInboxes("reaper")...),
 	},
 	"client": {
-		pub: []string{contracts.SubjectSubmit, "$SRV.PING", "$SRV.INFO.sluice-api"},
+		pub: []string{contracts.SubjectSubmit, contracts.SubjectSubmitBatch},
 		noPub: []string{contracts.SubjectDue, contracts.SubjectResult, contracts.SubjectRequeue, "sluice.worker.offer.w1",
 			"sluice.worker.cancel.w1", contracts.SubjectHeartbeat, contracts.SubjectAnnounce,
-			"$JS.API.STREAM.INFO.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS"},
-		sub:   []sub{{"_INBOX.abc.*", ""}},
-		noSub: []sub{{contracts.SubjectSubmit, "q"}, {contracts.SubjectAnnounce, ""}, {"sluice.jobs.>", ""}},
+			"$JS.API.STREAM.INFO.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS",
+			// discovery: the gateway answers it at any reply subject
+			"$SRV.PING", "$SRV.INFO.sluice-api", "_INBOX_client.someone"},
+		sub: []sub{{"_INBOX_client.abc.*", ""}},
+		noSub: append([]sub{{contracts.SubjectSubmit, "q"}, {contracts.SubjectAnnounce, ""}, {"sluice.jobs.>", ""},
+			{"sluice.events.>", ""}, {"$SRV.>", ""}}, othersInboxes("client")...),
 	},
 }
 
@@ -346,15 +378,11 @@ func TestNATSRequestReply(t *testing.T) {
 	require.NoError(t, gw.nc.Publish(contracts.WorkerCancelSubject("w1"), []byte(`{"job_id":"j"}`)))
 	requireMsg(t, cancels)
 
-	// Submit and service discovery: client → gateway.
+	// Submit: client → gateway, answered in the client's own inbox.
 	reply, err = caller.nc.RequestWithContext(ctx, contracts.SubjectSubmit, []byte(`{"kind":"sleep"}`))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"status":202}`, string(reply.Data))
-	reply, err = caller.nc.RequestWithContext(ctx, "$SRV.PING."+contracts.SubmitServiceName, nil)
-	require.NoError(t, err)
-	var ping micro.Ping
-	require.NoError(t, json.Unmarshal(reply.Data, &ping))
-	require.Equal(t, contracts.SubmitServiceName, ping.Name)
+	require.True(t, strings.HasPrefix(reply.Subject, contracts.TenantInboxPrefix("client")+"."), reply.Subject)
 
 	// A worker cannot submit (the request is dropped: no answer).
 	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
@@ -142,14 +143,22 @@ func TestServicesUnderTheirUsers(t *testing.T) {
 	job := submitHTTP(t, base, `{"kind":"sleep","payload":{"ms":20}}`)
 	waitState(t, base, job.ID, contracts.StateSucceeded)
 
-	// Submitted over NATS by the "client" user.
+	// Submitted over NATS by the "client" user, as tenant "client" (the
+	// gateway answers only in the tenant's inbox, the user's own).
 	caller := connect(t, url, "client")
-	msg, err := caller.nc.RequestWithContext(ctx, contracts.SubjectSubmit, []byte(`{"kind":"sleep","payload":{"ms":20}}`))
+	req := &nats.Msg{Subject: contracts.SubjectSubmit, Data: []byte(`{"kind":"sleep","payload":{"ms":20}}`), Header: nats.Header{}}
+	req.Header.Set(contracts.HeaderTenant, "client")
+	msg, err := caller.nc.RequestMsgWithContext(ctx, req)
 	require.NoError(t, err)
 	var reply contracts.SubmitReply
 	require.NoError(t, json.Unmarshal(msg.Data, &reply))
 	require.Equal(t, http.StatusAccepted, reply.Status, string(msg.Data))
-	waitState(t, base, reply.Job.ID, contracts.StateSucceeded)
+	require.Equal(t, "client", reply.Job.Tenant)
+	// Over HTTP, open mode is the default tenant: the store shows it.
+	require.Eventually(t, func() bool {
+		j, err := st.Get(ctx, reply.Job.ID)
+		return err == nil && j.State == contracts.StateSucceeded
+	}, 10*time.Second, 10*time.Millisecond, "job %s never succeeded", reply.Job.ID)
 	require.Empty(t, caller.violations(t))
 
 	// Cancelled while running: the gateway tells the worker.

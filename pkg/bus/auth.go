@@ -20,7 +20,7 @@ const InternalUser = "sluice-internal"
 // InternalUser with a password made at start and never shown; an outside
 // client connects with a tenant's API token (as the password, with any user
 // name, or as the NATS token) and may only call the submit API, receive
-// its replies and read its own tenant's change events.
+// its replies in its own inbox and read its own tenant's change events.
 type EmbeddedAuth struct {
 	// InternalPassword is InternalUser's password (NewInternalPassword).
 	InternalPassword string
@@ -38,13 +38,16 @@ func NewInternalPassword() (string, error) {
 }
 
 // TenantPermissions are what an outside client authenticated as tenant may
-// do: request the submit API (replies come to its inbox) and follow its own
-// tenant's change events.
+// do: request the submit APIs, receive replies in its own inbox
+// (contracts.TenantInboxPrefix: the client sets it with
+// nats.CustomInboxPrefix) and follow its own tenant's change events.
+// Nothing else: not another tenant's inbox or events, not the services'
+// inboxes or subjects, not the JetStream API, not micro discovery.
 func TenantPermissions(tenant string) *server.Permissions {
 	return &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: []string{contracts.SubjectSubmit, contracts.SubjectSubmit + ".>"}},
+		Publish: &server.SubjectPermission{Allow: []string{contracts.SubjectSubmit, contracts.SubjectSubmitBatch}},
 		Subscribe: &server.SubjectPermission{Allow: []string{
-			"_INBOX.>", contracts.TenantEventSubjects(tenant),
+			contracts.TenantInboxSubjects(tenant), contracts.TenantEventSubjects(tenant),
 		}},
 	}
 }

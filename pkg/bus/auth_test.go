@@ -2,6 +2,9 @@ package bus_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +38,28 @@ func (e *errs) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.all = append(e.all, err)
+}
+
+// violations are the permission violations so far, as `Publish to "x"`
+// and `Subscription to "x"`.
+func (e *errs) violations() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, err := range e.all {
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			continue
+		}
+		s := err.Error()
+		if _, after, ok := strings.Cut(s, "Permissions Violation for "); ok {
+			s = after
+		}
+		if i := strings.Index(s, `" `); i >= 0 {
+			s = s[:i+1]
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func (e *errs) permissionViolations() int {
@@ -79,7 +104,8 @@ func TestTokenModeClosesTheEmbeddedServer(t *testing.T) {
 	require.NoError(t, internal.Flush())
 
 	var e errs
-	tenantA, err := nats.Connect(srv.URL(), nats.UserInfo("anyone", "tok-a"), nats.ErrorHandler(e.handler))
+	tenantA, err := nats.Connect(srv.URL(), nats.UserInfo("anyone", "tok-a"), nats.ErrorHandler(e.handler),
+		nats.CustomInboxPrefix(contracts.TenantInboxPrefix("a")))
 	require.NoError(t, err)
 	defer tenantA.Close()
 	reply, err := tenantA.Request(contracts.SubjectSubmit, []byte(`{"kind":"x"}`), 5*time.Second)
@@ -102,9 +128,147 @@ func TestTokenModeClosesTheEmbeddedServer(t *testing.T) {
 	require.Eventually(t, func() bool { return e.permissionViolations() >= 3 }, 5*time.Second, 10*time.Millisecond,
 		"another tenant's events, all events and the JetStream API are refused")
 
-	byToken, err := nats.Connect(srv.URL(), nats.Token("tok-b"))
+	byToken, err := nats.Connect(srv.URL(), nats.Token("tok-b"), nats.CustomInboxPrefix(contracts.TenantInboxPrefix("b")))
 	require.NoError(t, err, "the API token also works as a NATS token")
 	byToken.Close()
+}
+
+// tenantDotted is a tenant whose name holds '.', the subject separator.
+const tenantDotted = "team.blue"
+
+// permTokens is the token mode of TestTenantPermissions.
+func permTokens(token string) (string, bool) {
+	switch token {
+	case "tok-a":
+		return "a", true
+	case "tok-b":
+		return "b", true
+	case "tok-dotted":
+		return tenantDotted, true
+	}
+	return "", false
+}
+
+// TestTenantPermissions publishes and subscribes, as tenant a's client
+// (and as a tenant whose name holds '.'), to every kind of subject of the
+// system and compares the permission violations the server reports with
+// the model: a tenant publishes only to the submit APIs and subscribes
+// only to its own inbox and its own events.
+func TestTenantPermissions(t *testing.T) {
+	t.Parallel()
+	pw, err := bus.NewInternalPassword()
+	require.NoError(t, err)
+	srv := bustest.StartWith(t, bus.EmbeddedOptions{Listen: "127.0.0.1:0", Auth: &bus.EmbeddedAuth{InternalPassword: pw, Tenant: permTokens}})
+	service := contracts.ServiceInboxPrefix(bus.InternalUser, "n1")
+
+	type check struct {
+		subject string
+		pub     bool // publishing allowed
+		sub     bool // subscribing allowed
+	}
+	for tenant, table := range map[string]struct {
+		token  string
+		checks []check
+	}{
+		"a": {"tok-a", []check{
+			{contracts.SubjectSubmit, true, false},
+			{contracts.SubjectSubmitBatch, true, false},
+			{contracts.SubjectSubmit + ".other", false, false},
+			{contracts.TenantInboxPrefix("a") + ".r1", false, true},
+			{contracts.TenantInboxSubjects("a"), false, true},
+			{contracts.EventSubject("a", "j1"), false, true},
+			{contracts.TenantEventSubjects("a"), false, true},
+			{contracts.DefaultInboxPrefix + ".>", false, false},
+			{contracts.DefaultInboxPrefix + ".r1", false, false},
+			{contracts.TenantInboxSubjects("b"), false, false},
+			{contracts.TenantInboxPrefix("b") + ".r1", false, false},
+			{contracts.TenantInboxSubjects(tenantDotted), false, false},
+			{"_INBOX_*.>", false, false},
+			{"*.>", false, false},
+			{">", false, false},
+			{service + ".r1", false, false},
+			{contracts.ServiceInboxRoot + ".>", false, false},
+			{contracts.EventSubject("b", "j1"), false, false},
+			{contracts.TenantEventSubjects("b"), false, false},
+			{"sluice.events.>", false, false},
+			{contracts.SubjectDue, false, false},
+			{contracts.SubjectRequeue, false, false},
+			{contracts.SubjectResult, false, false},
+			{contracts.SubjectHeartbeat, false, false},
+			{contracts.SubjectAnnounce, false, false},
+			{contracts.SubjectDiscover, false, false},
+			{contracts.SubjectWake, false, false},
+			{contracts.SubjectScaleRequest, false, false},
+			{contracts.SubjectRateUsage, false, false},
+			{contracts.WorkerOfferSubject("w1"), false, false},
+			{contracts.WorkerCancelSubject("w1"), false, false},
+			{"$SRV.PING", false, false},
+			{"$SRV.INFO." + contracts.SubmitServiceName, false, false},
+			{"$SRV.>", false, false},
+			{"$JS.API.STREAM.LIST", false, false},
+			{"$JS.API.>", false, false},
+			{"$JS.ACK.SLUICE_JOBS.>", false, false},
+			{"$JS.EVENT.>", false, false},
+			{"$SYS.>", false, false},
+		}},
+		tenantDotted: {"tok-dotted", []check{
+			{contracts.TenantInboxSubjects(tenantDotted), false, true},
+			{contracts.TenantEventSubjects(tenantDotted), false, true},
+			{"_INBOX_team.>", false, false},
+			{"_INBOX_team~blue", false, false},
+			{contracts.TenantInboxSubjects("a"), false, false},
+		}},
+	} {
+		t.Run(tenant, func(t *testing.T) {
+			t.Parallel()
+			var e errs
+			nc, err := nats.Connect(srv.URL(), nats.UserInfo("anyone", table.token), nats.ErrorHandler(e.handler),
+				nats.CustomInboxPrefix(contracts.TenantInboxPrefix(tenant)))
+			require.NoError(t, err)
+			defer nc.Close()
+			var want []string
+			for _, c := range table.checks {
+				if !strings.ContainsAny(c.subject, "*>") {
+					require.NoError(t, nc.Publish(c.subject, nil))
+					if !c.pub {
+						want = append(want, fmt.Sprintf("Publish to %q", c.subject))
+					}
+				}
+				_, err := nc.SubscribeSync(c.subject)
+				require.NoError(t, err)
+				if !c.sub {
+					want = append(want, fmt.Sprintf("Subscription to %q", c.subject))
+				}
+			}
+			// The server answers in order: once the sentinel's violation
+			// is in, every earlier one is.
+			const sentinel = "sluice.test.sentinel"
+			require.NoError(t, nc.Publish(sentinel, nil))
+			want = append(want, fmt.Sprintf("Publish to %q", sentinel))
+			require.NoError(t, nc.Flush())
+			require.Eventually(t, func() bool { return slices.Contains(e.violations(), want[len(want)-1]) },
+				5*time.Second, 10*time.Millisecond)
+			require.ElementsMatch(t, want, e.violations())
+		})
+	}
+}
+
+// TestPermissionsOfOneTenant checks TenantPermissions as the server takes
+// them: the lists themselves.
+func TestPermissionsOfOneTenant(t *testing.T) {
+	t.Parallel()
+	for tenant, want := range map[string][2][]string{
+		"a":         {{"sluice.api.submit", "sluice.api.submit.batch"}, {"_INBOX_a.>", "sluice.events.a.*"}},
+		"team.blue": {{"sluice.api.submit", "sluice.api.submit.batch"}, {"_INBOX_team~blue.>", "sluice.events.team~blue.*"}},
+		"x_y-z.1.2": {{"sluice.api.submit", "sluice.api.submit.batch"}, {"_INBOX_x_y-z~1~2.>", "sluice.events.x_y-z~1~2.*"}},
+	} {
+		p := bus.TenantPermissions(tenant)
+		require.Equal(t, want[0], p.Publish.Allow, tenant)
+		require.Empty(t, p.Publish.Deny, tenant)
+		require.Equal(t, want[1], p.Subscribe.Allow, tenant)
+		require.Empty(t, p.Subscribe.Deny, tenant)
+		require.Nil(t, p.Response, "a tenant answers no requests")
+	}
 }
 
 func TestOpenModeEmbeddedServerTakesAnyone(t *testing.T) {

@@ -8,6 +8,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // ConnectOptions say where and how to connect.
@@ -20,8 +23,24 @@ type ConnectOptions struct {
 	Name string
 	// Token, User and Password authenticate, when set.
 	Token, User, Password string
+	// InboxPrefix is the prefix of this connection's reply subjects
+	// (nats.CustomInboxPrefix). Empty: ServiceInboxPrefix(User, Name), a
+	// prefix of this connection alone under the services' root, which no
+	// tenant may read.
+	InboxPrefix string
 	// Notify hears what the connection goes through (nil: nobody).
 	Notify Notify
+}
+
+// ServiceInboxPrefix is the inbox prefix of a new service connection:
+// contracts.ServiceInboxPrefix of its NATS user (its client name when it
+// has none) and a fresh NUID, so that no two connections share one.
+func ServiceInboxPrefix(user, name string) string {
+	who := user
+	if who == "" {
+		who = name
+	}
+	return contracts.ServiceInboxPrefix(who, nuid.Next())
 }
 
 // Connect dials NATS, retrying with exponential backoff until it succeeds or
@@ -51,6 +70,11 @@ func Connect(ctx context.Context, o ConnectOptions) (*nats.Conn, error) {
 			notify.send(nt)
 		}),
 	}
+	inbox := o.InboxPrefix
+	if inbox == "" {
+		inbox = ServiceInboxPrefix(o.User, o.Name)
+	}
+	opts = append(opts, nats.CustomInboxPrefix(inbox))
 	if o.InProcess != nil {
 		opts = append(opts, nats.InProcessServer(o.InProcess))
 	}

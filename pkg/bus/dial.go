@@ -52,7 +52,14 @@ type Link struct {
 type DialOption func(*dialOptions)
 
 type dialOptions struct {
-	tenant func(token string) (string, bool)
+	tenant     func(token string) (string, bool)
+	maxPayload int32
+}
+
+// WithMaxPayload raises an embedded server's max_payload to n bytes (see
+// EmbeddedOptions.MaxPayload). It changes nothing for an outside server.
+func WithMaxPayload(n int32) DialOption {
+	return func(o *dialOptions) { o.maxPayload = n }
 }
 
 // WithTokenAuth closes an embedded server to anonymous clients (token
@@ -73,7 +80,7 @@ func Dial(ctx context.Context, env Env, dataDir, name string, notify Notify, opt
 	l := &Link{}
 	opts := ConnectOptions{URL: env.URL, Name: name, User: env.User, Password: env.Password, Notify: notify}
 	if env.URL == "" {
-		eo := EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: env.Listen, ServerName: name}
+		eo := EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: env.Listen, ServerName: name, MaxPayload: do.maxPayload}
 		if do.tenant != nil {
 			pw, err := NewInternalPassword()
 			if err != nil {

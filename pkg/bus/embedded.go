@@ -37,6 +37,10 @@ type EmbeddedOptions struct {
 	// Standalone drops the cluster ConfigFile sets up: the server runs
 	// alone (for tests of a node's configuration).
 	Standalone bool
+	// MaxPayload, when above the server's default (1 MiB), is the largest
+	// message a client may publish (max_payload): what the gateway's
+	// largest request needs (at most server.MAX_PAYLOAD_MAX_SIZE).
+	MaxPayload int32
 }
 
 // ClusterOptions join an embedded server to a cluster.
@@ -87,6 +91,11 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	}
 	if o.Auth != nil {
 		opts.CustomClientAuthentication = o.Auth
+	}
+	if o.MaxPayload > max(opts.MaxPayload, server.MAX_PAYLOAD_SIZE) {
+		opts.MaxPayload = o.MaxPayload
+		// A connection's pending bytes must hold at least one message.
+		opts.MaxPending = max(opts.MaxPending, server.MAX_PENDING_SIZE, 2*int64(o.MaxPayload))
 	}
 	if o.Standalone {
 		opts.Cluster, opts.Routes = server.ClusterOpts{}, nil

@@ -98,8 +98,11 @@ const (
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	// Limit names the limit that was hit on a 429: the admission cap
-	// ("global" or "tenant") or a rate limit ("tenant" or "ip", code rate_limited).
+	// Limit names the limit that was hit (one of ErrorLimits): on a 429 the
+	// admission cap ("global", "tenant", "tenant_items") or a rate limit
+	// ("tenant_rate" or "ip_rate", code rate_limited); on a 413 the bound
+	// the request is over for good ("request_items", or "tenant_rate" for a
+	// request costing more than the rate limit's burst).
 	Limit string `json:"limit,omitempty"`
 }
 

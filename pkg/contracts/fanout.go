@@ -95,6 +95,21 @@ func (j Job) Slots() int {
 	return 1
 }
 
+// HeldItems is how many items the job holds in its tenant's count of
+// items in flight (SLUICE_TENANT_MAX_ITEMS) while it is active: 1 for a
+// plain job, 1 plus its items for a fan-out parent (held until the parent
+// ends, whatever its children did), none for a child (its parent holds
+// it). It is JobItems of what was submitted.
+func (j Job) HeldItems() int {
+	switch {
+	case j.IsChild():
+		return 0
+	case j.IsParent() && j.Children != nil:
+		return JobItems(j.Children.Total)
+	}
+	return 1
+}
+
 // ParentSlots is the admission slots of a parent with that window over
 // that many items: min(window, items), at least one.
 func ParentSlots(window, items int) int { return max(min(window, items), 1) }
@@ -160,8 +175,9 @@ func (j Job) Child(index int, item json.RawMessage) Job {
 }
 
 // SplitItems reads a fan-out's items: a JSON array of 1 to MaxItems
-// values, each returned as its own JSON document (a copy). Its errors are
-// *FieldError.
+// values, each returned as its own JSON document, a compact copy (see
+// CompactPayload). Its errors are *FieldError; one about a single item
+// names it by index ("items[3]").
 func SplitItems(raw json.RawMessage) ([]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	var items []json.RawMessage
@@ -181,7 +197,11 @@ func SplitItems(raw json.RawMessage) ([]json.RawMessage, error) {
 		return nil, &FieldError{"items", fmt.Sprintf("has %d items, at most %d", len(items), MaxItems)}
 	}
 	for i := range items {
-		items[i] = append(json.RawMessage(nil), bytes.TrimSpace(items[i])...)
+		it, err := CompactPayload(items[i])
+		if err != nil {
+			return nil, &FieldError{fmt.Sprintf("items[%d]", i), err.Error()}
+		}
+		items[i] = it
 	}
 	return items, nil
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // Fuzz targets for every decoder. Each checks, on every input, that the
@@ -432,6 +434,9 @@ func FuzzDecodeSubmit(f *testing.F) {
 		`{"kind":"email","priority":10}`,
 		`{"kind":"email","max_attempts":101}`,
 		`{"kind":"email","items":[1],"concurrency":2}`,
+		`{"kind":"email","items":[12345678901234567890, -0, 123456789012345678901234567890123456789, 1.5e300, 1e400],"concurrency":2}`,
+		`{"kind":"email","items":[ {"a" : 1e-7, "b":"\u00e9<&"} , [[1,[2.50]],[]], "\ud800", "`+"\xff"+`"]}`,
+		`{"kind":"email","payload":{"n": 12345678901234567890, "z": -0.0e-0, "s": "`+"\xe2\x80\xa8\xed\xa0\x80"+`"}}`,
 		`{"kind":"Email"}`,
 		`{"kind":"email","payload":null}`,
 		` {"kind":"email"} `,
@@ -485,17 +490,40 @@ func checkValidate(t *testing.T, r SubmitRequest, lim Limits) {
 		if len(s.Items) < 1 || len(s.Items) > MaxItems || s.Concurrency < 1 || s.Concurrency > MaxWindow || len(s.Payload) > 0 {
 			t.Fatalf("accepted fan-out of %d items, window %d", len(s.Items), s.Concurrency)
 		}
-		for _, it := range s.Items {
-			validRaw(t, "item", it)
+		var sent []json.RawMessage
+		if err := json.Unmarshal(r.Items, &sent); err != nil || len(sent) != len(s.Items) {
+			t.Fatalf("accepted %d items of %q (%v)", len(s.Items), r.Items, err)
+		}
+		for i, it := range s.Items {
+			checkKept(t, fmt.Sprintf("items[%d]", i), sent[i], it)
 		}
 	}
-	validRaw(t, "payload", s.Payload)
+	if len(r.Payload) > 0 {
+		checkKept(t, "payload", r.Payload, s.Payload)
+	}
 	maxWait := lim.MaxDispatchDeadline
 	if maxWait <= 0 {
 		maxWait = 100 * 365 * 24 * time.Hour
 	}
 	if !s.DispatchDeadline.After(testNow) || s.DispatchDeadline.After(testNow.Add(maxWait)) {
 		t.Fatalf("dispatch deadline %v outside (%v, %v]", s.DispatchDeadline, testNow, testNow.Add(maxWait))
+	}
+}
+
+// checkKept wants a payload or item kept as submitted: valid UTF-8 JSON,
+// compact, and token for token the text sent (json.Compact does nothing
+// but drop whitespace), so no number or string changed.
+func checkKept(t *testing.T, field string, sent, kept json.RawMessage) {
+	t.Helper()
+	if !json.Valid(kept) || !utf8.Valid(kept) {
+		t.Fatalf("%s: kept %q, which is not UTF-8 JSON", field, kept)
+	}
+	var want bytes.Buffer
+	if err := json.Compact(&want, sent); err != nil {
+		t.Fatalf("%s: accepted %q: %v", field, sent, err)
+	}
+	if !bytes.Equal(want.Bytes(), kept) {
+		t.Fatalf("%s: sent %q, kept %q", field, sent, kept)
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 
 // Pinned inputs: a job may name up to MaxInputs files its run needs, each
 // pinned by its SHA-256 digest. The worker fetches each before the handler
-// starts, checks the digest while it streams, and hands the handler a
-// local read-only path (exec: SLUICE_INPUT_<NAME>).
+// starts, checks the digest while it streams, and hands each run a
+// read-only copy of its own (exec: SLUICE_INPUT_<NAME>).
 
 // Bounds of inputs.
 const (

@@ -20,6 +20,10 @@ const (
 	// LimitIPRate is the per-client-IP rate limit on HTTP submits and
 	// cancels (SLUICE_RATE_LIMIT_IP).
 	LimitIPRate = "ip_rate"
+	// LimitTenantItems is the per-tenant bound on items in flight
+	// (SLUICE_TENANT_MAX_ITEMS): its active jobs plus the items of its
+	// active fan-outs.
+	LimitTenantItems = "tenant_items"
 	// LimitTenantReadRate is the per-tenant rate limit on the read routes
 	// (SLUICE_RATE_LIMIT_TENANT_READ).
 	LimitTenantReadRate = "tenant_read_rate"
@@ -28,8 +32,18 @@ const (
 	LimitTenantStreams = "tenant_streams"
 )
 
+// LimitRequestItems is the bound on the items of one request
+// (SLUICE_MAX_ITEMS_PER_REQUEST): a 413 names it, never a 429, since
+// sending the same request again cannot succeed.
+const LimitRequestItems = "request_items"
+
 // Limits429 is every limit a 429 may name, in the order above.
-var Limits429 = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantReadRate, LimitTenantStreams}
+var Limits429 = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems, LimitTenantReadRate, LimitTenantStreams}
+
+// ErrorLimits is every limit an error body may name: those of Limits429,
+// and LimitRequestItems and LimitTenantRate on a 413 (a request larger
+// than the limit can ever let through).
+var ErrorLimits = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems, LimitTenantReadRate, LimitTenantStreams, LimitRequestItems}
 
 // Rejection is one request the gateway turned away with 429, as GET
 // /v1/stats lists it.

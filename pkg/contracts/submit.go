@@ -185,10 +185,9 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 		return s, err
 	}
 	if len(r.Payload) > 0 {
-		if !json.Valid(r.Payload) {
-			return s, &FieldError{"payload", "is not valid JSON"}
+		if s.Payload, err = CompactPayload(r.Payload); err != nil {
+			return s, &FieldError{"payload", err.Error()}
 		}
-		s.Payload = append(json.RawMessage(nil), r.Payload...)
 	}
 	// The dispatch deadline counts from run_at.
 	from := now

@@ -102,7 +102,17 @@ func TestSubmitRequestValidate(t *testing.T) {
 			name: "items with the default window",
 			req:  SubmitRequest{Kind: "a", Items: json.RawMessage(` [1, {"a": 2} ,"x"] `)},
 			want: Submission{Kind: "a", MaxAttempts: 3, DispatchDeadline: defaultDeadline, Concurrency: DefaultWindow,
-				Items: []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`{"a": 2}`), json.RawMessage(`"x"`)}},
+				Items: []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`{"a":2}`), json.RawMessage(`"x"`)}},
+		},
+		{
+			name: "items keep every number and string as written",
+			req: SubmitRequest{Kind: "a", Items: json.RawMessage("[12345678901234567890, -0,\n" +
+				"123456789012345678901234567890123456789, 1.5e300, 1e400, { \"a\" : 1e-7 , \"b\" : \"\\u00e9<&\u2028\" }," +
+				" [ [ 1 , [ 2.50 , [ -0.0 ] ] ] , [ ] ]]")},
+			want: Submission{Kind: "a", MaxAttempts: 3, DispatchDeadline: defaultDeadline, Concurrency: DefaultWindow,
+				Items: []json.RawMessage{json.RawMessage(`12345678901234567890`), json.RawMessage(`-0`),
+					json.RawMessage(`123456789012345678901234567890123456789`), json.RawMessage(`1.5e300`), json.RawMessage(`1e400`),
+					json.RawMessage("{\"a\":1e-7,\"b\":\"\\u00e9<&\u2028\"}"), json.RawMessage(`[[1,[2.50,[-0.0]]],[]]`)}},
 		},
 		{
 			name: "items with a window and fail_fast",
@@ -115,6 +125,8 @@ func TestSubmitRequestValidate(t *testing.T) {
 		{name: "items empty", req: SubmitRequest{Kind: "a", Items: json.RawMessage(`[]`)}, wantField: "items", wantIn: "empty"},
 		{name: "items invalid", req: SubmitRequest{Kind: "a", Items: json.RawMessage(`[1,`)}, wantField: "items", wantIn: "JSON"},
 		{name: "items too many", req: SubmitRequest{Kind: "a", Items: json.RawMessage("[" + strings.Repeat("1,", MaxItems) + "1]")}, wantField: "items", wantIn: "at most"},
+		{name: "item not UTF-8", req: SubmitRequest{Kind: "a", Items: json.RawMessage("[1,\"ok\",\"\xff\"]")}, wantField: "items[2]", wantIn: "UTF-8"},
+		{name: "item with a lone surrogate byte", req: SubmitRequest{Kind: "a", Items: json.RawMessage("[{\"a\":\"\xed\xa0\x80\"}]")}, wantField: "items[0]", wantIn: "UTF-8"},
 		{name: "items with payload", req: SubmitRequest{Kind: "a", Items: json.RawMessage(`[1]`), Payload: json.RawMessage(`{}`)}, wantField: "payload"},
 		{name: "window over", req: SubmitRequest{Kind: "a", Items: json.RawMessage(`[1]`), Concurrency: MaxWindow + 1}, wantField: "concurrency"},
 		{name: "window negative", req: SubmitRequest{Kind: "a", Items: json.RawMessage(`[1]`), Concurrency: -1}, wantField: "concurrency"},
@@ -123,6 +135,12 @@ func TestSubmitRequestValidate(t *testing.T) {
 		// payload
 		{name: "payload invalid", req: SubmitRequest{Kind: "a", Payload: json.RawMessage(`{"a":`)}, wantField: "payload", wantIn: "JSON"},
 		{name: "payload two values", req: SubmitRequest{Kind: "a", Payload: json.RawMessage(`1 2`)}, wantField: "payload"},
+		{name: "payload not UTF-8", req: SubmitRequest{Kind: "a", Payload: json.RawMessage("{\"a\":\"\xc3\"}")}, wantField: "payload", wantIn: "UTF-8"},
+		{
+			name: "payload compacted, numbers and strings as written",
+			req:  SubmitRequest{Kind: "a", Payload: json.RawMessage(" {\"n\": 12345678901234567890,\n \"z\": -0, \"s\": \"\\ud83d\\ude00 \\/\"} ")},
+			want: Submission{Kind: "a", Payload: json.RawMessage(`{"n":12345678901234567890,"z":-0,"s":"\ud83d\ude00 \/"}`), MaxAttempts: 3, DispatchDeadline: defaultDeadline},
+		},
 		// deadline
 		{
 			name: "deadline duration",

@@ -43,6 +43,9 @@ type Common struct {
 	// TokenAuth, when not nil, closes an embedded NATS server to clients
 	// without an API token it resolves (the gateway in token mode).
 	TokenAuth func(token string) (tenant string, ok bool)
+	// MaxPayload, when not 0, is an embedded NATS server's max_payload
+	// (the gateway's largest request).
+	MaxPayload int32
 }
 
 // Deps are what Main opened for the service: its dependencies.
@@ -110,6 +113,9 @@ func Run[C any](ctx context.Context, b Binary[C], environ map[string]string, log
 		deps.Store = st
 	}
 	var dial []bus.DialOption
+	if common.MaxPayload > 0 {
+		dial = append(dial, bus.WithMaxPayload(common.MaxPayload))
+	}
 	if common.TokenAuth != nil {
 		dial = append(dial, bus.WithTokenAuth(common.TokenAuth))
 	}

@@ -58,3 +58,7 @@ const GlobalScope = "global"
 
 // TenantScope is the admission counter of one tenant.
 func TenantScope(tenant string) string { return "tenant:" + tenant }
+
+// ItemsScope is the counter of one tenant's items in flight: the sum of
+// its active jobs' contracts.Job.HeldItems, what Caps.TenantItems bounds.
+func ItemsScope(tenant string) string { return "items:" + tenant }

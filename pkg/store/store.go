@@ -121,6 +121,11 @@ type Store interface {
 type Caps struct {
 	Global int
 	Tenant int
+	// TenantItems bounds the tenant's items in flight: the sum of
+	// contracts.Job.HeldItems over its active jobs (a plain job 1, a
+	// fan-out parent 1 plus its items until it ends). It is checked and
+	// taken in the same atomic step as the slots.
+	TenantItems int
 	// Weight is the tenant's share in fair queuing (see FairAt); 0 is 1.
 	Weight float64
 }
@@ -156,6 +161,9 @@ const (
 	RejectedGlobal
 	// RejectedTenant: the tenant's cap is reached; nothing was written.
 	RejectedTenant
+	// RejectedTenantItems: the tenant's items in flight would pass
+	// Caps.TenantItems; nothing was written.
+	RejectedTenantItems
 )
 
 // String names the outcome for logs and metrics.
@@ -169,6 +177,8 @@ func (a Admission) String() string {
 		return "rejected_global"
 	case RejectedTenant:
 		return "rejected_tenant"
+	case RejectedTenantItems:
+		return "rejected_tenant_items"
 	}
 	return "unknown"
 }

@@ -9,12 +9,14 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/rs/zerolog v1.35.1
 	github.com/sluicehq/sluice/pkg/bus v0.0.0
+	github.com/sluicehq/sluice/pkg/confine v0.0.0
 	github.com/sluicehq/sluice/pkg/contracts v0.0.0
 	github.com/sluicehq/sluice/pkg/observe v0.0.0
 	github.com/sluicehq/sluice/pkg/service v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.24.0
+	golang.org/x/sys v0.49.0
 )
 
 require (
@@ -36,13 +38,13 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (
 	github.com/sluicehq/sluice/pkg/bus => ../../pkg/bus
+	github.com/sluicehq/sluice/pkg/confine => ../../pkg/confine
 	github.com/sluicehq/sluice/pkg/contracts => ../../pkg/contracts
 	github.com/sluicehq/sluice/pkg/observe => ../../pkg/observe
 	github.com/sluicehq/sluice/pkg/service => ../../pkg/service

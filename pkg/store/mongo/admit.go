@@ -64,7 +64,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 			}
 		}
 
-		adm, err := s.reserve(ctx, job.Tenant, caps, 1)
+		adm, err := s.reserve(ctx, caps, heldBy(job))
 		if err != nil {
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
 		}
@@ -90,7 +90,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 		}
 
 		// A duplicate id or a duplicate active key: nothing was inserted.
-		if gerr := s.giveBack(ctx, 1, store.GlobalScope, store.TenantScope(job.Tenant)); gerr != nil {
+		if gerr := s.releaseHeld(ctx, heldBy(job)); gerr != nil {
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, errors.Join(err, gerr))
 		}
 		if job.Key != "" {
@@ -128,19 +128,13 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 // not have been admitted, and an insert that was not acknowledged by a
 // majority may still be rolled back.
 func (s *Store) afterFailedInsert(ctx context.Context, job contracts.Job, insertErr error) error {
-	return s.afterFailedInsertN(ctx, job, 1, insertErr)
-}
-
-// afterFailedInsertN is afterFailedInsert for an admission that took n
-// slots.
-func (s *Store) afterFailedInsertN(ctx context.Context, job contracts.Job, n int, insertErr error) error {
 	dctx, cancel := s.detached(ctx)
 	exists, err := s.exists(dctx, job.ID)
 	cancel()
 	if err != nil || exists {
 		return insertErr
 	}
-	if err := s.giveBack(ctx, n, store.GlobalScope, store.TenantScope(job.Tenant)); err != nil {
+	if err := s.releaseHeld(ctx, heldBy(job)); err != nil {
 		return errors.Join(insertErr, err)
 	}
 	return insertErr

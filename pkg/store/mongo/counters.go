@@ -9,12 +9,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
 // Admission counters. One document per scope in the counters collection:
 //
 //	{_id: "global" | "tenant:<name>", active: <pending + running jobs>, version: <changes so far>}
+//	{_id: "items:<name>", active: <the tenant's items in flight>, version: …}
 //
 // active moves only by single-document $inc — up by one when Admit takes a
 // slot, down by one when a job leaves the active states (or an admission
@@ -42,11 +44,26 @@ const maxSlotTries = 16
 // errContended says takeSlot gave up after maxSlotTries rounds.
 var errContended = errors.New("admission counter kept changing")
 
-// reserve takes n slots in the global counter, then in the tenant's,
-// each within its cap (0 = no cap, the counter still counts). When the
-// tenant has no room the global slots are given back. It returns
-// store.Admitted when all are taken, or the rejection.
-func (s *Store) reserve(ctx context.Context, tenant string, caps store.Caps, n int) (store.Admission, error) {
+// held is what an admitted job holds in the counters while it is active:
+// its slots in the global and the tenant's counter, its items in the
+// tenant's items counter.
+type held struct {
+	tenant       string
+	slots, items int
+}
+
+// heldBy is what job holds.
+func heldBy(job contracts.Job) held {
+	return held{tenant: job.Tenant, slots: job.Slots(), items: job.HeldItems()}
+}
+
+// reserve takes h.slots slots in the global counter, then in the
+// tenant's, then h.items in the tenant's items counter, each within its
+// cap (0 = no cap, the counter still counts). When one has no room what
+// was taken is given back. It returns store.Admitted when all are taken,
+// or the rejection.
+func (s *Store) reserve(ctx context.Context, caps store.Caps, h held) (store.Admission, error) {
+	tenant, n := h.tenant, h.slots
 	ok, err := s.takeSlot(ctx, store.GlobalScope, caps.Global, n)
 	if err != nil {
 		return 0, fmt.Errorf("take global slot: %w", err)
@@ -55,16 +72,52 @@ func (s *Store) reserve(ctx context.Context, tenant string, caps store.Caps, n i
 		return store.RejectedGlobal, nil
 	}
 	ok, err = s.takeSlot(ctx, store.TenantScope(tenant), caps.Tenant, n)
+	if err != nil || !ok {
+		if gerr := s.giveBack(ctx, n, store.GlobalScope); gerr != nil {
+			err = errors.Join(err, gerr)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("take slot of tenant %q: %w", tenant, err)
+		}
+		return store.RejectedTenant, nil
+	}
+	ok, err = s.takeSlot(ctx, store.ItemsScope(tenant), caps.TenantItems, h.items)
 	if err == nil && ok {
 		return store.Admitted, nil
 	}
-	if gerr := s.giveBack(ctx, n, store.GlobalScope); gerr != nil {
+	if gerr := s.giveBack(ctx, n, store.GlobalScope, store.TenantScope(tenant)); gerr != nil {
 		err = errors.Join(err, gerr)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("take slot of tenant %q: %w", tenant, err)
+		return 0, fmt.Errorf("take items of tenant %q: %w", tenant, err)
 	}
-	return store.RejectedTenant, nil
+	return store.RejectedTenantItems, nil
+}
+
+// releaseHeld gives back what an active job held (see held), in one
+// unordered bulk write, as release does.
+func (s *Store) releaseHeld(ctx context.Context, h held) error {
+	if h.slots <= 0 && h.items <= 0 {
+		return nil
+	}
+	ctx, cancel := s.detached(ctx)
+	defer cancel()
+	var models []mongo.WriteModel
+	add := func(scope string, n int) {
+		if n <= 0 {
+			return
+		}
+		models = append(models, mongo.NewUpdateOneModel().
+			SetFilter(bson.D{{Key: fID, Value: scope}, {Key: fActive, Value: bson.D{{Key: "$gte", Value: int64(n)}}}}).
+			SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: fActive, Value: int64(-n)}, {Key: fVersion, Value: int64(1)}}}}))
+	}
+	add(store.GlobalScope, h.slots)
+	add(store.TenantScope(h.tenant), h.slots)
+	add(store.ItemsScope(h.tenant), h.items)
+	if _, err := s.counters.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+		return fmt.Errorf("release what tenant %q held: %w", h.tenant, err)
+	}
+	return nil
 }
 
 // takeSlot adds n to the scope's active count if that keeps it within

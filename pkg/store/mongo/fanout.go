@@ -73,8 +73,7 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 			return j, store.Joined, nil
 		}
 	}
-	slots := job.Slots()
-	adm, err := s.reserve(ctx, job.Tenant, r.Caps, slots)
+	adm, err := s.reserve(ctx, r.Caps, heldBy(job))
 	if err != nil || adm != store.Admitted {
 		if err != nil {
 			err = fmt.Errorf("mongo: %s: %w", op, err)
@@ -84,7 +83,7 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 	release := min(job.Concurrency, len(r.Items))
 	stamps, err := s.stampFairN(ctx, job.Tenant, r.Caps.Weight, release)
 	if err != nil {
-		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsertN(ctx, job, slots, err))
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsert(ctx, job, err))
 	}
 	// The parent first, so that no child is ever without one: a parent
 	// whose children did not all go in is ended by Reconcile
@@ -97,14 +96,14 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 	doc.ChildrenReleased = release
 	if _, err := s.jobs.InsertOne(ctx, doc); err != nil {
 		if mongo.IsDuplicateKeyError(err) && job.Key != "" {
-			if gerr := s.giveBack(ctx, slots, store.GlobalScope, store.TenantScope(job.Tenant)); gerr != nil {
+			if gerr := s.releaseHeld(ctx, heldBy(job)); gerr != nil {
 				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, errors.Join(err, gerr))
 			}
 			if j, found, lerr := s.activeByKey(ctx, job.Tenant, job.Key); lerr == nil && found {
 				return j, store.Joined, nil
 			}
 		}
-		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, s.afterFailedInsertN(ctx, job, slots, err))
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, s.afterFailedInsert(ctx, job, err))
 	}
 	if err := s.insertChildren(ctx, job, r.Items, stamps); err != nil {
 		// Take it all back (if this fails too, Reconcile ends the parent).
@@ -142,7 +141,7 @@ func (s *Store) abortParent(ctx context.Context, p jobDoc, now time.Time) error 
 		return fmt.Errorf("end parent %s: %w", p.ID, err)
 	}
 	if r.ModifiedCount == 1 {
-		return s.release(ctx, p.job().Slots(), store.GlobalScope, store.TenantScope(p.Tenant))
+		return s.releaseHeld(ctx, heldBy(p.job()))
 	}
 	return nil
 }
@@ -378,7 +377,7 @@ func (s *Store) finishParentIfDone(ctx context.Context, p jobDoc, now time.Time)
 		return fmt.Errorf("finish parent %s: %w", p.ID, err)
 	}
 	if r.ModifiedCount == 1 {
-		return s.release(ctx, p.job().Slots(), store.GlobalScope, store.TenantScope(p.Tenant))
+		return s.releaseHeld(ctx, heldBy(p.job()))
 	}
 	return nil
 }

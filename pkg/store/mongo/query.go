@@ -102,7 +102,7 @@ func (s *Store) Stats(ctx context.Context) (store.Counts, error) {
 	defer cancel()
 	// The active jobs in one aggregate: pending and running (and the
 	// slots per tenant) are one reading, never two moments apart.
-	c, err := s.activeCensus(ctx)
+	c, _, err := s.activeCensus(ctx)
 	if err != nil {
 		return store.Counts{}, fmt.Errorf("mongo: stats: %w", err)
 	}
@@ -120,12 +120,13 @@ func (s *Store) Stats(ctx context.Context) (store.Counts, error) {
 }
 
 // activeCensus counts the active jobs by state (held children count as
-// pending) and the admission slots they hold per tenant, with one
-// aggregation: plain jobs hold one slot, children none, a parent
-// contracts.ParentSlots. The groups are (state, tenant, has a parent,
+// pending), the admission slots they hold per tenant and the items they
+// hold per tenant (contracts.Job.HeldItems), with one aggregation: plain
+// jobs hold one slot and one item, children none, a parent
+// contracts.ParentSlots and one item plus one per child. The groups are (state, tenant, has a parent,
 // window, items): one per state and tenant for plain jobs and children,
 // and few for parents (one per window and size in use).
-func (s *Store) activeCensus(ctx context.Context) (store.Counts, error) {
+func (s *Store) activeCensus(ctx context.Context) (store.Counts, map[string]int, error) {
 	c := store.Counts{
 		ByState:      make(map[contracts.JobState]int, len(contracts.AllStates)),
 		TenantActive: map[string]int{},
@@ -145,7 +146,7 @@ func (s *Store) activeCensus(ctx context.Context) (store.Counts, error) {
 		}}},
 	})
 	if err != nil {
-		return store.Counts{}, fmt.Errorf("count active jobs: %w", err)
+		return store.Counts{}, nil, fmt.Errorf("count active jobs: %w", err)
 	}
 	var rows []struct {
 		Group struct {
@@ -158,8 +159,9 @@ func (s *Store) activeCensus(ctx context.Context) (store.Counts, error) {
 		N int `bson:"n"`
 	}
 	if err := cur.All(ctx, &rows); err != nil {
-		return store.Counts{}, fmt.Errorf("count active jobs: %w", err)
+		return store.Counts{}, nil, fmt.Errorf("count active jobs: %w", err)
 	}
+	items := map[string]int{}
 	for _, r := range rows {
 		g := r.Group
 		st := contracts.JobState(g.State)
@@ -172,8 +174,10 @@ func (s *Store) activeCensus(ctx context.Context) (store.Counts, error) {
 			// A child: its parent holds its slots.
 		case g.Window > 0:
 			c.TenantActive[g.Tenant] += r.N * contracts.ParentSlots(g.Window, g.Items)
+			items[g.Tenant] += r.N * contracts.JobItems(g.Items)
 		default:
 			c.TenantActive[g.Tenant] += r.N
+			items[g.Tenant] += r.N
 		}
 	}
 	for t, n := range c.TenantActive {
@@ -181,7 +185,7 @@ func (s *Store) activeCensus(ctx context.Context) (store.Counts, error) {
 			delete(c.TenantActive, t)
 		}
 	}
-	return c, nil
+	return c, items, nil
 }
 
 // censusStates are the stored states of active jobs: held children wait

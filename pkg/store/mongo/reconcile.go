@@ -67,7 +67,7 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	if err := cur.All(ctx, &stored); err != nil {
 		return 0, fmt.Errorf("mongo: reconcile counters: read counters: %w", err)
 	}
-	census, err := s.activeCensus(ctx)
+	census, items, err := s.activeCensus(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("mongo: reconcile counters: %w", err)
 	}
@@ -75,6 +75,9 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	for tenant, n := range census.TenantActive {
 		actual[store.TenantScope(tenant)] = int64(n)
 		actual[store.GlobalScope] += int64(n)
+	}
+	for tenant, n := range items {
+		actual[store.ItemsScope(tenant)] = int64(n)
 	}
 
 	now := s.now()

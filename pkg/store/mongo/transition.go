@@ -59,7 +59,7 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 	}
 	if ch.State.Final() && exp.State.Active() {
 		// Best effort by design: see the doc comment.
-		_ = s.release(ctx, d.job().Slots(), store.GlobalScope, store.TenantScope(d.Tenant))
+		_ = s.releaseHeld(ctx, heldBy(d.job()))
 		if d.Parent != "" {
 			// Best effort too: Reconcile finishes what this leaves.
 			_ = s.childEnded(ctx, d, ch.State, ch.Now)

@@ -19,7 +19,10 @@ import (
 //     that job is returned with store.Joined;
 //  2. when the global, then the tenant's, active count has reached its cap
 //     the job is rejected (store.RejectedGlobal, store.RejectedTenant);
-//  3. otherwise the job is inserted and both counters go up by one.
+//     so is a job whose items would take the tenant's items in flight
+//     past caps.TenantItems (store.RejectedTenantItems);
+//  3. otherwise the job is inserted, both slot counters go up by its
+//     slots and the tenant's items counter by its items.
 //
 // Joined and rejected admissions write nothing. The job must be pending at
 // attempt 0 and have an id; a zero CreatedAt is taken as now and a zero
@@ -54,6 +57,30 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 		}
 		ins[i] = in
 	}
+	// When the batch holds more children than one write transaction
+	// should, its fan-outs' children go in first, a chunk at a time (see
+	// stage.go).
+	children := 0
+	for _, in := range ins {
+		children += len(in.items)
+	}
+	var staged []*admitInput
+	unstage := func(keep func(i int) bool) {
+		for i := range ins {
+			if ins[i].stagedTo > 0 && !keep(i) {
+				s.unstage(ctx, &ins[i])
+			}
+		}
+	}
+	for i := range ins {
+		if children > s.chunk && len(ins[i].items) > 0 {
+			if err := s.stage(ctx, &ins[i]); err != nil {
+				unstage(func(int) bool { return false })
+				return nil, err
+			}
+			staged = append(staged, &ins[i])
+		}
+	}
 	var out []store.AdmitResult
 	err := s.write(ctx, fmt.Sprintf("admit a batch of %d jobs", len(reqs)), func(tx *sql.Tx) error {
 		var err error
@@ -61,7 +88,11 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 		return err
 	})
 	if err != nil {
+		unstage(func(int) bool { return false })
 		return nil, err
+	}
+	if len(staged) > 0 {
+		unstage(func(i int) bool { return out[i].Admission == store.Admitted })
 	}
 	return out, nil
 }
@@ -77,6 +108,9 @@ type admitInput struct {
 	held, released int
 	// inputs is the inputs column.
 	inputs any
+	// stagedTo is how many of a parent's children were staged: inserted
+	// held before its admission (see stage.go).
+	stagedTo int
 }
 
 // newAdmitInput checks a new job, fills its times and encodes its columns.
@@ -118,6 +152,9 @@ func newAdmitInput(r store.AdmitRequest) (admitInput, error) {
 type scopeCount struct {
 	active, added int
 	fairAt        float64
+	// items is the tenant's items counter (store.ItemsScope), on a
+	// tenant's scopeCount.
+	items *scopeCount
 }
 
 // admitAll admits ins in order inside one write transaction (see Admit):
@@ -164,16 +201,24 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 			if err != nil {
 				return nil, err
 			}
-			t = &scopeCount{active: c.active + c.delta, fairAt: c.fair}
+			it, err := s.counter(ctx, tx, store.ItemsScope(job.Tenant))
+			if err != nil {
+				return nil, err
+			}
+			t = &scopeCount{active: c.active + c.delta, fairAt: c.fair, items: &scopeCount{active: it.active + it.delta}}
 			tenants[job.Tenant] = t
 		}
-		slots := job.Slots()
+		slots, items := job.Slots(), job.HeldItems()
 		if caps.Global > 0 && global.active+global.added+slots > caps.Global {
 			out[i] = store.AdmitResult{Admission: store.RejectedGlobal}
 			continue
 		}
 		if caps.Tenant > 0 && t.active+t.added+slots > caps.Tenant {
 			out[i] = store.AdmitResult{Admission: store.RejectedTenant}
+			continue
+		}
+		if caps.TenantItems > 0 && t.items.active+t.items.added+items > caps.TenantItems {
+			out[i] = store.AdmitResult{Admission: store.RejectedTenantItems}
 			continue
 		}
 		if job.IsParent() {
@@ -191,6 +236,7 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 			order = append(order, job.Tenant)
 		}
 		t.added += slots
+		t.items.added += items
 		global.added += slots
 		in.job = job
 		rows = append(rows, in)
@@ -203,7 +249,11 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 		return nil, err
 	}
 	for _, f := range fanouts {
-		if err := s.insertChildren(ctx, tx, f); err != nil {
+		insert := s.insertChildren
+		if f.parent.stagedTo > 0 {
+			insert = s.releaseStaged
+		}
+		if err := insert(ctx, tx, f); err != nil {
 			return nil, err
 		}
 	}
@@ -216,6 +266,7 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 		r := s.counters.row(store.TenantScope(tenant))
 		r.delta += t.added
 		r.fair, r.fairSet = t.fairAt, true
+		s.counters.row(store.ItemsScope(tenant)).delta += t.items.added
 	}
 	return out, nil
 }

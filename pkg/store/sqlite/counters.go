@@ -72,10 +72,12 @@ func (s *Store) counter(ctx context.Context, tx *sql.Tx, scope string) (*counter
 	return r, nil
 }
 
-// release frees n admission slots of tenant in the open transaction.
-func (s *Store) release(tenant string, n int) {
+// release frees n admission slots and items items of tenant in the open
+// transaction.
+func (s *Store) release(tenant string, n, items int) {
 	s.counters.row(store.GlobalScope).delta -= n
 	s.counters.row(store.TenantScope(tenant)).delta -= n
+	s.counters.row(store.ItemsScope(tenant)).delta -= items
 }
 
 // flushCounters writes the open transaction's counter changes and leaves

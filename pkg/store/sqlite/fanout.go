@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -38,38 +37,51 @@ type fanoutRows struct {
 }
 
 // insertChildrenQuery inserts every child of a parent in one statement,
-// one row per element of the items array ?15 (the element's JSON as its
-// payload): ?12 children released with fair-queue stamps ?13 + k/?14, the
-// others held. Binding ten columns of every child instead costs more than
-// the inserts themselves.
+// one row per element of ?15, a JSON array of strings that each hold one
+// item's JSON text, made the child's payload as it is: ?12 children
+// released with fair-queue stamps ?13 + k/?14, the others held. Binding
+// ten columns of every child instead costs more than the inserts
+// themselves. The items are strings, not JSON values, because json_each
+// hands a number over as an SQL INTEGER or REAL, which re-encodes it
+// (12345678901234567890 came back 1.2345678901234567e+19, -0 as 0, 1e400
+// as Inf, which is not JSON).
 const insertChildrenQuery = `INSERT INTO jobs (id, tenant, kind, payload, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
 		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime, inputs)
-	SELECT ?1 || '-' || printf('%06d', key), ?2, ?3,
-		CASE type WHEN 'text' THEN json_quote(value) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
-			WHEN 'null' THEN 'null' ELSE value END,
+	SELECT ?1 || '-' || printf('%06d', key), ?2, ?3, value,
 		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11,
 		CASE WHEN key < ?12 THEN ?13 + (key + 1) / ?14 ELSE 0 END,
 		?1, key, CASE WHEN key < ?12 THEN 0 ELSE 1 END, 0, ?14, ?16, ?17, ?18
 	FROM json_each(?15)`
 
+// itemStrings is items as one JSON array of strings, each holding one
+// item's JSON text: the argument of json_each in insertChildrenQuery and
+// stageChildrenQuery, whose value is then the item exactly as it came.
+func itemStrings(items []json.RawMessage) []byte {
+	size := 2
+	for _, it := range items {
+		size += len(it) + 3
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '[')
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, string(it))
+	}
+	return append(out, ']')
+}
+
 // insertChildren inserts a parent's children: the first f.released
 // released from the fair-queue position f.fairFrom on, the others held.
 func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) error {
 	p := f.parent.job
-	var items strings.Builder
-	items.WriteByte('[')
-	for i, it := range f.parent.items {
-		if i > 0 {
-			items.WriteByte(',')
-		}
-		items.Write(it)
-	}
-	items.WriteByte(']')
+	items := itemStrings(f.parent.items)
 	res, err := tx.ExecContext(ctx, insertChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 		p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
 		p.ConcurrencyKey, p.ConcurrencyLimit, f.parent.released, f.fairFrom, weightArg(f.parent.caps.Weight),
-		items.String(), int64(p.StallTimeout), int64(p.MaxRuntime), f.parent.inputs)
+		string(items), int64(p.StallTimeout), int64(p.MaxRuntime), f.parent.inputs)
 	if err != nil {
 		return fmt.Errorf("insert the children of %s: %w", p.ID, err)
 	}
@@ -296,7 +308,7 @@ func (s *Store) finishParentIfDone(ctx context.Context, tx *sql.Tx, p *parentRow
 		return fmt.Errorf("finish parent %s: %w", p.id, err)
 	}
 	if n, _ := r.RowsAffected(); n == 1 {
-		s.release(p.tenant, contracts.ParentSlots(p.window, p.counts.Total))
+		s.release(p.tenant, contracts.ParentSlots(p.window, p.counts.Total), contracts.JobItems(p.counts.Total))
 		p.state = state
 	}
 	return nil

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -54,4 +55,38 @@ func BenchmarkAdmitBatch(b *testing.B) {
 		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkAdmitItems measures the admission of one request of n items (a
+// fan-out of n-1 items, window 1): what SLUICE_MAX_ITEMS_PER_REQUEST
+// bounds. Up to the store's chunk (2,000 children) it is one write
+// transaction, the time the writer is held; above, the children are
+// staged a chunk per transaction (see stage.go).
+func BenchmarkAdmitItems(b *testing.B) {
+	for _, n := range []int{1000, 2000, 5000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s := openTest(b, filepath.Join(b.TempDir(), "sluice.db"))
+			ctx := context.Background()
+			items := make([]json.RawMessage, n-1)
+			for i := range items {
+				items[i] = json.RawMessage(fmt.Sprint(i))
+			}
+			b.ResetTimer()
+			for range b.N {
+				p := storetest.NewJob("acme", time.Now())
+				p.ID = uuid.Must(uuid.NewV7()).String()
+				p.Payload, p.Concurrency = nil, 1
+				res, err := s.AdmitBatch(ctx, []store.AdmitRequest{{Job: p, Items: items}})
+				require.NoError(b, err)
+				require.Equal(b, store.Admitted, res[0].Admission)
+			}
+			ms := float64(b.Elapsed().Microseconds()) / 1000 / float64(b.N)
+			b.ReportMetric(ms, "ms/request")
+			txns := 1
+			if n-1 > defaultFanoutChunk {
+				txns += (n - 1 + defaultFanoutChunk - 1) / defaultFanoutChunk
+			}
+			fmt.Printf("store: one request of %d items admitted in %.1f ms (%d write transactions)\n", n, ms, txns)
+		})
+	}
 }

@@ -29,6 +29,12 @@ const activeStates = `('pending', 'running')`
 const activeByTenantQuery = `SELECT tenant, sum(slots) FROM jobs INDEXED BY jobs_unfinished_slots
 	WHERE finished_at IS NULL AND slots > 0 GROUP BY tenant`
 
+// itemsByTenantQuery sums the items each tenant's active jobs hold (see
+// contracts.Job.HeldItems): the jobs holding slots are the plain jobs and
+// the parents, children hold none.
+const itemsByTenantQuery = `SELECT tenant, sum(1 + children_total) FROM jobs INDEXED BY jobs_unfinished_slots
+	WHERE finished_at IS NULL AND slots > 0 GROUP BY tenant`
+
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface {
 	Scan(dest ...any) error

@@ -203,6 +203,9 @@ type Store struct {
 	// parents are the fan-out parents the open write transaction read
 	// (see fanout.go). Only the write loop touches them.
 	parents txParents
+	// chunk is the most children one write transaction inserts (see
+	// stage.go).
+	chunk int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -213,6 +216,7 @@ type Option func(*config)
 type config struct {
 	busyTimeout time.Duration
 	readConns   int
+	fanoutChunk int
 }
 
 // WithBusyTimeout sets how long a statement waits for another process's
@@ -237,7 +241,7 @@ func WithReadConns(n int) Option {
 // Open opens (creating if needed, with its parent directory) the database
 // file at path and brings its schema up to date.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	cfg := config{busyTimeout: defaultBusyTimeout, readConns: defaultReadConns}
+	cfg := config{busyTimeout: defaultBusyTimeout, readConns: defaultReadConns, fanoutChunk: defaultFanoutChunk}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -279,7 +283,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		_ = r.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter(), cp: cp}
+	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter(), cp: cp,
+		chunk: cfg.fanoutChunk}
 	go s.writeLoop()
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()

@@ -98,12 +98,13 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	require.Zero(t, drift)
 
 	// Corrupt the counters: global +5, a says 0 (3), b's row gone (2), a
-	// ghost tenant with 4.
+	// ghost tenant with 4, a's items say 0 (3).
 	for _, stmt := range []string{
 		`UPDATE counters SET active = active + 5 WHERE scope = 'global'`,
 		`UPDATE counters SET active = 0 WHERE scope = 'tenant:a'`,
 		`DELETE FROM counters WHERE scope = 'tenant:b'`,
 		`INSERT INTO counters (scope, active) VALUES ('tenant:ghost', 4)`,
+		`UPDATE counters SET active = 0 WHERE scope = 'items:a'`,
 	} {
 		_, err := s.w.ExecContext(ctx, stmt)
 		require.NoError(t, err)
@@ -115,7 +116,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 
 	drift, err = s.Reconcile(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 5+3+2+4, drift)
+	require.Equal(t, 5+3+2+4+3, drift)
 	drift, err = s.Reconcile(ctx)
 	require.NoError(t, err)
 	require.Zero(t, drift)
@@ -124,7 +125,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	rows, err := s.r.QueryContext(ctx, `SELECT scope, active FROM counters`)
 	require.NoError(t, err)
 	require.NoError(t, scanAll(rows, func(k string, n int) { counters[k] = n }))
-	require.Equal(t, map[string]int{"global": 5, "tenant:a": 3, "tenant:b": 2}, counters)
+	require.Equal(t, map[string]int{"global": 5, "tenant:a": 3, "tenant:b": 2, "items:a": 3, "items:b": 2}, counters)
 
 	_, adm, err = s.Admit(ctx, storetest.NewJob("c", now), store.Caps{Global: 6})
 	require.NoError(t, err)

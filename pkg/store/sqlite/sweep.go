@@ -263,6 +263,13 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 		if err != nil {
 			return fmt.Errorf("count active jobs: %w", err)
 		}
+		rows, err = tx.QueryContext(ctx, itemsByTenantQuery)
+		if err != nil {
+			return fmt.Errorf("count items in flight: %w", err)
+		}
+		if err := scanAll(rows, func(tenant string, n int) { actual[store.ItemsScope(tenant)] = n }); err != nil {
+			return fmt.Errorf("count items in flight: %w", err)
+		}
 
 		for scope, n := range stored {
 			drift += absInt(n - actual[scope])

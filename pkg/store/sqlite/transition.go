@@ -187,7 +187,7 @@ func (s *Store) warm(ctx context.Context, query string) {
 // parent.
 func (s *Store) followUp(ctx context.Context, tx *sql.Tx, job contracts.Job, exp store.Expect, ch store.Change) error {
 	if ch.State.Final() && exp.State.Active() {
-		s.release(job.Tenant, job.Slots())
+		s.release(job.Tenant, job.Slots(), job.HeldItems())
 		if job.IsChild() {
 			return s.childEnded(ctx, tx, job, ch.State, ch.Now)
 		}

@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -102,13 +100,7 @@ func TestBatchSubmitOverNATS(t *testing.T) {
 	t.Parallel()
 	b := setup(t, caps(0, 2))
 	ask := func(header map[string]string, body string) []byte {
-		m := &nats.Msg{Subject: contracts.SubjectSubmitBatch, Data: []byte(body), Header: nats.Header{}}
-		for k, v := range header {
-			m.Header.Set(k, v)
-		}
-		res, err := b.nc.RequestMsg(m, 5*time.Second)
-		require.NoError(t, err)
-		return res.Data
+		return b.natsRequest(contracts.SubjectSubmitBatch, header, body).Data
 	}
 	tokA := map[string]string{contracts.HeaderToken: tokenA}
 	var br contracts.BatchReply

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/bus"
+	"github.com/sluicehq/sluice/pkg/confine"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/observe/envconfig"
@@ -64,9 +65,19 @@ type Config struct {
 	RetryInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s"`
 	// MaxBodyBytes bounds a submit request body, over HTTP and NATS.
 	MaxBodyBytes int64 `env:"SLUICE_MAX_BODY_BYTES" envDefault:"1048576"`
-	// MaxBatchBytes bounds a batch submit's HTTP body (over NATS a batch is
-	// bounded by SLUICE_MAX_BODY_BYTES and the NATS max payload).
-	MaxBatchBytes int64 `env:"SLUICE_MAX_BATCH_BYTES" envDefault:"16777216"`
+	// MaxBatchBytes bounds a batch submit's body, over HTTP and NATS alike:
+	// an embedded NATS server's max_payload is raised to carry it; with an
+	// outside server, both transports take the smaller of the two.
+	MaxBatchBytes int64 `env:"SLUICE_MAX_BATCH_BYTES" envDefault:"1048576"`
+	// MaxItemsPerRequest bounds the items of one request, HTTP or NATS,
+	// counted before the body is decoded: each job of a batch is one, and
+	// each item of a fan-out one more. It bounds how long one request
+	// holds the store's writer.
+	MaxItemsPerRequest int `env:"SLUICE_MAX_ITEMS_PER_REQUEST" envDefault:"10000"`
+	// TenantMaxItems bounds a tenant's items in flight: its active jobs,
+	// each fan-out counting one plus its items until it ends; 0 = no
+	// bound. Checked in the same atomic step as SLUICE_TENANT_MAX_ACTIVE.
+	TenantMaxItems int `env:"SLUICE_TENANT_MAX_ITEMS" envDefault:"100000"`
 	// Kinds lists the job kinds the gateway admits; empty admits any. A
 	// job of another kind is refused with 422 instead of waiting for a
 	// worker that will never come.
@@ -84,11 +95,14 @@ type Config struct {
 	TenantMaxStreams int `env:"SLUICE_TENANT_MAX_STREAMS" envDefault:"100"`
 
 	// RateLimitTenant is the token-bucket rate of submits and cancels
-	// (HTTP and NATS) per tenant, in requests per second; 0 = off. The
-	// read routes have a bucket of their own (SLUICE_RATE_LIMIT_TENANT_READ).
-	RateLimitTenant float64 `env:"SLUICE_RATE_LIMIT_TENANT" envDefault:"200"`
-	// RateLimitTenantBurst is the per-tenant bucket size.
-	RateLimitTenantBurst int `env:"SLUICE_RATE_LIMIT_TENANT_BURST" envDefault:"400"`
+	// (HTTP and NATS) per tenant, in tokens per second; 0 = off. A cancel
+	// costs one token, a submit one per job and per fan-out item (a batch
+	// of 1,000 jobs costs 1,000). The read routes have a bucket of their
+	// own (SLUICE_RATE_LIMIT_TENANT_READ).
+	RateLimitTenant float64 `env:"SLUICE_RATE_LIMIT_TENANT" envDefault:"2000"`
+	// RateLimitTenantBurst is the per-tenant bucket size: also the most a
+	// single request may cost (a costlier one is refused with 413).
+	RateLimitTenantBurst int `env:"SLUICE_RATE_LIMIT_TENANT_BURST" envDefault:"20000"`
 	// RateLimitTenantRead is the token-bucket rate of the authenticated
 	// HTTP read routes (GET /v1/jobs, /v1/jobs/{id}, the event streams,
 	// /v1/stats) per tenant, in requests per second; 0 = off. Health,
@@ -112,16 +126,52 @@ type Config struct {
 	// front of the gateway: from these peers only, the client's address is
 	// read from X-Forwarded-For. Empty trusts no one.
 	TrustedProxies []string `env:"SLUICE_TRUSTED_PROXIES" envSeparator:","`
+
+	// PinRoots are the directories (absolute, existing) under which the
+	// gateway hashes the file of a "pin" input; empty turns pinning off.
+	// Only regular files are read, once symbolic links are resolved.
+	PinRoots []string `env:"SLUICE_PIN_ROOTS" envSeparator:","`
+	// PinMaxBytes bounds the bytes read to pin one file.
+	PinMaxBytes int64 `env:"SLUICE_PIN_MAX_BYTES" envDefault:"1073741824"`
 }
+
+// maxPinBytes is the largest SLUICE_PIN_MAX_BYTES accepted.
+const maxPinBytes = 1 << 40
 
 // maxBodyLimit is the largest SLUICE_MAX_BODY_BYTES accepted.
 const maxBodyLimit = 64 << 20
 
-// maxBatchLimit is the largest SLUICE_MAX_BATCH_BYTES accepted.
-const maxBatchLimit = 256 << 20
+// natsHeaderRoom is what a NATS message needs beside its body: its
+// headers (the API token, the tenant) count in max_payload.
+const natsHeaderRoom = 64 << 10
+
+// maxBatchLimit is the largest SLUICE_MAX_BATCH_BYTES accepted: the body
+// and its headers must fit the largest max_payload NATS accepts.
+const maxBatchLimit = 64<<20 - natsHeaderRoom
+
+// maxItemsLimit is the largest SLUICE_MAX_ITEMS_PER_REQUEST accepted: a
+// batch of the most jobs, each a fan-out of the most items.
+const maxItemsLimit = contracts.MaxBatchJobs * (1 + contracts.MaxItems)
 
 // maxRateBurst is the largest rate-limit burst accepted.
 const maxRateBurst = 1 << 30
+
+// NATSMaxPayload is the max_payload an embedded NATS server needs so that
+// the largest request the HTTP API accepts (SLUICE_MAX_BATCH_BYTES,
+// SLUICE_MAX_BODY_BYTES) can come over NATS too, with its headers.
+func (c Config) NATSMaxPayload() int32 {
+	return int32(min(max(c.MaxBodyBytes, c.MaxBatchBytes)+natsHeaderRoom, 64<<20))
+}
+
+// BatchBytes is the batch body bound both transports apply on a NATS
+// connection whose server carries at most maxPayload bytes:
+// SLUICE_MAX_BATCH_BYTES, or less when the server cannot carry that.
+func (c Config) BatchBytes(maxPayload int64) int64 {
+	if maxPayload > natsHeaderRoom && maxPayload-natsHeaderRoom < c.MaxBatchBytes {
+		return maxPayload - natsHeaderRoom
+	}
+	return c.MaxBatchBytes
+}
 
 // TokenAuth resolves API tokens to tenants, for an embedded NATS server
 // that must let in only the tenants of SLUICE_API_TOKENS (token mode); nil
@@ -155,7 +205,7 @@ func DefaultConfig() Config {
 // Common is what the gateway's binary needs before it builds the gateway:
 // NATS, the logger and the store.
 func (c Config) Common() service.Common {
-	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.Store.DataDir, TokenAuth: c.TokenAuth(),
+	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.Store.DataDir, TokenAuth: c.TokenAuth(), MaxPayload: c.NATSMaxPayload(),
 		OpenStore: func(ctx context.Context, retry func(error, time.Duration)) (store.Store, error) {
 			return dial.OpenRetry(ctx, c.Store, retry)
 		}}
@@ -212,6 +262,12 @@ func (c Config) Validate() error {
 	if c.MaxBatchBytes < 1 || c.MaxBatchBytes > maxBatchLimit {
 		bad("SLUICE_MAX_BATCH_BYTES", "must be between 1 and %d, got %d", maxBatchLimit, c.MaxBatchBytes)
 	}
+	if c.MaxItemsPerRequest < 1 || c.MaxItemsPerRequest > maxItemsLimit {
+		bad("SLUICE_MAX_ITEMS_PER_REQUEST", "must be between 1 and %d, got %d", maxItemsLimit, c.MaxItemsPerRequest)
+	}
+	if c.TenantMaxItems < 0 {
+		bad("SLUICE_TENANT_MAX_ITEMS", "must be 0 (no bound) or more, got %d", c.TenantMaxItems)
+	}
 	for _, k := range c.Kinds {
 		if !contracts.ValidKind(strings.TrimSpace(k)) {
 			bad("SLUICE_KINDS", "%q is not a valid kind", k)
@@ -237,6 +293,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := httpapi.ParseProxies(c.TrustedProxies); err != nil {
 		errs = append(errs, fmt.Errorf("SLUICE_TRUSTED_PROXIES: %w", err))
+	}
+	if _, err := confine.New(c.PinRoots); err != nil {
+		errs = append(errs, fmt.Errorf("SLUICE_PIN_ROOTS: %w", err))
+	}
+	if c.PinMaxBytes < 1 || c.PinMaxBytes > maxPinBytes {
+		bad("SLUICE_PIN_MAX_BYTES", "must be between 1 and %d, got %d", int64(maxPinBytes), c.PinMaxBytes)
 	}
 	if err := c.Store.Validate(); err != nil {
 		errs = append(errs, err)

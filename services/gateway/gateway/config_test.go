@@ -22,6 +22,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 3, cfg.MaxAttempts)
 	require.Equal(t, 2*time.Second, cfg.RetryInterval)
 	require.Equal(t, int64(1<<20), cfg.MaxBodyBytes)
+	require.Equal(t, int64(1<<20), cfg.MaxBatchBytes)
+	require.Equal(t, 10000, cfg.MaxItemsPerRequest)
+	require.Equal(t, 100000, cfg.TenantMaxItems)
+	require.Equal(t, int32(1<<20+64<<10), cfg.NATSMaxPayload(), "the largest batch and its headers")
 	require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
 	require.Equal(t, "./.sluice", cfg.Store.DataDir)
 	require.Empty(t, cfg.Bus.URL)
@@ -31,6 +35,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 200.0, cfg.RateLimitTenantRead)
 	require.Equal(t, 400, cfg.RateLimitTenantReadBurst)
 	require.Empty(t, cfg.OperatorTenants)
+	require.Empty(t, cfg.PinRoots, "pinning is off unless the operator names its roots")
+	require.Equal(t, int64(1<<30), cfg.PinMaxBytes)
 	require.Equal(t, cfg, gateway.DefaultConfig())
 }
 
@@ -97,6 +103,10 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"retry negative", "SLUICE_RETRY_INTERVAL", "-1s"},
 		{"body zero", "SLUICE_MAX_BODY_BYTES", "0"},
 		{"body huge", "SLUICE_MAX_BODY_BYTES", "1099511627776"},
+		{"batch over what NATS carries", "SLUICE_MAX_BATCH_BYTES", "67108864"},
+		{"items per request zero", "SLUICE_MAX_ITEMS_PER_REQUEST", "0"},
+		{"items per request huge", "SLUICE_MAX_ITEMS_PER_REQUEST", "1000000000"},
+		{"tenant items negative", "SLUICE_TENANT_MAX_ITEMS", "-1"},
 		{"shutdown zero", "SLUICE_SHUTDOWN_TIMEOUT", "0s"},
 		{"addr without port", "SLUICE_HTTP_ADDR", "localhost"},
 		{"store scheme", "SLUICE_STORE", "postgres://db"},
@@ -107,6 +117,11 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"read rate NaN", "SLUICE_RATE_LIMIT_TENANT_READ", "NaN"},
 		{"read burst zero", "SLUICE_RATE_LIMIT_TENANT_READ_BURST", "0"},
 		{"operators in open mode", "SLUICE_OPERATOR_TENANTS", "acme"},
+		{"pin root relative", "SLUICE_PIN_ROOTS", "data/pins"},
+		{"pin root missing", "SLUICE_PIN_ROOTS", "/no/such/dir"},
+		{"pin root a file", "SLUICE_PIN_ROOTS", "/etc/passwd"},
+		{"pin bound zero", "SLUICE_PIN_MAX_BYTES", "0"},
+		{"pin bound huge", "SLUICE_PIN_MAX_BYTES", "1099511627777"},
 	}
 	// An operator must be a tenant of SLUICE_API_TOKENS.
 	for name, env := range map[string]map[string]string{

@@ -11,7 +11,9 @@ import (
 )
 
 // FuzzSubmitHTTP throws arbitrary bodies at POST /v1/jobs through the whole
-// handler: the answer is never a 5xx, never a panic, and always JSON.
+// handler: the answer is never a 5xx, never a panic, and always JSON; and
+// what is admitted reads back (the job, a fan-out's children) without a
+// 5xx.
 func FuzzSubmitHTTP(f *testing.F) {
 	b := setup(f, openMode(), caps(0, 0), maxBody(4096))
 	h := b.gws[0].gw.Handler()
@@ -35,6 +37,9 @@ func FuzzSubmitHTTP(f *testing.F) {
 		`{"kind":"a","payload":1e999}`,
 		`{"kind":"a","max_attempts":9223372036854775808}`,
 		`{"KIND":"a"}`,
+		`{"kind":"a","items":[12345678901234567890, -0, 123456789012345678901234567890123456789, 1.5e300]}`,
+		`{"kind":"a","items":[1e400, -1e400, {"a":1e-7,"b":"\u00e9"}, [[1,[2.50]],[]]],"concurrency":2}`,
+		"{\"kind\":\"a\",\"items\":[\"\xff\"]}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -53,6 +58,24 @@ func FuzzSubmitHTTP(f *testing.F) {
 			var e contracts.ErrorBody
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code == "" {
 				t.Fatalf("status %d without an error body: %s", rec.Code, rec.Body.Bytes())
+			}
+		}
+		if rec.Code != http.StatusAccepted {
+			return
+		}
+		var j contracts.Job
+		if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil {
+			t.Fatalf("admitted, but the answer is not a job: %s", rec.Body.Bytes())
+		}
+		reads := []string{"/v1/jobs/" + j.ID}
+		if j.IsParent() {
+			reads = append(reads, "/v1/jobs?limit=500&parent="+j.ID, "/v1/jobs/"+contracts.ChildID(j.ID, 0))
+		}
+		for _, path := range reads {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			if rec.Code != http.StatusOK || !json.Valid(rec.Body.Bytes()) {
+				t.Fatalf("admitted %q, then GET %s answered %d: %s", body, path, rec.Code, rec.Body.Bytes())
 			}
 		}
 	})

@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/bus/roster"
+	"github.com/sluicehq/sluice/pkg/confine"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -102,6 +103,9 @@ type Gateway struct {
 	roster  *roster.Roster
 	handler *httpapi.Handler
 	natsAPI *natsapi.API
+	// pins hashes the files of "pin" inputs; its Run stops the hashes
+	// under way at shutdown.
+	pins *admission.Pinner
 	// parents publishes the events of the fan-out parents whose children
 	// a cancel ended.
 	parents *events.Parents
@@ -155,7 +159,13 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: SLUICE_OPERATOR_TENANTS: %w", err)
 	}
-	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive}
+	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive, TenantItems: cfg.TenantMaxItems}
+	// HTTP and NATS accept the same batches: what the NATS server carries.
+	batchBytes := cfg.BatchBytes(deps.NC.MaxPayload())
+	if batchBytes < cfg.MaxBatchBytes {
+		deps.Log.Warn().Int64("max_payload", deps.NC.MaxPayload()).Int64("batch_bytes", batchBytes).
+			Msg("the NATS server's max_payload cannot carry SLUICE_MAX_BATCH_BYTES: batches are bounded lower, over HTTP and NATS alike")
+	}
 	weights, err := admission.ParseWeights(cfg.TenantWeights)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: SLUICE_TENANT_WEIGHTS: %w", err)
@@ -165,6 +175,14 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	scaled := &scaling.Log{}
 	parents := events.NewParents(deps.Store, events.NewPublisher(deps.NC), 0)
 	pub := events.NewPublisher(deps.NC).WithChildren(parents.Touch)
+	pinRoots, err := confine.New(cfg.PinRoots)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: SLUICE_PIN_ROOTS: %w", err)
+	}
+	pins := admission.NewPinner(pinRoots, cfg.PinMaxBytes)
+	// One per-tenant limiter serves HTTP and NATS alike.
+	shared := cfg.RateLimitShare > 0
+	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
 	admitter := admission.New(deps.Store, deps.JS, pub, admission.Settings{
 		Caps: caps,
 		Limits: contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts,
@@ -174,7 +192,12 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		Kinds:      cleanKinds(cfg.Kinds),
 		Weights:    weights,
 		// Every hop of a job travels on NATS: refuse what it cannot carry.
-		MaxMessageBytes: deps.NC.MaxPayload(),
+		MaxMessageBytes:    deps.NC.MaxPayload(),
+		MaxBodyBytes:       cfg.MaxBodyBytes,
+		MaxBatchBytes:      batchBytes,
+		MaxItemsPerRequest: cfg.MaxItemsPerRequest,
+		TenantLimit:        tenantLimit,
+		Pins:               pins,
 	}, deps.Now, deps.Log, m)
 
 	probe := observe.NewProbe(deps.Log, nil)
@@ -182,9 +205,6 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	nc, js := deps.NC, deps.JS
 	probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, nc, js) })
 
-	// One per-tenant limiter serves HTTP and NATS alike.
-	shared := cfg.RateLimitShare > 0
-	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
 	// Reads have buckets of their own, limited by each replica alone.
 	readLimit := ratelimit.New(cfg.RateLimitTenantRead, cfg.RateLimitTenantReadBurst, ratelimit.Options{Now: deps.Now})
 	ipLimit := ratelimit.New(cfg.RateLimitIP, cfg.RateLimitIPBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
@@ -200,6 +220,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 
 	ros := roster.New(deps.Now)
 	g := &Gateway{
+		pins:     pins,
 		parents:  parents,
 		scaled:   scaled,
 		cfg:      cfg,
@@ -224,7 +245,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			Gatherer:       reg,
 			Log:            deps.Log,
 			MaxBodyBytes:   cfg.MaxBodyBytes,
-			MaxBatchBytes:  cfg.MaxBatchBytes,
+			MaxBatchBytes:  batchBytes,
 			Caps:           caps,
 			TenantLimit:    tenantLimit,
 			IPLimit:        ipLimit,
@@ -238,7 +259,9 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			MaxStreams:       cfg.MaxStreams,
 			TenantMaxStreams: cfg.TenantMaxStreams,
 		}),
-		natsAPI: natsapi.New(deps.NC, admitter, au, cfg.MaxBodyBytes, deps.Log,
+		// The NATS API lets through the larger of the two bounds; the
+		// admission applies each to its endpoint.
+		natsAPI: natsapi.New(deps.NC, admitter, au, max(cfg.MaxBodyBytes, batchBytes), deps.Log,
 			natsapi.Options{TenantLimit: tenantLimit, Metrics: m, Rejections: rejected}),
 	}
 	return g, nil
@@ -273,6 +296,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return g.serveHTTP(ctx, ln)
 	})
 	eg.Go(func() error { return g.natsAPI.Serve(ctx) })
+	eg.Go(func() error { return g.pins.Run(ctx) })
 	eg.Go(func() error { return g.parents.Run(ctx) })
 	eg.Go(func() error { return g.scaled.Listen(ctx, g.nc) })
 	eg.Go(func() error { return g.sharer.Run(ctx) })

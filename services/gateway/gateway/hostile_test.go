@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -28,6 +31,7 @@ type hostile struct {
 	stream bool        // hide the body's length
 	status int
 	code   string
+	limit  string // the limit the error must name; "" = not checked
 }
 
 // TestHostileRequests sends malformed and hostile requests straight to the
@@ -95,6 +99,22 @@ func TestHostileRequests(t *testing.T) {
 		sub("fan-out without items", `{"kind":"a","concurrency":2}`, bad422, val),
 		sub("fan-out items not an array", `{"kind":"a","items":{"a":1}}`, bad422, val),
 		sub("fan-out window too wide", `{"kind":"a","items":[1],"concurrency":100000}`, bad422, val),
+		// Pinning reads no file of the gateway's (no SLUICE_PIN_ROOTS here),
+		// and a missing file is refused like any other.
+		sub("pin /etc/passwd", pinBody("/etc/passwd"), bad422, val),
+		sub("pin /proc/self/environ", pinBody("/proc/self/environ"), bad422, val),
+		sub("pin a missing file", pinBody("/no/such/file"), bad422, val),
+		sub("pin a dot-dot path", pinBody("/tmp/../etc/passwd"), bad422, val),
+		sub("fan-out item not UTF-8", "{\"kind\":\"a\",\"items\":[1,\"\xff\"]}", bad422, val),
+		sub("fan-out item with a surrogate in UTF-8", "{\"kind\":\"a\",\"items\":[{\"s\":\"\xed\xa0\x80\"}]}", bad422, val),
+		sub("payload not UTF-8", "{\"kind\":\"a\",\"payload\":{\"s\":\"a\xc3\"}}", bad422, val),
+		// More items than one request may hold (SLUICE_MAX_ITEMS_PER_REQUEST).
+		{name: "fan-out over the items per request", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
+			body: fanoutJSON(10000), status: http.StatusRequestEntityTooLarge, code: contracts.CodeTooLarge, limit: contracts.LimitRequestItems},
+		{name: "fan-out items under an upper-case key", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
+			body: strings.Replace(fanoutJSON(10000), `"items"`, `"ITEMS"`, 1), status: http.StatusRequestEntityTooLarge, code: contracts.CodeTooLarge, limit: contracts.LimitRequestItems},
+		{name: "batch of fan-outs over the items per request", method: http.MethodPost, path: "/v1/jobs/batch", token: tokenA,
+			body: batchJSON(fanoutJSON(5000), fanoutJSON(5000)), status: http.StatusRequestEntityTooLarge, code: contracts.CodeTooLarge, limit: contracts.LimitRequestItems},
 		// Size and media type.
 		sub("payload over the body limit", `{"kind":"a","payload":"`+long('x', 1<<20)+`"}`, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge),
 		{name: "streamed body over the limit", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
@@ -203,6 +223,9 @@ func TestHostileRequests(t *testing.T) {
 			h.ServeHTTP(rec, r)
 			got := response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 			e := got.requireError(t, tc.status, tc.code)
+			if tc.limit != "" {
+				require.Equal(t, tc.limit, e.Limit)
+			}
 			require.NotContains(t, e.Message, tokenA, "errors never echo tokens")
 			require.NotContains(t, string(got.body), "Set-Cookie: x")
 			if tc.status == http.StatusUnauthorized {
@@ -265,4 +288,134 @@ func TestHostileTenantFloods(t *testing.T) {
 			require.Equal(t, before, b.snap(), "a refused request wrote something")
 		})
 	}
+}
+
+// hostileReply is one NATS API request whose reply subject lies outside
+// its caller's inbox: the gateway must neither admit nor answer it.
+type hostileReply struct {
+	name   string
+	token  string // Sluice-Token header; "" = none
+	reply  string // "" = a plain publish, no reply subject
+	tenant string // Sluice-Tenant header (open mode); "" = none
+}
+
+// TestHostileNATSReplySubjects sends, on both NATS API subjects, requests
+// of tenant acme (or of nobody) whose reply subject is an internal
+// subject, another tenant's or a service's inbox or otherwise not the
+// caller's inbox, and checks that nothing is published there, nothing is
+// admitted and each is counted.
+func TestHostileNATSReplySubjects(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := func(name, token, reply string) hostileReply {
+		return hostileReply{name: name, token: token, reply: reply}
+	}
+	rows := []hostileReply{
+		tok("internal requeue subject", tokenA, contracts.SubjectRequeue),
+		tok("internal due subject", tokenA, contracts.SubjectDue),
+		tok("internal result subject", tokenA, contracts.SubjectResult),
+		tok("a worker's offer subject", tokenA, contracts.WorkerOfferSubject("w-1")),
+		tok("the JetStream API", tokenA, "$JS.API.STREAM.PURGE."+contracts.StreamName),
+		tok("another tenant's inbox", tokenA, contracts.TenantInboxPrefix(tenantB)+".r1"),
+		tok("another tenant's event subject", tokenA, contracts.EventSubject(tenantB, "j1")),
+		tok("a service's inbox", tokenA, contracts.ServiceInboxPrefix(bus.InternalUser, "n1")+".r1"),
+		tok("the default inbox in token mode", tokenA, contracts.DefaultInboxPrefix+".r1"),
+		tok("the own prefix alone", tokenA, contracts.TenantInboxPrefix(tenantA)),
+		tok("the own prefix inside a longer token", tokenA, contracts.TenantInboxPrefix(tenantA)+"x.r1"),
+		tok("no reply subject", tokenA, ""),
+		tok("no token, internal subject", "", contracts.SubjectRequeue),
+		tok("wrong token, internal subject", "tok-acme-0123456788", contracts.SubjectRequeue),
+		tok("wrong token, a service's inbox", "tok-acme-0123456788", contracts.ServiceInboxPrefix(bus.InternalUser, "n1")+".r2"),
+	}
+	requireRepliesRefused(t, b, map[string]string{contracts.HeaderToken: tokenA}, rows)
+}
+
+// TestHostileNATSReplySubjectsOpenMode: without tokens, a request naming
+// tenant acme is answered in acme's inbox or the default one, nowhere else.
+func TestHostileNATSReplySubjectsOpenMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, openMode())
+	rows := []hostileReply{
+		{name: "internal requeue subject", tenant: tenantA, reply: contracts.SubjectRequeue},
+		{name: "the JetStream API", tenant: tenantA, reply: "$JS.API.STREAM.PURGE." + contracts.StreamName},
+		{name: "another tenant's inbox", tenant: tenantA, reply: contracts.TenantInboxPrefix(tenantB) + ".r1"},
+		{name: "a service's inbox", tenant: tenantA, reply: contracts.ServiceInboxPrefix(bus.InternalUser, "n1") + ".r1"},
+		{name: "no tenant, internal subject", reply: contracts.SubjectRequeue},
+		{name: "no tenant, another tenant's inbox", reply: contracts.TenantInboxPrefix(tenantB) + ".r2"},
+		{name: "malformed tenant, internal subject", tenant: "a b", reply: contracts.SubjectRequeue},
+		{name: "no reply subject", tenant: tenantA},
+	}
+	requireRepliesRefused(t, b, map[string]string{contracts.HeaderTenant: tenantA}, rows)
+}
+
+// requireRepliesRefused sends every row on both NATS API subjects and
+// checks that nothing was published at its reply subject, nothing
+// admitted and every row counted. sync are the headers of a valid caller,
+// whose answered request marks that the row before it was handled.
+func requireRepliesRefused(t *testing.T, b *bundle, sync map[string]string, rows []hostileReply) {
+	t.Helper()
+	bodies := map[string]string{
+		contracts.SubjectSubmit:      `{"kind":"x"}`,
+		contracts.SubjectSubmitBatch: `{"jobs":[{"kind":"x"},{"kind":"y"}]}`,
+	}
+	ctx := t.Context()
+	streamMsgs := func() uint64 {
+		info, err := b.stream.Info(ctx)
+		require.NoError(t, err)
+		return info.State.Msgs
+	}
+	before, msgsBefore := b.snap(), streamMsgs()
+	for _, subject := range []string{contracts.SubjectSubmit, contracts.SubjectSubmitBatch} {
+		for _, row := range rows {
+			var seen *nats.Subscription
+			if row.reply != "" {
+				var err error
+				seen, err = b.nc.SubscribeSync(row.reply)
+				require.NoError(t, err)
+			}
+			m := &nats.Msg{Subject: subject, Reply: row.reply, Data: []byte(bodies[subject]), Header: nats.Header{}}
+			if row.token != "" {
+				m.Header.Set(contracts.HeaderToken, row.token)
+			}
+			if row.tenant != "" {
+				m.Header.Set(contracts.HeaderTenant, row.tenant)
+			}
+			require.NoError(t, b.nc.PublishMsg(m))
+			// The endpoint handles its requests in order: once a later
+			// one is answered, the hostile one has been handled, and
+			// anything it published is queued on this connection.
+			answer := b.natsRequest(subject, sync, `{"kind":`)
+			require.Contains(t, string(answer.Data), `"status":400`)
+			if seen != nil {
+				n, _, err := seen.Pending()
+				require.NoError(t, err)
+				require.Zero(t, n, "%s %s: the gateway published at %q", subject, row.name, row.reply)
+				require.NoError(t, seen.Unsubscribe())
+			}
+		}
+		require.Equal(t, float64(len(rows)), repliesRefused(t, b.gws[0].reg, subject), subject)
+	}
+	require.Equal(t, before, b.snap(), "a refused request admitted something")
+	require.Equal(t, msgsBefore, streamMsgs(), "a refused request wrote into the job stream")
+}
+
+// repliesRefused reads sluice_gateway_nats_replies_refused_total{subject}.
+func repliesRefused(t *testing.T, reg *prometheus.Registry, subject string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "sluice_gateway_nats_replies_refused_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "subject" && l.GetValue() == subject {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no sluice_gateway_nats_replies_refused_total{subject=%q}", subject)
+	return 0
 }

@@ -55,6 +55,11 @@ func caps(global, tenant int) option {
 	return func(c *gateway.Config) { c.MaxActive, c.TenantMaxActive = global, tenant }
 }
 
+// itemLimits sets SLUICE_MAX_ITEMS_PER_REQUEST and SLUICE_TENANT_MAX_ITEMS.
+func itemLimits(perRequest, tenant int) option {
+	return func(c *gateway.Config) { c.MaxItemsPerRequest, c.TenantMaxItems = perRequest, tenant }
+}
+
 // maxBody sets SLUICE_MAX_BODY_BYTES.
 func maxBody(n int64) option { return func(c *gateway.Config) { c.MaxBodyBytes = n } }
 

@@ -11,17 +11,53 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/gateway/internal/auth"
 )
+
+// callerOf is the tenant whose client sends a request with these headers:
+// the token's tenant, else the named tenant, else the default one; a
+// request no tenant could send comes from a client of tenant "nobody".
+func callerOf(header map[string]string) string {
+	switch tok, ok := header[contracts.HeaderToken]; {
+	case tok == tokenA:
+		return tenantA
+	case tok == tokenB:
+		return tenantB
+	case ok:
+		return "nobody"
+	}
+	if t, ok := header[contracts.HeaderTenant]; ok {
+		if !auth.ValidTenant(t) {
+			return "nobody"
+		}
+		return t
+	}
+	return auth.DefaultTenant
+}
+
+// natsRequest sends a request to subject with the given headers as a
+// tenant's client does, its reply subject in the inbox of the tenant the
+// headers name (callerOf), and returns the answer.
+func (b *bundle) natsRequest(subject string, header map[string]string, body string) *nats.Msg {
+	b.tb.Helper()
+	m := &nats.Msg{Subject: subject, Data: []byte(body), Header: nats.Header{},
+		Reply: contracts.TenantInboxPrefix(callerOf(header)) + "." + strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)}
+	for k, v := range header {
+		m.Header.Set(k, v)
+	}
+	sub, err := b.nc.SubscribeSync(m.Reply)
+	require.NoError(b.tb, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(b.tb, b.nc.PublishMsg(m))
+	res, err := sub.NextMsg(10 * time.Second)
+	require.NoError(b.tb, err, "no answer at %s", m.Reply)
+	return res
+}
 
 // natsSubmit sends a submit request over NATS with the given headers.
 func (b *bundle) natsSubmit(header map[string]string, body string) contracts.SubmitReply {
 	b.tb.Helper()
-	m := &nats.Msg{Subject: contracts.SubjectSubmit, Data: []byte(body), Header: nats.Header{}}
-	for k, v := range header {
-		m.Header.Set(k, v)
-	}
-	res, err := b.nc.RequestMsg(m, 5*time.Second)
-	require.NoError(b.tb, err)
+	res := b.natsRequest(contracts.SubjectSubmit, header, body)
 	require.Empty(b.tb, res.Header.Get("Nats-Service-Error-Code"), "never a micro error")
 	var reply contracts.SubmitReply
 	dec := json.NewDecoder(strings.NewReader(string(res.Data)))
@@ -101,6 +137,12 @@ func TestNATSSubmitOpenMode(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, got.Status)
 	require.Equal(t, "default", got.Job.Tenant)
 
+	// Open mode also answers at the default inbox prefix (a client that
+	// sets none, e.g. `nats req`).
+	res, err := b.nc.Request(contracts.SubjectSubmit, []byte(`{"kind":"x"}`), 5*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(res.Data), `"status":202`)
+
 	before := b.snap()
 	for _, bad := range []string{"a b", "../etc", strings.Repeat("t", 65), "x\x00y"} {
 		got = b.natsSubmit(map[string]string{contracts.HeaderTenant: bad}, `{"kind":"x"}`)
@@ -108,4 +150,14 @@ func TestNATSSubmitOpenMode(t *testing.T) {
 		require.Equal(t, contracts.CodeBadRequest, got.Error.Code)
 	}
 	require.Equal(t, before, b.snap())
+}
+
+// TestNATSReplyKeepsPayloadAsSent: the submit reply carries the job's
+// payload as the HTTP API does, without HTML escapes in its strings.
+func TestNATSReplyKeepsPayloadAsSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.natsRequest(contracts.SubjectSubmit, map[string]string{contracts.HeaderToken: tokenA},
+		`{"kind":"a","payload":{"s":"<a & b>"}}`)
+	require.Contains(t, string(res.Data), `{"s":"<a & b>"}`)
 }

@@ -331,8 +331,8 @@ func TestRateLimitTrustedProxies(t *testing.T) {
 func TestRateLimitConfig(t *testing.T) {
 	t.Parallel()
 	cfg := gateway.DefaultConfig()
-	require.InDelta(t, 200, cfg.RateLimitTenant, 0)
-	require.Equal(t, 400, cfg.RateLimitTenantBurst)
+	require.InDelta(t, 2000, cfg.RateLimitTenant, 0)
+	require.Equal(t, 20000, cfg.RateLimitTenantBurst)
 	require.InDelta(t, 100, cfg.RateLimitIP, 0)
 	require.Equal(t, 200, cfg.RateLimitIPBurst)
 

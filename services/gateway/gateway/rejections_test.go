@@ -121,6 +121,8 @@ func TestLimitNamesAgree(t *testing.T) {
 		{contracts.LimitGlobal, caps(1, 0), true},
 		{contracts.LimitTenant, caps(10, 1), true},
 		{contracts.LimitTenantRate, rateLimits(0.001, 1, 0, 0), true},
+		{contracts.LimitTenantItems, itemLimits(10, 1), false},
+		{contracts.LimitTenantItems, itemLimits(10, 1), true},
 	}
 	for _, tc := range tests {
 		transport := "http"
@@ -184,6 +186,6 @@ func TestLimitNamesAgree(t *testing.T) {
 		require.NoError(t, json.Unmarshal(b.do(req{method: http.MethodGet, path: "/openapi.json"}).body, &doc))
 		s := doc.Components.Schemas
 		require.Equal(t, contracts.Limits429, s.Rejection.Properties.Limit.Enum, "Rejection.limit")
-		require.Equal(t, contracts.Limits429, s.ErrorDetail.Properties.Limit.Enum, "ErrorDetail.limit (the error of every error body)")
+		require.Equal(t, contracts.ErrorLimits, s.ErrorDetail.Properties.Limit.Enum, "ErrorDetail.limit (the error of every error body)")
 	})
 }

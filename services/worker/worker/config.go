@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/observe/envconfig"
 	"github.com/sluicehq/sluice/pkg/service"
+	"github.com/sluicehq/sluice/services/worker/internal/inputs"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
 )
 
@@ -57,7 +58,13 @@ type Config struct {
 	CacheDir string `env:"SLUICE_WORKER_CACHE_DIR"`
 	// CacheBytes bounds the pinned-input cache (and so one input).
 	CacheBytes int64 `env:"SLUICE_WORKER_CACHE_BYTES" envDefault:"1073741824"`
-	// FetchTimeout bounds the fetch of one input.
+	// FetchAllow widens what inputs may be fetched from: hosts, addresses
+	// or CIDRs of the worker's own network (loopback, link-local, private,
+	// shared, unspecified, multicast, reserved: refused unless named here)
+	// and the directories file:// inputs may be read under (none by
+	// default). Public http(s) addresses are always allowed.
+	FetchAllow []string `env:"SLUICE_WORKER_FETCH_ALLOW" envSeparator:","`
+	// FetchTimeout bounds the fetch of one input, a file's read included.
 	FetchTimeout time.Duration `env:"SLUICE_WORKER_FETCH_TIMEOUT" envDefault:"5m"`
 	// ScratchBytes bounds what one run may keep in its scratch directory;
 	// 0 = no bound. A run over it fails handler:.
@@ -127,6 +134,7 @@ func (c Config) withDefaults() Config {
 	c.ExecAllow = cleanList(c.ExecAllow)
 	c.ExecEnvAllow = cleanList(c.ExecEnvAllow)
 	c.ExecDirs = cleanList(c.ExecDirs)
+	c.FetchAllow = cleanList(c.FetchAllow)
 	c.Kinds = cleanList(c.Kinds)
 	if c.ScratchDir == "" {
 		c.ScratchDir = filepath.Join(c.DataDir, "scratch")
@@ -210,6 +218,9 @@ func (c Config) Validate() error {
 	}
 	if c.CacheBytes <= 0 {
 		bad("SLUICE_WORKER_CACHE_BYTES %d must be positive", c.CacheBytes)
+	}
+	if _, err := inputs.ParseAllow(c.FetchAllow); err != nil {
+		bad("%s: %w", inputs.AllowVariable, err)
 	}
 	if c.FetchTimeout <= 0 {
 		bad("SLUICE_WORKER_FETCH_TIMEOUT %s must be positive", c.FetchTimeout)

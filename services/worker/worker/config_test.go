@@ -31,6 +31,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 10*time.Second, cfg.ClaimWait)
 	require.Equal(t, 10*time.Second, cfg.DeliveryGrace)
 	require.Equal(t, 5*time.Second, cfg.ExecGrace)
+	require.Empty(t, cfg.FetchAllow, "inputs come from public http(s) only unless allowed")
+	require.Equal(t, 5*time.Minute, cfg.FetchTimeout)
 
 	other, err := worker.LoadConfig(map[string]string{})
 	require.NoError(t, err)
@@ -95,6 +97,9 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"zero delivery grace", map[string]string{"SLUICE_WORKER_DELIVERY_GRACE": "0s"}, "SLUICE_WORKER_DELIVERY_GRACE"},
 		{"zero exec grace", map[string]string{"SLUICE_WORKER_EXEC_GRACE": "0s"}, "SLUICE_WORKER_EXEC_GRACE"},
 		{"unknown kind", map[string]string{"SLUICE_WORKER_KINDS": "sleep,shell"}, "SLUICE_WORKER_KINDS"},
+		{"fetch allow bad CIDR", map[string]string{"SLUICE_WORKER_FETCH_ALLOW": "10.0.0.0/40"}, "SLUICE_WORKER_FETCH_ALLOW"},
+		{"fetch allow missing root", map[string]string{"SLUICE_WORKER_FETCH_ALLOW": "/no/such/dir"}, "SLUICE_WORKER_FETCH_ALLOW"},
+		{"fetch allow not a host", map[string]string{"SLUICE_WORKER_FETCH_ALLOW": "http://x/y"}, "SLUICE_WORKER_FETCH_ALLOW"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

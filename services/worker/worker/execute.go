@@ -36,6 +36,7 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 	w.fenceIfExpired(t)
 	sc := w.newRunScratch(jctx, t)
 	defer sc.remove(t)
+	removeInputs := func() {}
 	switch {
 	case jctx.Err() != nil:
 		// Lost, cancelled, expired or shut down before the handler started.
@@ -43,12 +44,13 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 	default:
 		t.job.scratch = sc.get
 		if len(t.job.Inputs) > 0 {
-			paths, release, ierr := w.inputs.Acquire(jctx, t.job.Inputs)
+			var paths map[string]string
+			var ierr error
+			paths, removeInputs, ierr = w.handOutInputs(jctx, t)
 			if ierr != nil {
 				err = ierr
 				break
 			}
-			defer release()
 			t.job.InputPaths = paths
 		}
 		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.now)
@@ -60,6 +62,7 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 			err = cause // the handler only saw its context end
 		}
 	}
+	removeInputs() // before the result: a run's copies never outlive it
 	w.fenceIfExpired(t)
 	w.release(t)
 
@@ -67,6 +70,23 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 	fenced, cancelRequested := w.leases.Flags(t.lease)
 	v := decide(err, fenced, cancelRequested, errors.Is(context.Cause(jctx), errShutdown))
 	w.report(deliverCtx, t, v, res)
+}
+
+// handOutInputs places private copies of t's pinned inputs in a directory
+// of the run's own and returns their paths, and the function that removes
+// them (call it once the run ended, also after an error).
+func (w *Worker) handOutInputs(ctx context.Context, t *task) (map[string]string, func(), error) {
+	dir, err := w.scratch.makeInputs(t.lease)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	remove := func() {
+		if err := w.scratch.remove(dir); err != nil {
+			t.log.Warn().Err(err).Msg("input copies not removed")
+		}
+	}
+	paths, err := w.inputs.Acquire(ctx, t.job.Inputs, dir)
+	return paths, remove, err
 }
 
 // call runs the handler, turning a panic into an error.

@@ -25,7 +25,9 @@ type Job struct {
 	// StallTimeout without a progress report, or after MaxRuntime.
 	contracts.RunLimits
 	// Inputs are the run's pinned inputs; InputPaths are their local,
-	// read-only copies by name, checked against their digests.
+	// read-only copies by name, checked against their digests. The copies
+	// are this run's own (removed when it ends): what a run does to them
+	// reaches no other run.
 	Inputs     []contracts.InputRef
 	InputPaths map[string]string
 }

@@ -20,6 +20,11 @@ import (
 //
 //	<SLUICE_WORKER_SCRATCH_DIR>/<worker id>/<job id>-<attempt>
 //
+// A run with pinned inputs also gets a directory of its own copies of
+// them beside it, removed as soon as its handler returned:
+//
+//	<SLUICE_WORKER_SCRATCH_DIR>/<worker id>/<job id>-<attempt>.inputs-<random>
+//
 // A worker holds an exclusive lock (flock) on <worker id>.lock beside its
 // folder while it lives. On start it empties its own folder (it has no
 // live run yet) and removes the folders of workers whose lock it can take:
@@ -108,6 +113,18 @@ func (s *scratch) make(l contracts.Lease) (string, error) {
 		return "", fmt.Errorf("scratch: %w", err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("scratch: %w", err)
+	}
+	return dir, nil
+}
+
+// makeInputs creates the directory of one run's input copies, beside the
+// scratch directories: <job id>-<attempt>.inputs-<random> (a job id has no
+// dot, so it is never a scratch directory's name, and two runs of one
+// attempt never share it).
+func (s *scratch) makeInputs(l contracts.Lease) (string, error) {
+	dir, err := os.MkdirTemp(s.root, l.JobID+"-"+strconv.FormatInt(l.Attempt, 10)+".inputs-*")
+	if err != nil {
 		return "", fmt.Errorf("scratch: %w", err)
 	}
 	return dir, nil

@@ -213,7 +213,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.scratch = sc
 	defer func() { _ = sc.close() }()
-	ic, err := inputs.Open(filepath.Join(w.cfg.CacheDir, w.cfg.WorkerID), w.cfg.CacheBytes, inputs.Fetchers{Timeout: w.cfg.FetchTimeout})
+	allow, err := inputs.ParseAllow(w.cfg.FetchAllow)
+	if err != nil {
+		return fmt.Errorf("worker: %s: %w", inputs.AllowVariable, err)
+	}
+	ic, err := inputs.Open(filepath.Join(w.cfg.CacheDir, w.cfg.WorkerID), w.cfg.CacheBytes,
+		inputs.Fetchers{Timeout: w.cfg.FetchTimeout, Allow: allow})
 	if err != nil {
 		return fmt.Errorf("worker: SLUICE_WORKER_CACHE_DIR: %w", err)
 	}

@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,14 +9,53 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/pkg/client"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
+
+// TestInputFetchRefused: as a tenant, a job whose input points at the
+// worker's own network (an HTTP server on its loopback) or at one of its
+// files fails input: after one run, with an error naming the rule, and
+// nothing is fetched.
+func TestInputFetchRefused(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte("internal\n"))
+	}))
+	defer srv.Close()
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_EXEC_ALLOW": "/bin/true"})
+	passwd, err := os.ReadFile("/etc/passwd")
+	require.NoError(t, err)
+	for uri, want := range map[string]string{
+		srv.URL + "/x":       "input: fetch of " + srv.URL + "/x refused: address 127.0.0.1 is loopback (allow it with SLUICE_WORKER_FETCH_ALLOW)",
+		"file:///etc/passwd": "input: fetch of file:///etc/passwd refused: only regular files under the file roots of SLUICE_WORKER_FETCH_ALLOW",
+	} {
+		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/true"}})
+		require.NoError(t, err)
+		digest := sum("internal\n")
+		if strings.HasPrefix(uri, "file:") {
+			digest = sum(string(passwd))
+		}
+		code, j := b.submit(contracts.SubmitRequest{Kind: "exec", Payload: raw, MaxAttempts: 3,
+			Inputs: []contracts.InputRef{{Name: "in", URI: uri, SHA256: digest}}})
+		require.Equal(t, http.StatusAccepted, code)
+		failed := b.waitFinal(j.ID, 30*time.Second)
+		require.Equal(t, contracts.StateFailed, failed.State, uri)
+		require.True(t, strings.HasPrefix(failed.Error, want), "%s: %s", uri, failed.Error)
+		require.Equal(t, 1, failed.Runs, "a refusal cannot get better: no retry")
+	}
+	require.Zero(t, hits.Load(), "nothing reached the worker's loopback")
+}
 
 // TestPinnedInputs: an exec job reads its pinned inputs from local
 // read-only paths; a wrong digest fails input: after one run; two jobs
@@ -37,6 +77,8 @@ func TestPinnedInputs(t *testing.T) {
 	b := setup(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_PIN_ROOTS":                   dir,
+		"SLUICE_WORKER_FETCH_ALLOW":          "127.0.0.1," + dir,
 	})
 	sh := func(inputs []contracts.InputRef) (int, contracts.Job) {
 		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c",
@@ -71,6 +113,7 @@ func TestPinnedInputs(t *testing.T) {
 	require.Equal(t, contracts.StateFailed, failed.State)
 	require.Equal(t, contracts.ClassInput, contracts.ClassOf(failed.Error), failed.Error)
 	require.Contains(t, failed.Error, "pinned")
+	require.NotContains(t, failed.Error, sum("ACGT\n"), "the error never tells the digest of what was fetched")
 	require.Equal(t, 1, failed.Runs, "a wrong digest cannot get better: no retry")
 
 	// Malformed inputs are refused at submit.
@@ -85,4 +128,67 @@ func TestPinnedInputs(t *testing.T) {
 		code, _ := sh(in)
 		require.Equal(t, http.StatusUnprocessableEntity, code, "%+v", in)
 	}
+}
+
+// waitFinalAs waits, as the tenant of c, for a job to reach a final state.
+func waitFinalAs(t *testing.T, c *client.Client, id string) contracts.Job {
+	t.Helper()
+	var j contracts.Job
+	require.Eventually(t, func() bool {
+		var err error
+		j, err = c.Get(context.Background(), id)
+		return err == nil && j.State.Final()
+	}, 30*time.Second, 10*time.Millisecond, "job %s not final (last seen %s)", id, j.State)
+	return j
+}
+
+// TestATenantCannotPoisonAnothersPinnedInput: tenant A's exec job makes
+// its pinned input writable and rewrites it; tenant B's job with the same
+// pin, on the same worker, while A's still runs and after it ended, reads
+// the pinned bytes. A sees its own write, in its own copy.
+func TestATenantCannotPoisonAnothersPinnedInput(t *testing.T) {
+	t.Parallel()
+	const original = "reference genome v1\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(original))
+	}))
+	defer srv.Close()
+	sum := sha256.Sum256([]byte(original))
+	pin := contracts.InputRef{Name: "h", URI: srv.URL + "/genome.fa", SHA256: hex.EncodeToString(sum[:])}
+	marks := t.TempDir()
+
+	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken + ",globex:globex-token",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_WORKER_FETCH_ALLOW":          "127.0.0.1", // the input is served on loopback
+	})
+	acme, err := client.New(b.base, client.WithToken(dashToken))
+	require.NoError(t, err)
+	globex, err := client.New(b.base, client.WithToken("globex-token"))
+	require.NoError(t, err)
+	sh := func(c *client.Client, script string) contracts.Job {
+		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", script}})
+		require.NoError(t, err)
+		return submitAs(t, c, contracts.SubmitRequest{Kind: "exec", Payload: raw, MaxAttempts: 1,
+			Inputs: []contracts.InputRef{pin}})
+	}
+
+	poisoner := sh(acme, `chmod u+w "$SLUICE_INPUT_H" && echo poisoned > "$SLUICE_INPUT_H" && echo written > `+marks+`/written
+		while [ ! -e `+marks+`/go ]; do sleep 0.05; done; cat "$SLUICE_INPUT_H"`)
+	readWhenWritten(t, filepath.Join(marks, "written"))
+
+	during := waitFinalAs(t, globex, sh(globex, `cat "$SLUICE_INPUT_H"`).ID)
+	require.Equal(t, contracts.StateSucceeded, during.State, during.Error)
+	require.Equal(t, original, execResult(t, during).Stdout, "while the poisoner runs")
+
+	require.NoError(t, os.WriteFile(filepath.Join(marks, "go"), nil, 0o644))
+	a := waitFinalAs(t, acme, poisoner.ID)
+	require.Equal(t, contracts.StateSucceeded, a.State, a.Error)
+	require.Equal(t, "poisoned\n", execResult(t, a).Stdout, "the poisoner wrote to its own copy")
+
+	after := waitFinalAs(t, globex, sh(globex, `cat "$SLUICE_INPUT_H"`).ID)
+	require.Equal(t, contracts.StateSucceeded, after.State, after.Error)
+	require.Equal(t, original, execResult(t, after).Stdout, "after the poisoner ended")
+	require.Equal(t, a.Worker, after.Worker, "one worker, one cache")
 }

@@ -293,6 +293,8 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 		{name: "sluice_gateway_http_requests_total", labels: map[string]string{"route": "/v1/jobs/{id}/cancel", "method": "POST", "code": "202"}, typ: counter, grow: true},
 		{name: "sluice_gateway_http_request_duration_seconds", labels: map[string]string{"route": "/v1/jobs", "method": "POST"}, typ: histogram, grow: true},
 		{name: "sluice_gateway_due_publish_failures_total", typ: counter},
+		{name: "sluice_gateway_nats_replies_refused_total", labels: map[string]string{"subject": contracts.SubjectSubmit}, typ: counter},
+		{name: "sluice_gateway_nats_replies_refused_total", labels: map[string]string{"subject": contracts.SubjectSubmitBatch}, typ: counter},
 	}
 	schedulerWants := []metricWant{
 		{name: "sluice_scheduler_offers_total", labels: map[string]string{"outcome": "accepted"}, typ: counter, grow: true},

@@ -2,7 +2,12 @@ package devstack
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +30,8 @@ func TestTokenModeClosesTheEmbeddedNATS(t *testing.T) {
 	_, err := nats.Connect(b.stack.NATSURL, nats.Timeout(5*time.Second))
 	require.Error(t, err, "no credentials: refused")
 
-	nc, err := nats.Connect(b.stack.NATSURL, nats.UserInfo(dashTenant, dashToken))
+	nc, err := nats.Connect(b.stack.NATSURL, nats.UserInfo(dashTenant, dashToken),
+		nats.CustomInboxPrefix(contracts.TenantInboxPrefix(dashTenant)))
 	require.NoError(t, err)
 	defer nc.Close()
 	events, err := nc.SubscribeSync(contracts.TenantEventSubjects(dashTenant))
@@ -56,4 +62,155 @@ func TestTokenModeClosesTheEmbeddedNATS(t *testing.T) {
 		var j contracts.Job
 		return status == http.StatusOK && json.Unmarshal([]byte(body), &j) == nil && j.State == contracts.StateSucceeded
 	}, 20*time.Second, 20*time.Millisecond)
+}
+
+// tenantClient is a tenant's NATS connection as its own client would open
+// it: its token, its own inbox prefix; it keeps every message it receives
+// and every permission violation the server reports.
+type tenantClient struct {
+	tenant, token string
+	nc            *nats.Conn
+
+	mu         sync.Mutex
+	got        []*nats.Msg
+	violations []string
+}
+
+func connectTenant(t *testing.T, url, tenant, token string) *tenantClient {
+	t.Helper()
+	c := &tenantClient{tenant: tenant, token: token}
+	nc, err := nats.Connect(url, nats.UserInfo(tenant, token),
+		nats.CustomInboxPrefix(contracts.TenantInboxPrefix(tenant)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if !errors.Is(err, nats.ErrPermissionViolation) {
+				return
+			}
+			v := err.Error()
+			if _, after, ok := strings.Cut(v, "Permissions Violation for "); ok {
+				v = after
+			}
+			if i := strings.Index(v, `" `); i >= 0 {
+				v = v[:i+1]
+			}
+			c.mu.Lock()
+			c.violations = append(c.violations, v)
+			c.mu.Unlock()
+		}))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	c.nc = nc
+	return c
+}
+
+// listen subscribes to subject, keeping what arrives.
+func (c *tenantClient) listen(t *testing.T, subject string) {
+	t.Helper()
+	_, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
+		c.mu.Lock()
+		c.got = append(c.got, m)
+		c.mu.Unlock()
+	})
+	require.NoError(t, err)
+}
+
+func (c *tenantClient) received() []*nats.Msg {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.got)
+}
+
+func (c *tenantClient) refused() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.violations)
+}
+
+// submit submits body over NATS (sluice.api.submit) and returns the reply.
+func (c *tenantClient) submit(t *testing.T, body string) contracts.SubmitReply {
+	t.Helper()
+	m := &nats.Msg{Subject: contracts.SubjectSubmit, Data: []byte(body), Header: nats.Header{}}
+	m.Header.Set(contracts.HeaderToken, c.token)
+	res, err := c.nc.RequestMsg(m, 10*time.Second)
+	require.NoError(t, err, "%s: submit over NATS", c.tenant)
+	var reply contracts.SubmitReply
+	require.NoError(t, json.Unmarshal(res.Data, &reply), string(res.Data))
+	require.Equal(t, http.StatusAccepted, reply.Status, string(res.Data))
+	return reply
+}
+
+// waitSucceeded follows the client's own events until job succeeded.
+func (c *tenantClient) waitSucceeded(t *testing.T, events *nats.Subscription, jobID string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := events.NextMsg(time.Until(deadline))
+		require.NoError(t, err, "%s: no event of %s", c.tenant, jobID)
+		var ev contracts.Event
+		require.NoError(t, json.Unmarshal(m.Data, &ev))
+		if ev.JobID == jobID && ev.State == contracts.StateSucceeded {
+			return
+		}
+	}
+	t.Fatalf("%s: job %s never succeeded", c.tenant, jobID)
+}
+
+// TestTenantsReadNothingOfEachOther runs two tenants in token mode on the
+// embedded NATS server. Tenant acme, with its own token, tries to listen
+// to every reply (_INBOX.>), to everything (>), to the other tenant's
+// inbox and events, to the services' inboxes and subjects, while the
+// other tenant submits an exec job over NATS and waits for its result
+// (its job prints a secret). acme's forbidden subscriptions are refused,
+// and nothing of the other tenant reaches acme on any subject.
+func TestTenantsReadNothingOfEachOther(t *testing.T) {
+	t.Parallel()
+	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_API_TOKENS":        dashTenant + ":" + dashToken + ",other:other-token",
+		"SLUICE_WORKER_EXEC_ALLOW": "/bin/sh",
+	})
+	spy := connectTenant(t, b.stack.NATSURL, dashTenant, dashToken)
+	forbidden := []string{
+		contracts.DefaultInboxPrefix + ".>", ">", contracts.TenantInboxSubjects("other"),
+		contracts.ServiceInboxRoot + ".>", contracts.TenantEventSubjects("other"), "sluice.events.>",
+		contracts.StreamSubjects, "sluice.>", "$SRV.>", "$JS.>", "_INBOX_*.>", "*.>",
+	}
+	for _, s := range forbidden {
+		spy.listen(t, s)
+	}
+	spy.listen(t, contracts.TenantInboxSubjects(dashTenant))
+	spy.listen(t, contracts.TenantEventSubjects(dashTenant))
+	require.NoError(t, spy.nc.Flush())
+	var want []string
+	for _, s := range forbidden {
+		want = append(want, fmt.Sprintf("Subscription to %q", s))
+	}
+	require.Eventually(t, func() bool { return len(spy.refused()) >= len(forbidden) }, 10*time.Second, 10*time.Millisecond)
+	require.ElementsMatch(t, want, spy.refused(), "every forbidden subscription is refused")
+
+	// The other tenant submits over NATS and waits for its result.
+	const secret = "other-tenant-secret-7f3a"
+	victim := connectTenant(t, b.stack.NATSURL, "other", "other-token")
+	events, err := victim.nc.SubscribeSync(contracts.TenantEventSubjects("other"))
+	require.NoError(t, err)
+	require.NoError(t, victim.nc.Flush())
+	job := victim.submit(t, `{"kind":"exec","payload":{"argv":["/bin/sh","-c","echo `+secret+`"]}}`)
+	require.Equal(t, "other", job.Job.Tenant)
+	victim.waitSucceeded(t, events, job.Job.ID)
+	require.Empty(t, victim.refused())
+
+	// acme's own job runs through the same services after the other's:
+	// once it succeeded, whatever the other's job sent is long delivered.
+	mine, err := spy.nc.SubscribeSync(contracts.TenantEventSubjects(dashTenant))
+	require.NoError(t, err)
+	require.NoError(t, spy.nc.Flush())
+	own := spy.submit(t, `{"kind":"sleep","payload":{"ms":1}}`)
+	spy.waitSucceeded(t, mine, own.Job.ID)
+
+	for _, m := range spy.received() {
+		require.True(t, strings.HasPrefix(m.Subject, contracts.TenantInboxPrefix(dashTenant)+".") ||
+			strings.HasPrefix(m.Subject, "sluice.events."+dashTenant+"."), "acme received a message on %s", m.Subject)
+		require.NotContains(t, string(m.Data), job.Job.ID, "acme received the other tenant's job on %s", m.Subject)
+		require.NotContains(t, string(m.Data), secret, "acme received the other tenant's output on %s", m.Subject)
+		require.NotContains(t, string(m.Data), `"tenant":"other"`, "on %s", m.Subject)
+	}
+	require.ElementsMatch(t, want, spy.refused(), "nothing else was refused")
 }

@@ -120,7 +120,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if gcfg.Bus.URL != "" {
 		s.NATSURL = gcfg.Bus.URL // an outside server (SLUICE_NATS_URL)
 	} else {
-		eo := bus.EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: o.NATSListen, ServerName: "sluice-dev"}
+		eo := bus.EmbeddedOptions{Dir: filepath.Join(dataDir, "nats"), Listen: o.NATSListen, ServerName: "sluice-dev",
+			MaxPayload: gcfg.NATSMaxPayload()}
 		if tenant := gcfg.TokenAuth(); tenant != nil {
 			// Token mode: outside clients need a tenant's token; the
 			// services here connect as the internal user.

@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
+	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
 	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
 )
 
@@ -56,6 +57,20 @@ type Settings struct {
 	// could not be carried by every hop (offer, submit reply, events) is
 	// refused with 413 (0 = not checked).
 	MaxMessageBytes int64
+	// Pins hashes the files of "pin" inputs (nil: pinning is off).
+	Pins *Pinner
+	// MaxBodyBytes and MaxBatchBytes bound a submit body and a batch body
+	// (0 = not checked here): the transports check them before reading
+	// where they can, and both go through here.
+	MaxBodyBytes, MaxBatchBytes int64
+	// MaxItemsPerRequest bounds the items of one request, counted before
+	// anything is decoded (see contracts.CountItems): the jobs of a batch
+	// plus the items of every fan-out in it (0 = no bound).
+	MaxItemsPerRequest int
+	// TenantLimit is the per-tenant rate limit the transports already took
+	// one token of for the request; a request costs one token per item,
+	// and the rest are taken here (nil = off).
+	TenantLimit *ratelimit.Limiter
 }
 
 // Admitter admits submit requests. It is safe for concurrent use.
@@ -129,7 +144,10 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // already size-checked by the transport. Nothing is written unless the
 // outcome is 202.
 func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outcome {
-	req, failed := a.prepare(tenant, body, a.now().UTC())
+	if refused := a.bound(tenant, body, false); refused != nil {
+		return *refused
+	}
+	req, failed := a.prepare(ctx, tenant, body, a.now().UTC())
 	if failed != nil {
 		return *failed
 	}
@@ -161,8 +179,9 @@ func (a *Admitter) Submit(ctx context.Context, tenant string, body []byte) Outco
 }
 
 // prepare turns a submit body, submitted at now, into the job to admit and
-// its caps, or the outcome that refuses it (400, 413, 422, 503).
-func (a *Admitter) prepare(tenant string, body []byte, now time.Time) (store.AdmitRequest, *Outcome) {
+// its caps, or the outcome that refuses it (400, 413, 422, 503). ctx
+// bounds the hash of its pinned inputs.
+func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now time.Time) (store.AdmitRequest, *Outcome) {
 	fail := func(o Outcome) (store.AdmitRequest, *Outcome) { return store.AdmitRequest{}, &o }
 	req, err := contracts.DecodeSubmit(body)
 	if err != nil {
@@ -200,9 +219,6 @@ func (a *Admitter) prepare(tenant string, body []byte, now time.Time) (store.Adm
 		ConcurrencyLimit: sub.ConcurrencyLimit,
 		RunLimits:        sub.Limits,
 	}
-	if job.Inputs, err = pinInputs(sub.Inputs); err != nil {
-		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, err.Error()))
-	}
 	if sub.RunAt != nil {
 		at := sub.RunAt.UTC()
 		job.RunAt, job.NextDispatchAt = &at, &at
@@ -210,6 +226,11 @@ func (a *Admitter) prepare(tenant string, body []byte, now time.Time) (store.Adm
 	if len(a.set.Kinds) > 0 && !slices.Contains(a.set.Kinds, job.Kind) {
 		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
 			"kind %q is not run here; the kinds are %s (SLUICE_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", "))))
+	}
+	// Last of the checks that read no file: pinning reads one.
+	var refused *Outcome
+	if job.Inputs, refused = a.set.Pins.pin(ctx, sub.Inputs); refused != nil {
+		return fail(*refused)
 	}
 	if len(sub.Items) > 0 {
 		job.Concurrency, job.FailFast = sub.Concurrency, sub.FailFast
@@ -256,6 +277,11 @@ func (a *Admitter) settle(tenant string, got contracts.Job, adm store.Admission)
 		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitTenant)
 		return a.rejected(tenant, contracts.CodeTenantCap, metrics.LimitTenant,
 			fmt.Sprintf("the tenant cap of %d active jobs is reached, retry later", a.set.Caps.Tenant))
+	case store.RejectedTenantItems:
+		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitTenantItems)
+		return a.rejected(tenant, contracts.CodeTenantCap, metrics.LimitTenantItems, fmt.Sprintf(
+			"the tenant's bound of %d items in flight (SLUICE_TENANT_MAX_ITEMS: active jobs plus the items of active fan-outs) would be passed, retry later",
+			a.set.Caps.TenantItems))
 	}
 	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store gave no answer, try again")
 	o.Cause = fmt.Errorf("admit job %s: unknown admission outcome %d", got.ID, adm)

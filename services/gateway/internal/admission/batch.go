@@ -25,6 +25,9 @@ type BatchOutcome struct {
 // admissions are one store call (one transaction on the embedded store);
 // then the admitted jobs' due messages go out together.
 func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) BatchOutcome {
+	if refused := a.bound(tenant, body, true); refused != nil {
+		return BatchOutcome{Refused: refused}
+	}
 	batch, err := contracts.DecodeBatch(body)
 	if err != nil {
 		var fe *contracts.FieldError
@@ -41,7 +44,7 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 	// match, which the store also binds once for all of them.
 	submitted := a.now().UTC()
 	for i, raw := range batch.Jobs {
-		req, failed := a.prepare(tenant, raw, submitted)
+		req, failed := a.prepare(ctx, tenant, raw, submitted)
 		if failed != nil {
 			results[i] = prefix(*failed, i)
 			continue

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -14,7 +12,7 @@ import (
 // the API answers JSON, never HTML, so "<token>" stays readable instead of
 // "\u003ctoken\u003e".
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := encodeJSON(v)
+	data, err := contracts.EncodeJSON(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		data = []byte(`{"error":{"code":"` + contracts.CodeInternal + `","message":"cannot encode the response"}}`)
@@ -25,18 +23,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Length", strconv.Itoa(len(data)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(data, '\n'))
-}
-
-// encodeJSON is json.Marshal without HTML escaping and without the
-// trailing newline the encoder adds.
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // writeError answers status with an ErrorBody.

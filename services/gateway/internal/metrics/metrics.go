@@ -33,6 +33,8 @@ const (
 	LimitTenant     = contracts.LimitTenant
 	LimitTenantRate = contracts.LimitTenantRate
 	LimitIPRate     = contracts.LimitIPRate
+	// LimitTenantItems is the bound on a tenant's items in flight.
+	LimitTenantItems = contracts.LimitTenantItems
 	// LimitTenantReadRate and LimitTenantStreams refuse reads and event
 	// streams: they count in RateLimited, never as admissions.
 	LimitTenantReadRate = contracts.LimitTenantReadRate
@@ -56,6 +58,7 @@ type Metrics struct {
 	httpDuration    *prometheus.HistogramVec
 	publishFailures prometheus.Counter
 	rateLimited     *prometheus.CounterVec
+	repliesRefused  *prometheus.CounterVec
 }
 
 // New creates the gateway's collectors and registers them with reg.
@@ -85,8 +88,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "sluice_gateway_rate_limited_total",
 			Help: "Requests refused with 429 rate_limited, by transport and by the limit hit (tenant_rate, ip_rate, tenant_read_rate or tenant_streams).",
 		}, []string{"transport", "limit"}),
+		repliesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_nats_replies_refused_total",
+			Help: "NATS API requests refused because their reply subject is outside the caller's inbox (neither admitted nor answered), by API subject.",
+		}, []string{"subject"}),
 	}
-	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures, m.rateLimited} {
+	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures, m.rateLimited, m.repliesRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
@@ -97,6 +104,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		{OutcomeAdmitted, LimitNone}, {OutcomeJoined, LimitNone},
 		{OutcomeRejected, LimitGlobal}, {OutcomeRejected, LimitTenant},
 		{OutcomeRejected, LimitTenantRate}, {OutcomeRejected, LimitIPRate},
+		{OutcomeRejected, LimitTenantItems},
 	} {
 		m.admissions.WithLabelValues(l[0], l[1])
 	}
@@ -105,6 +113,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		{TransportHTTP, LimitTenantReadRate}, {TransportHTTP, LimitTenantStreams},
 	} {
 		m.rateLimited.WithLabelValues(l[0], l[1])
+	}
+	for _, subject := range []string{contracts.SubjectSubmit, contracts.SubjectSubmitBatch} {
+		m.repliesRefused.WithLabelValues(subject)
 	}
 	return m, nil
 }
@@ -124,6 +135,12 @@ func (m *Metrics) AdmissionRateLimited(limit string) {
 // RateLimited counts one request refused by a rate limit.
 func (m *Metrics) RateLimited(transport, limit string) {
 	m.rateLimited.WithLabelValues(transport, limit).Inc()
+}
+
+// ReplyRefused counts one NATS request to subject (contracts.SubjectSubmit
+// or SubjectSubmitBatch) refused for its reply subject.
+func (m *Metrics) ReplyRefused(subject string) {
+	m.repliesRefused.WithLabelValues(subject).Inc()
 }
 
 // PublishFailure counts one due message that could not be published.

@@ -4,7 +4,9 @@
 // would have had.
 //
 // Every answer, errors included, is a normal reply with a SubmitReply body
-// (never a micro error), so clients parse one shape.
+// (never a micro error), so clients parse one shape. An answer goes only
+// to a reply subject in the caller's own inbox (replyAllowed); a request
+// with any other reply subject is neither admitted nor answered.
 package natsapi
 
 import (
@@ -105,7 +107,19 @@ func (a *API) Serve(ctx context.Context) error {
 func (a *API) handle(ctx context.Context, req micro.Request) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	o, tenant := a.submit(ctx, req)
+	tenant, refused := a.identify(req)
+	if !a.replyAllowed(req, contracts.SubjectSubmit, tenant) {
+		return
+	}
+	if refused == nil {
+		refused = a.limit(req, tenant)
+	}
+	var o admission.Outcome
+	if refused != nil {
+		o = *refused
+	} else {
+		o = a.admitter.Submit(ctx, tenant, req.Data())
+	}
 	reply := o.Reply()
 	ev := a.log.Debug()
 	if o.Status >= http.StatusInternalServerError {
@@ -118,25 +132,15 @@ func (a *API) handle(ctx context.Context, req micro.Request) {
 		ev = ev.Str(observe.FieldJobID, o.Job.ID)
 	}
 	ev.Str(observe.FieldSubject, contracts.SubjectSubmit).Int("status", o.Status).Msg("nats submit")
-	if err := req.RespondJSON(reply); err != nil {
+	if err := respond(req, reply); err != nil {
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectSubmit).Msg("nats submit reply not sent")
 	}
 }
 
-// submit resolves the tenant, applies its rate limit, checks the size and
-// runs the admission.
-func (a *API) submit(ctx context.Context, req micro.Request) (admission.Outcome, string) {
-	tenant, refused := a.caller(req)
-	if refused != nil {
-		return *refused, tenant
-	}
-	return a.admitter.Submit(ctx, tenant, req.Data()), tenant
-}
-
-// caller resolves a request's tenant, applies its rate limit and checks
-// the size; a refusal is the outcome to answer.
-func (a *API) caller(req micro.Request) (string, *admission.Outcome) {
-	refuse := func(o admission.Outcome, tenant string) (string, *admission.Outcome) { return tenant, &o }
+// identify resolves a request's tenant from its headers; a refusal is the
+// outcome to answer, with no tenant.
+func (a *API) identify(req micro.Request) (string, *admission.Outcome) {
+	refuse := func(o admission.Outcome) (string, *admission.Outcome) { return "", &o }
 	h := req.Headers()
 	var token string
 	if v := h.Values(contracts.HeaderToken); len(v) == 1 {
@@ -146,11 +150,17 @@ func (a *API) caller(req micro.Request) (string, *admission.Outcome) {
 	switch {
 	case errors.Is(err, auth.ErrUnauthorized):
 		return refuse(admission.Fail(http.StatusUnauthorized, contracts.CodeUnauthorized,
-			"a valid API token is required in the "+contracts.HeaderToken+" header"), "")
+			"a valid API token is required in the "+contracts.HeaderToken+" header"))
 	case err != nil:
 		return refuse(admission.Fail(http.StatusBadRequest, contracts.CodeBadRequest,
-			"the "+contracts.HeaderTenant+" header must be 1-64 letters, digits, '_', '.' or '-'"), "")
+			"the "+contracts.HeaderTenant+" header must be 1-64 letters, digits, '_', '.' or '-'"))
 	}
+	return tenant, nil
+}
+
+// limit applies tenant's rate limit and checks the request's size; a
+// refusal is the outcome to answer.
+func (a *API) limit(req micro.Request, tenant string) *admission.Outcome {
 	if ok, wait := a.tenantLimit.Allow(tenant); !ok {
 		if a.metrics != nil {
 			a.metrics.RateLimited(metrics.TransportNATS, metrics.LimitTenantRate)
@@ -161,12 +171,13 @@ func (a *API) caller(req micro.Request) (string, *admission.Outcome) {
 			fmt.Sprintf("too many requests (per-tenant rate limit), retry after %d ms", max(wait.Milliseconds(), 1)))
 		o.Error.Limit = metrics.LimitTenantRate
 		o.RetryAfter = wait
-		return refuse(o, tenant)
+		return &o
 	}
 	if int64(len(req.Data())) > a.maxBodyBytes {
-		return refuse(admission.TooLarge(a.maxBodyBytes), tenant)
+		o := admission.TooLarge(a.maxBodyBytes)
+		return &o
 	}
-	return tenant, nil
+	return nil
 }
 
 // handleBatch answers one batch submit request: the batch's refusal as a
@@ -174,7 +185,13 @@ func (a *API) caller(req micro.Request) (string, *admission.Outcome) {
 func (a *API) handleBatch(ctx context.Context, req micro.Request) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	tenant, refused := a.caller(req)
+	tenant, refused := a.identify(req)
+	if !a.replyAllowed(req, contracts.SubjectSubmitBatch, tenant) {
+		return
+	}
+	if refused == nil {
+		refused = a.limit(req, tenant)
+	}
 	var reply any
 	switch {
 	case refused != nil:
@@ -194,7 +211,17 @@ func (a *API) handleBatch(ctx context.Context, req micro.Request) {
 		}
 		reply = br
 	}
-	if err := req.RespondJSON(reply); err != nil {
+	if err := respond(req, reply); err != nil {
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectSubmitBatch).Msg("nats batch submit reply not sent")
 	}
+}
+
+// respond answers req with v as JSON, encoded as the HTTP API encodes it
+// (contracts.EncodeJSON: a payload's '<', '>' and '&' stay as sent).
+func respond(req micro.Request, v any) error {
+	body, err := contracts.EncodeJSON(v)
+	if err != nil {
+		return fmt.Errorf("encode reply: %w", err)
+	}
+	return req.Respond(body)
 }

@@ -103,28 +103,49 @@ func New(perSecond float64, burst int, o Options) *Limiter {
 // takes nothing and returns false with the time until a token will be
 // there (always positive).
 func (l *Limiter) Allow(key string) (bool, time.Duration) {
-	if l == nil {
+	return l.AllowN(key, 1)
+}
+
+// AllowN takes n tokens from key's bucket at once: a request that costs
+// n (one per job and per fan-out item). When the bucket holds fewer it
+// takes nothing and returns false with the time until n tokens will be
+// there (always positive). n above Burst can never be allowed: it returns
+// false with no wait, and the caller must refuse the request for good.
+func (l *Limiter) AllowN(key string, n int) (bool, time.Duration) {
+	if l == nil || n < 1 {
 		return true, 0
+	}
+	if n > l.burst {
+		return false, 0
 	}
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lim := l.bucket(key, now)
-	r := lim.ReserveN(now, 1)
+	r := lim.ReserveN(now, n)
 	if !r.OK() {
-		return false, time.Second // cannot happen with burst >= 1
+		return false, 0 // cannot happen with n <= burst
 	}
 	delay := r.DelayFrom(now)
 	if delay <= 0 {
 		if l.used != nil {
 			if _, ok := l.used[key]; ok || len(l.used) < maxUsedKeys {
-				l.used[key]++
+				l.used[key] += n
 			}
 		}
 		return true, 0
 	}
 	r.CancelAt(now)
 	return false, delay
+}
+
+// Burst is the most tokens one request may take (0 for a nil limiter,
+// which allows everything).
+func (l *Limiter) Burst() int {
+	if l == nil {
+		return 0
+	}
+	return l.burst
 }
 
 // Take takes n tokens from key's bucket, however few it holds: requests

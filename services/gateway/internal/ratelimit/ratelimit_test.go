@@ -123,3 +123,27 @@ func TestConcurrent(t *testing.T) {
 	// bucket, so only its first burst is certain.
 	require.GreaterOrEqual(t, allowed, 50)
 }
+
+// TestAllowNTakesOneTokenPerItem: a request costing n takes n tokens at
+// once, or none; one costing more than the burst is never allowed and
+// says so with no wait; what is taken is shared as n.
+func TestAllowNTakesOneTokenPerItem(t *testing.T) {
+	t.Parallel()
+	c := clocktest.New()
+	l := ratelimit.New(10, 100, ratelimit.Options{Now: c.Now, Shared: true})
+	require.Equal(t, 100, l.Burst())
+	ok, _ := l.AllowN("a", 60)
+	require.True(t, ok)
+	ok, wait := l.AllowN("a", 60)
+	require.False(t, ok, "40 left")
+	require.Equal(t, 2*time.Second, wait, "20 more tokens at 10/s")
+	ok, wait = l.AllowN("a", 101)
+	require.False(t, ok)
+	require.Zero(t, wait, "never: more than the burst")
+	ok, _ = l.AllowN("a", 40)
+	require.True(t, ok)
+	require.Equal(t, map[string]int{"a": 100}, l.Drain())
+	var none *ratelimit.Limiter
+	ok, _ = none.AllowN("a", 1_000_000)
+	require.True(t, ok, "a nil limiter allows everything")
+}

@@ -40,6 +40,7 @@ type bundle struct {
 	offers   []string              // worker ids in the order they were offered a job
 	accepted []string              // worker ids in the order they accepted a job
 	batches  map[string][][]string // per worker, the job ids of each request
+	payloads map[string]string     // per job id, the payload bytes of its last offer
 }
 
 const retry = 200 * time.Millisecond
@@ -114,10 +115,14 @@ func (b *bundle) workerLoaded(id string, capacity, inFlight int, status contract
 		}
 		out := contracts.OfferReply{Status: contracts.OfferRefused, WorkerID: id, Capacity: capacity}
 		var sent []string
+		b.mu.Lock()
+		if b.payloads == nil {
+			b.payloads = map[string]string{}
+		}
 		for _, spec := range specs {
 			sent = append(sent, spec.ID)
+			b.payloads[spec.ID] = string(spec.Payload)
 		}
-		b.mu.Lock()
 		if b.batches == nil {
 			b.batches = map[string][][]string{}
 		}
@@ -582,4 +587,24 @@ func TestStopGivesClaimsBack(t *testing.T) {
 	require.Equal(t, contracts.StatePending, got.State)
 	require.Nil(t, got.ClaimUntil, "the claim was given back on the way out")
 	require.False(t, got.NextDispatchAt.After(time.Now()), "ready at once: stopping is not the worker's failure")
+}
+
+// TestOfferCarriesThePayloadAsStored: a worker is offered the payload's
+// bytes as the store keeps them (as submitted, compacted): no number
+// re-encoded, no character of a string escaped.
+func TestOfferCarriesThePayloadAsStored(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker("w1", 10, contracts.OfferAccepted)
+	payloads := []string{`12345678901234567890`, `-0`, `1e400`, `{"html":"<a href=\"x\">&amp;</a>","ls":"\u2028    "}`}
+	ids := map[string]string{}
+	for _, p := range payloads {
+		ids[b.admitWith(time.Minute, func(j *contracts.Job) { j.Payload = json.RawMessage(p) }).ID] = p
+	}
+	require.Len(t, b.round(), len(payloads))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, p := range ids {
+		require.Equal(t, p, b.payloads[id], "job %s", id)
+	}
 }

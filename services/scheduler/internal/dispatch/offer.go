@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -56,7 +55,7 @@ func (d *Dispatcher) dispatchAll(ctx context.Context, jobs []contracts.Job) {
 			d.done(job.Kind)
 			continue
 		}
-		spec, err := json.Marshal(job.Spec())
+		spec, err := contracts.EncodeJSON(job.Spec())
 		if err != nil {
 			d.fail(ctx, job, contracts.JobError(contracts.ClassInput, "cannot encode the offer: "+err.Error()), "too_large")
 			d.done(job.Kind)

@@ -1,14 +1,19 @@
 // Package inputs fetches a run's pinned inputs into a content-addressed
-// cache on the worker and hands the handler local read-only paths.
+// cache on the worker and hands each run private read-only copies.
 //
 // Each input is fetched (file:// or http(s)://, behind the Fetcher
 // interface, with a timeout and a size limit), its SHA-256 checked while it
 // streams to disk, and kept under its digest: two runs that need the same
 // digest fetch it once, also at the same time. The cache holds at most its
 // byte bound; what no run uses is evicted least recently used first, and an
-// entry in use is never evicted. A digest mismatch, a missing file or a
-// fetch the server refused fails the run input: (it cannot get better); a
-// network error is an ordinary failure, retried.
+// entry being copied for a run is never evicted. A digest mismatch, a
+// missing file or a fetch the server refused fails the run input: (it
+// cannot get better); a network error is an ordinary failure, retried.
+//
+// A run reads its own copy (a reflink where the filesystem can, else a
+// copy), hashed as it is made: no run can change what another run reads,
+// and a cached file whose bytes no longer match its digest is evicted and
+// fetched again, never handed out (see handout.go).
 package inputs
 
 import (
@@ -37,17 +42,21 @@ type Cache struct {
 	fetch    Fetcher
 	group    singleflight.Group
 
-	mu      sync.Mutex
-	entries map[string]*entry
-	size    int64
-	fetches int
+	mu        sync.Mutex
+	entries   map[string]*entry
+	size      int64
+	fetches   int
+	evicted   int
+	rechecked int
+	handouts  [2]int // by handout
 }
 
 // entry is one cached input.
 type entry struct {
-	size int64
-	refs int
-	used time.Time
+	size  int64
+	refs  int
+	used  time.Time
+	stamp stamp // as last checked
 }
 
 // Open returns a cache in dir (emptied: what an earlier process left is
@@ -62,58 +71,140 @@ func Open(dir string, maxBytes int64, fetch Fetcher) (*Cache, error) {
 	return &Cache{dir: dir, maxBytes: maxBytes, fetch: fetch, entries: map[string]*entry{}}, nil
 }
 
-// Fetches is how many fetches the cache made (for tests and metrics).
-func (c *Cache) Fetches() int {
+// Stats are a cache's counts since Open (for tests and metrics).
+type Stats struct {
+	// Fetches is how many fetches the cache made.
+	Fetches int
+	// Rechecked is how many cached files were hashed again because they
+	// changed since they were checked, and still matched.
+	Rechecked int
+	// Evicted is how many cached files were dropped because they no
+	// longer matched their digest (or had gone).
+	Evicted int
+	// Reflinks and Copies are how the runs' copies were made.
+	Reflinks, Copies int
+}
+
+// Stats returns the cache's counts.
+func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.fetches
+	return Stats{Fetches: c.fetches, Rechecked: c.rechecked, Evicted: c.evicted, Reflinks: c.handouts[handoutReflink], Copies: c.handouts[handoutCopy]}
 }
 
-// Acquire makes every input local and returns their paths by name, and the
-// function that gives them back (call it once the run ended).
-func (c *Cache) Acquire(ctx context.Context, refs []contracts.InputRef) (map[string]string, func(), error) {
-	paths := map[string]string{}
-	var held []string
-	release := func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, d := range held {
-			if e := c.entries[d]; e != nil {
-				e.refs--
-			}
-		}
-		held = nil
-	}
+// handoutTries bounds the tries to hand out one input whose cached file
+// keeps changing (each try rechecks it, or evicts and fetches it again).
+const handoutTries = 3
+
+// Acquire makes every input local and places a private read-only copy of
+// each in dir (which the caller made for this run alone and removes when
+// the run ends), named after the input; it returns their paths by name.
+// What a run does to its copies reaches no other run and not the cache.
+func (c *Cache) Acquire(ctx context.Context, refs []contracts.InputRef, dir string) (map[string]string, error) {
+	paths := make(map[string]string, len(refs))
 	for _, r := range refs {
-		path, err := c.acquire(ctx, r)
-		if err != nil {
-			release()
-			return nil, func() {}, err
+		dst := filepath.Join(dir, r.Name)
+		if err := c.handOut(ctx, r, dst); err != nil {
+			return nil, err
 		}
-		held = append(held, r.SHA256)
-		paths[r.Name] = path
+		paths[r.Name] = dst
 	}
-	return paths, release, nil
+	return paths, nil
 }
 
-// acquire takes one reference on r's digest, fetching it first if need be.
-func (c *Cache) acquire(ctx context.Context, r contracts.InputRef) (string, error) {
+// handOut copies r's cached file to dst, fetching it first if need be. A
+// cached file changed since it was stamped is hashed again: stamped anew
+// if it still matches, evicted and fetched again if not.
+func (c *Cache) handOut(ctx context.Context, r contracts.InputRef, dst string) error {
+	for range handoutTries {
+		e, path, stamped, err := c.acquire(ctx, r)
+		if err != nil {
+			return err
+		}
+		how, err := place(ctx, path, dst, stamped)
+		if errors.Is(err, errChanged) {
+			err = c.recheck(ctx, r.SHA256, e)
+		}
+		c.release(e)
+		switch {
+		case errors.Is(err, errChanged):
+			// Rechecked and still right: copy again.
+		case err == nil:
+			c.mu.Lock()
+			c.handouts[how]++
+			c.mu.Unlock()
+			return nil
+		case errors.Is(err, errDiffers), errors.Is(err, errGone):
+			c.evict(r.SHA256, e) // changed or removed behind the cache's back
+		default:
+			return fmt.Errorf("input %s: %w", r.Name, err)
+		}
+	}
+	return fmt.Errorf("input %s: %w after %d tries", r.Name, errChanged, handoutTries)
+}
+
+// recheck hashes e's file again (once for every run that found it
+// changed at the same time) and stamps it anew if it still matches: it
+// answers errChanged then (copy again), else why it must go.
+func (c *Cache) recheck(ctx context.Context, digest string, e *entry) error {
+	_, err, _ := c.group.Do("recheck:"+digest, func() (any, error) {
+		s, err := recheck(ctx, filepath.Join(c.dir, digest), digest)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		e.stamp = s
+		c.rechecked++
+		c.mu.Unlock()
+		return nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	return errChanged
+}
+
+// acquire takes one reference on r's entry, fetching it first if need
+// be, and returns the entry, its file and its stamp.
+func (c *Cache) acquire(ctx context.Context, r contracts.InputRef) (*entry, string, stamp, error) {
 	path := filepath.Join(c.dir, r.SHA256)
 	for {
 		c.mu.Lock()
 		if e, ok := c.entries[r.SHA256]; ok {
 			e.refs++
 			e.used = time.Now()
+			s := e.stamp
 			c.mu.Unlock()
-			return path, nil
+			return e, path, s, nil
 		}
 		c.mu.Unlock()
 		_, err, _ := c.group.Do(r.SHA256, func() (any, error) { return nil, c.load(ctx, r, path) })
 		if err != nil {
-			return "", err
+			return nil, "", stamp{}, err
 		}
 		// Loaded: take the reference (unless evicted meanwhile: load again).
 	}
+}
+
+// release gives back a reference acquire took.
+func (c *Cache) release(e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.refs--
+}
+
+// evict removes e, digest's entry, unless another entry replaced it
+// meanwhile.
+func (c *Cache) evict(digest string, e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[digest] != e {
+		return
+	}
+	_ = os.Remove(filepath.Join(c.dir, digest))
+	c.size -= e.size
+	delete(c.entries, digest)
+	c.evicted++
 }
 
 // load fetches r to path, checking its digest as it streams, and enters
@@ -141,9 +232,10 @@ func (c *Cache) load(ctx context.Context, r contracts.InputRef, path string) err
 	if err != nil {
 		return fmt.Errorf("input %s: %w", r.Name, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != r.SHA256 {
+	// The digest found is not told: it would hash whatever the URI reached.
+	if hex.EncodeToString(h.Sum(nil)) != r.SHA256 {
 		return &contracts.ClassedError{Class: contracts.ClassInput,
-			Err: fmt.Errorf("input %s: %s has sha256 %s, pinned %s", r.Name, r.URI, got, r.SHA256)}
+			Err: fmt.Errorf("input %s: %s does not match its pinned sha256 %s", r.Name, r.URI, r.SHA256)}
 	}
 	if err := os.Chmod(tmp.Name(), 0o444); err != nil {
 		return fmt.Errorf("inputs: %w", err)
@@ -151,9 +243,13 @@ func (c *Cache) load(ctx context.Context, r contracts.InputRef, path string) err
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("inputs: %w", err)
 	}
+	info, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("inputs: %w", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.entries[r.SHA256] = &entry{size: n, used: time.Now()}
+	c.entries[r.SHA256] = &entry{size: n, used: time.Now(), stamp: stampOf(info)}
 	c.size += n
 	c.evictLocked(r.SHA256)
 	return nil

@@ -25,7 +25,7 @@ func digest(s string) string {
 // TestCacheFetchesOnceChecksAndEvicts: runs that need one digest share
 // one fetch, also at the same time; a wrong digest, a missing file or a
 // refused fetch is an input error; a server error is not; the cache stays
-// within its bound by evicting what no run holds.
+// within its bound by evicting the least recently used.
 func TestCacheFetchesOnceChecksAndEvicts(t *testing.T) {
 	t.Parallel()
 	var hits atomic.Int64
@@ -41,7 +41,7 @@ func TestCacheFetchesOnceChecksAndEvicts(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := Open(filepath.Join(t.TempDir(), "cache"), 30, Fetchers{})
+	c, err := Open(filepath.Join(t.TempDir(), "cache"), 30, allowing(t, 0, "127.0.0.1"))
 	require.NoError(t, err)
 	ctx := context.Background()
 	a := contracts.InputRef{Name: "a", URI: srv.URL + "/a", SHA256: digest("content of /a")}
@@ -49,12 +49,11 @@ func TestCacheFetchesOnceChecksAndEvicts(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			paths, release, err := c.Acquire(ctx, []contracts.InputRef{a})
+			paths, err := c.Acquire(ctx, []contracts.InputRef{a}, t.TempDir())
 			require.NoError(t, err)
 			data, err := os.ReadFile(paths["a"])
 			require.NoError(t, err)
 			require.Equal(t, "content of /a", string(data))
-			release()
 		})
 	}
 	wg.Wait()
@@ -68,25 +67,23 @@ func TestCacheFetchesOnceChecksAndEvicts(t *testing.T) {
 		"refused":      {Name: "g", URI: srv.URL + "/gone", SHA256: digest("x")},
 		"missing file": {Name: "m", URI: "file:///no/such/file", SHA256: digest("x")},
 	} {
-		_, _, err := c.Acquire(ctx, []contracts.InputRef{ref})
+		_, err := c.Acquire(ctx, []contracts.InputRef{ref}, t.TempDir())
 		require.Error(t, err, name)
 		require.Equal(t, contracts.ClassInput, contracts.ClassOf(contracts.Classify(err)), "%s: %v", name, err)
 	}
-	_, _, err = c.Acquire(ctx, []contracts.InputRef{{Name: "d", URI: srv.URL + "/down", SHA256: digest("x")}})
+	_, err = c.Acquire(ctx, []contracts.InputRef{{Name: "d", URI: srv.URL + "/down", SHA256: digest("x")}}, t.TempDir())
 	require.Error(t, err)
 	require.NotEqual(t, contracts.ClassInput, contracts.ClassOf(contracts.Classify(err)), "a server error may mend: retried")
 
-	// Held entries stay; free ones go, oldest first, to make room.
+	// Free entries go, oldest first, to make room.
 	b := contracts.InputRef{Name: "b", URI: srv.URL + "/b", SHA256: digest("content of /b")}
-	_, releaseB, err := c.Acquire(ctx, []contracts.InputRef{b})
+	_, err = c.Acquire(ctx, []contracts.InputRef{b}, t.TempDir())
 	require.NoError(t, err)
 	d := contracts.InputRef{Name: "c", URI: srv.URL + "/c", SHA256: digest("content of /c")}
-	_, releaseC, err := c.Acquire(ctx, []contracts.InputRef{d})
+	_, err = c.Acquire(ctx, []contracts.InputRef{d}, t.TempDir())
 	require.NoError(t, err)
 	_, err = os.Stat(filepath.Join(c.dir, a.SHA256))
 	require.True(t, os.IsNotExist(err), "the free, oldest entry was evicted")
 	_, err = os.Stat(filepath.Join(c.dir, b.SHA256))
-	require.NoError(t, err, "an entry in use is never evicted")
-	releaseB()
-	releaseC()
+	require.NoError(t, err, "a newer one stays")
 }

@@ -5,29 +5,43 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
-	"os"
+	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/confine"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // Fetcher copies the content at uri to w, at most limit bytes, and says
 // how many it copied. An error that cannot get better by trying again (a
-// missing file, a refusal by the server, too large) is a
-// *contracts.ClassedError of class input.
+// missing file, a refusal by the server or by the allow list, too large)
+// is a *contracts.ClassedError of class input.
 type Fetcher interface {
 	Fetch(ctx context.Context, uri string, w io.Writer, limit int64) (int64, error)
 }
 
-// Fetchers are the file:// and http(s):// fetchers.
+// Fetchers are the file:// and http(s):// fetchers, within what Allow
+// allows. Its errors name the rule that refused a fetch and never carry
+// a raw network or file system error: a tenant learns nothing of the
+// worker's network or files from them.
 type Fetchers struct {
-	// Timeout bounds one fetch.
+	// Timeout bounds one fetch, a file's read included.
 	Timeout time.Duration
-	// Client makes the HTTP requests (nil: http.DefaultClient).
-	Client *http.Client
+	// Allow is what may be fetched (SLUICE_WORKER_FETCH_ALLOW); the zero
+	// value allows public http(s) addresses only.
+	Allow Allow
 }
+
+// maxRedirects bounds the redirects one fetch follows.
+const maxRedirects = 10
+
+// dialTimeout bounds one connection attempt (the fetch's own timeout
+// bounds them all).
+const dialTimeout = 30 * time.Second
 
 // inputError is an error a retry cannot mend.
 func inputError(format string, args ...any) error {
@@ -40,53 +54,139 @@ func (f Fetchers) Fetch(ctx context.Context, uri string, w io.Writer, limit int6
 	if err != nil {
 		return 0, inputError("%s is not a URI", uri)
 	}
+	parent := ctx
 	if f.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.Timeout)
 		defer cancel()
 	}
-	var body io.ReadCloser
 	switch u.Scheme {
 	case "file":
-		file, err := os.Open(u.Path)
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
-				return 0, inputError("%s: %v", uri, err)
-			}
-			return 0, err
-		}
-		body = file
+		return f.fetchFile(ctx, parent, uri, u, w, limit)
 	case "http", "https":
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, uri, nil)
-		if err != nil {
-			return 0, inputError("%s: %v", uri, err)
-		}
-		client := f.Client
-		if client == nil {
-			client = http.DefaultClient
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, fmt.Errorf("fetch %s: %w", uri, err) // the network: try again later
-		}
-		if resp.StatusCode != http.StatusOK {
-			_ = resp.Body.Close()
-			if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout {
-				return 0, inputError("fetch %s: %s", uri, resp.Status)
-			}
-			return 0, fmt.Errorf("fetch %s: %s", uri, resp.Status)
-		}
-		body = resp.Body
+		return f.fetchHTTP(ctx, parent, uri, u, w, limit)
 	default:
 		return 0, inputError("%s: scheme %q is not fetched here", uri, u.Scheme)
 	}
-	defer body.Close()
-	n, err := io.Copy(w, io.LimitReader(body, limit+1))
+}
+
+// fetchFile copies a file under the allowed file roots.
+func (f Fetchers) fetchFile(ctx, parent context.Context, uri string, u *url.URL, w io.Writer, limit int64) (int64, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return 0, inputError("fetch of %s refused: a file:// input names no host", uri)
+	}
+	n, err := f.Allow.files.Copy(ctx, u.Path, w, limit)
+	switch {
+	case err == nil:
+		return n, nil
+	case errors.Is(err, confine.ErrRefused):
+		return 0, inputError("fetch of %s refused: only regular files under the file roots of %s are read, "+
+			"and this one is not one of them or does not exist", uri, AllowVariable)
+	case errors.Is(err, confine.ErrTooLarge):
+		return n, inputError("%s is larger than the cache (%d bytes)", uri, limit)
+	}
+	return n, f.unfetched(parent, uri)
+}
+
+// fetchHTTP copies the body of a GET, through a client that refuses the
+// worker's own network on every redirect and at every connection.
+func (f Fetchers) fetchHTTP(ctx, parent context.Context, uri string, u *url.URL, w io.Writer, limit int64) (int64, error) {
+	if err := f.Allow.checkHost(u.Hostname()); err != nil {
+		return 0, inputError("fetch of %s refused: %v", uri, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, uri, nil)
 	if err != nil {
-		return n, fmt.Errorf("fetch %s: %w", uri, err)
+		return 0, inputError("%s is not a URL that can be fetched", uri)
+	}
+	transport := f.transport()
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, CheckRedirect: f.checkRedirect}
+	resp, err := client.Do(req)
+	if err != nil {
+		var r *refusal
+		if errors.As(err, &r) {
+			return 0, inputError("fetch of %s refused: %v", uri, r)
+		}
+		return 0, f.unfetched(parent, uri)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout {
+			return 0, inputError("fetch of %s: %s", uri, resp.Status)
+		}
+		return 0, fmt.Errorf("fetch of %s: %s", uri, resp.Status) // may mend: try again later
+	}
+	n, err := io.Copy(w, io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return n, f.unfetched(parent, uri)
 	}
 	if n > limit {
 		return n, inputError("%s is larger than the cache (%d bytes)", uri, limit)
 	}
 	return n, nil
+}
+
+// unfetched is a fetch that failed on the way (no connection, a reset, the
+// timeout): one message whatever the cause, so that a tenant cannot tell
+// a closed port from a filtered one; tried again later. A fetch cut short
+// because the run was cancelled says so.
+func (f Fetchers) unfetched(parent context.Context, uri string) error {
+	if err := parent.Err(); err != nil {
+		return fmt.Errorf("fetch of %s: %w", uri, err)
+	}
+	return fmt.Errorf("fetch of %s: could not be fetched", uri)
+}
+
+// transport is a fresh HTTP transport for one fetch: no proxy from the
+// environment, and each connection checked on the address it goes to.
+func (f Fetchers) transport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           f.dial,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		MaxIdleConns:          1,
+	}
+}
+
+// dial connects to addr, refusing at connect time (on the resolved
+// address, whatever the name said) the worker's own network unless the
+// allow list names the host or the address.
+func (f Fetchers) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, &refusal{reason: fmt.Sprintf("%q is not host:port", addr), fixed: true}
+	}
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	if !f.Allow.hostAllowed(host) {
+		d.Control = func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return &refusal{reason: fmt.Sprintf("host %s resolves to something that is not an address", host), fixed: true}
+			}
+			return f.Allow.checkAddr(ap.Addr(), host)
+		}
+	}
+	return d.DialContext(ctx, network, addr)
+}
+
+// checkRedirect follows at most maxRedirects redirects, to http(s) only,
+// refusing one to an address of the worker's own network (names are
+// checked when the connection is made).
+func (f Fetchers) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return &refusal{reason: fmt.Sprintf("more than %d redirects", maxRedirects), fixed: true}
+	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return &refusal{reason: fmt.Sprintf("redirect to scheme %q", req.URL.Scheme), fixed: true}
+	}
+	if err := f.Allow.checkHost(req.URL.Hostname()); err != nil {
+		var r *refusal
+		if errors.As(err, &r) {
+			return &refusal{reason: "redirect to " + req.URL.Redacted() + ": " + r.reason, fixed: r.fixed}
+		}
+		return err
+	}
+	return nil
 }

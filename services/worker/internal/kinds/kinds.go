@@ -22,7 +22,7 @@ type Run struct {
 	Payload json.RawMessage
 	Scratch func() (string, error)
 	// InputEnv are the run's pinned inputs: their variables
-	// (SLUICE_INPUT_<NAME>) and local paths.
+	// (SLUICE_INPUT_<NAME>) and the paths of the run's own copies.
 	InputEnv map[string]string
 }
 

@@ -1,0 +1,192 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/gateway/gateway"
+)
+
+// pinRoots sets SLUICE_PIN_ROOTS.
+func pinRoots(dirs ...string) option { return func(c *gateway.Config) { c.PinRoots = dirs } }
+
+// pinMax sets SLUICE_PIN_MAX_BYTES.
+func pinMax(n int64) option { return func(c *gateway.Config) { c.PinMaxBytes = n } }
+
+// pinBody is a submit whose one input pins the file at path.
+func pinBody(path string) string {
+	return fmt.Sprintf(`{"kind":"a","inputs":[{"name":"ref","uri":"file://%s","sha256":"pin"}]}`, path)
+}
+
+// pinTree is a pin root holding a file, a FIFO and a link out of it, and
+// a secret outside it.
+type pinTree struct{ root, secret string }
+
+func newPinTree(t *testing.T) pinTree {
+	t.Helper()
+	base := t.TempDir()
+	root := filepath.Join(base, "pins")
+	require.NoError(t, os.Mkdir(root, 0o755))
+	secret := filepath.Join(base, "secret")
+	require.NoError(t, os.WriteFile(secret, []byte("the gateway's own secret\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "ref.txt"), []byte("reference v1\n"), 0o644))
+	require.NoError(t, os.Symlink(secret, filepath.Join(root, "escape")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644))
+	return pinTree{root: root, secret: secret}
+}
+
+// TestPinOutsideRootsRefused: with no SLUICE_PIN_ROOTS pinning is off, and
+// with roots only regular files under them are hashed; a file outside,
+// a missing one, a link out of a root and a FIFO all get the same 422,
+// which tells nothing of the file (no OS error, no existence).
+func TestPinOutsideRootsRefused(t *testing.T) {
+	t.Parallel()
+	tr := newPinTree(t)
+	off := setup(t)
+	on := setup(t, pinRoots(tr.root))
+
+	refused := func(b *bundle, path string) string {
+		t.Helper()
+		// A FIFO must not hang the open: the request ends within the
+		// test's deadline either way.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done := make(chan response, 1)
+		go func() { done <- b.submit(tokenA, pinBody(path)) }()
+		var got response
+		select {
+		case got = <-done:
+		case <-ctx.Done():
+			t.Fatalf("pinning %s did not answer", path)
+		}
+		e := got.requireError(t, http.StatusUnprocessableEntity, contracts.CodeValidation)
+		require.NotContains(t, e.Message, path)
+		for _, leak := range []string{"no such file", "permission", "denied", "not a regular", "root:"} {
+			require.NotContains(t, strings.ToLower(e.Message), leak)
+		}
+		return e.Message
+	}
+	before := on.snap()
+	want := refused(off, "/etc/passwd")
+	require.Contains(t, want, "SLUICE_PIN_ROOTS", "the message says what governs pinning")
+	for _, b := range []*bundle{off, on} {
+		for _, path := range []string{
+			"/etc/passwd", "/etc/shadow", "/proc/self/environ", "/no/such/file", tr.secret,
+			filepath.Join(tr.root, "missing"), filepath.Join(tr.root, "escape"), filepath.Join(tr.root, "fifo"),
+			tr.root + "/../secret", tr.root,
+		} {
+			require.Equal(t, want, refused(b, path), "%s: one message for not allowed and not found", path)
+		}
+	}
+	// Over NATS as over HTTP: the same refusal.
+	for _, b := range []*bundle{off, on} {
+		reply := b.natsSubmit(map[string]string{contracts.HeaderToken: tokenA}, pinBody("/etc/passwd"))
+		require.Equal(t, http.StatusUnprocessableEntity, reply.Status)
+		require.Equal(t, want, reply.Error.Message)
+	}
+	require.Equal(t, before, on.snap(), "refused pins wrote nothing")
+
+	// A regular file under the root pins fine, also through an unclean path.
+	sum := sha256.Sum256([]byte("reference v1\n"))
+	for _, path := range []string{filepath.Join(tr.root, "ref.txt"), tr.root + "/./x/../ref.txt"} {
+		got := on.submit(tokenA, pinBody(path))
+		require.Equal(t, http.StatusAccepted, got.status, string(got.body))
+		require.Equal(t, hex.EncodeToString(sum[:]), got.job(t).Inputs[0].SHA256)
+	}
+	got := off.submit(tokenA, pinBody(filepath.Join(tr.root, "ref.txt")))
+	require.Equal(t, want, got.requireError(t, http.StatusUnprocessableEntity, contracts.CodeValidation).Message,
+		"no roots: pinning is off")
+}
+
+// TestPinEndlessFileBounded: a size-0 /proc file that reads on for
+// hundreds of GiB under an allowed root is cut by SLUICE_PIN_MAX_BYTES,
+// and the hash stops when the client leaves.
+func TestPinEndlessFileBounded(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/pagemap"); err != nil {
+		t.Skip("no /proc/self/pagemap here")
+	}
+	bounded := setup(t, pinRoots("/proc"), pinMax(1<<20))
+	got := bounded.submit(tokenA, pinBody("/proc/self/pagemap"))
+	e := got.requireError(t, http.StatusUnprocessableEntity, contracts.CodeValidation)
+	require.Contains(t, e.Message, "SLUICE_PIN_MAX_BYTES")
+
+	// The bound far away: only the request's context ends the hash.
+	b := setup(t, pinRoots("/proc"), pinMax(1<<40))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/jobs", strings.NewReader(pinBody("/proc/self/pagemap")))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer "+tokenA)
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() { defer close(done); b.gws[0].gw.Handler().ServeHTTP(rec, r) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hash went on after the client left")
+	}
+	require.NotEqual(t, http.StatusAccepted, rec.Code)
+}
+
+// TestPinShutdownDoesNotWait: a gateway stopping with a hash under way
+// (an endless /proc file, a far bound, a client that stays) stops it
+// instead of waiting SLUICE_SHUTDOWN_TIMEOUT for it.
+func TestPinShutdownDoesNotWait(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/pagemap"); err != nil {
+		t.Skip("no /proc/self/pagemap here")
+	}
+	b := setup(t, pinRoots("/proc"), pinMax(1<<40), func(c *gateway.Config) { c.ShutdownTimeout = time.Hour })
+	gw, err := gateway.New(b.cfg, gateway.Deps{Store: b.openStore(), NC: b.connect(), Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(ctx, ln) }()
+
+	answered := make(chan int, 1)
+	go func() {
+		res := b.doOn("http://"+ln.Addr().String(), req{method: http.MethodPost, path: "/v1/jobs", token: tokenA,
+			body: pinBody("/proc/self/pagemap")})
+		answered <- res.status
+	}()
+	waitUntil(t, func() bool { return pagemapOpen(t) }) // the hash is under way
+	stop()
+	select {
+	case err := <-served:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("shutdown waited on a hash")
+	}
+	require.Equal(t, http.StatusServiceUnavailable, <-answered)
+}
+
+// pagemapOpen reports whether this process holds a pagemap file open.
+func pagemapOpen(t *testing.T) bool {
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasSuffix(target, "/pagemap") {
+			return true
+		}
+	}
+	return false
+}
