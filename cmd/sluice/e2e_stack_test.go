@@ -76,10 +76,16 @@ func startStack(t *testing.T, workers int, extra map[string]string) *stack {
 		"SLUICE_WORKER_EXEC_ALLOW":           "sh",
 		"SLUICE_LOG_LEVEL":                   "warn",
 		"SLUICE_RATE_LIMIT_TENANT":           "0",
+		"SLUICE_RATE_LIMIT_TENANT_READ":      "0",
 		"SLUICE_RATE_LIMIT_IP":               "0",
 	}
 	for k, v := range extra {
 		env[k] = v
+	}
+	// The first tenant is the operator: readiness waits on the workers,
+	// which only the operator's /v1/stats shows.
+	if first, _, _ := strings.Cut(env["SLUICE_API_TOKENS"], ":"); first != "" && env["SLUICE_OPERATOR_TENANTS"] == "" {
+		env["SLUICE_OPERATOR_TENANTS"] = first
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -84,7 +84,11 @@ type JobPage struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// Stats is the body of GET /v1/stats.
+// Stats is the body of GET /v1/stats. An operator (open mode, or a tenant
+// of SLUICE_OPERATOR_TENANTS) sees the whole system; any other tenant in
+// token mode sees itself only: Active, Counts, TenantActive and
+// RecentRejections of its own jobs and requests, no Workers and no
+// RecentScaleRequests.
 type Stats struct {
 	MaxActive       int              `json:"max_active"`
 	TenantMaxActive int              `json:"tenant_max_active"`
@@ -94,7 +98,7 @@ type Stats struct {
 	Workers         []WorkerInfo     `json:"workers"`
 	// RecentRejections are the latest requests this gateway answered 429
 	// (admission caps and rate limits), newest first, at most
-	// MaxRecentRejections; in token mode only the caller's own. Each
+	// MaxRecentRejections; only the caller's own unless it is an operator. Each
 	// gateway keeps its own in memory: they are lost on restart.
 	RecentRejections []Rejection `json:"recent_rejections"`
 	// RecentScaleRequests are the schedulers' latest requests for one more

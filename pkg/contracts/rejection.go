@@ -24,6 +24,12 @@ const (
 	// (SLUICE_TENANT_MAX_ITEMS): its active jobs plus the items of its
 	// active fan-outs.
 	LimitTenantItems = "tenant_items"
+	// LimitTenantReadRate is the per-tenant rate limit on the read routes
+	// (SLUICE_RATE_LIMIT_TENANT_READ).
+	LimitTenantReadRate = "tenant_read_rate"
+	// LimitTenantStreams is the per-tenant share of the gateway's open
+	// event streams (SLUICE_TENANT_MAX_STREAMS).
+	LimitTenantStreams = "tenant_streams"
 )
 
 // LimitRequestItems is the bound on the items of one request
@@ -32,12 +38,12 @@ const (
 const LimitRequestItems = "request_items"
 
 // Limits429 is every limit a 429 may name, in the order above.
-var Limits429 = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems}
+var Limits429 = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems, LimitTenantReadRate, LimitTenantStreams}
 
 // ErrorLimits is every limit an error body may name: those of Limits429,
 // and LimitRequestItems and LimitTenantRate on a 413 (a request larger
 // than the limit can ever let through).
-var ErrorLimits = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems, LimitRequestItems}
+var ErrorLimits = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems, LimitTenantReadRate, LimitTenantStreams, LimitRequestItems}
 
 // Rejection is one request the gateway turned away with 429, as GET
 // /v1/stats lists it.
@@ -47,7 +53,6 @@ type Rejection struct {
 	// Tenant made the request; empty when the per-IP rate limit turned it
 	// away before its token was read (token mode).
 	Tenant string `json:"tenant,omitempty"`
-	// Limit is the limit hit: LimitGlobal, LimitTenant, LimitTenantRate or
-	// LimitIPRate.
+	// Limit is the limit hit: one of Limits429.
 	Limit string `json:"limit"`
 }

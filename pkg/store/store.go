@@ -101,6 +101,11 @@ type Store interface {
 	// active jobs hold.
 	Stats(ctx context.Context) (Counts, error)
 
+	// TenantCounts counts one tenant's jobs by state, fan-out children
+	// included as Stats counts them (every state present, zeros
+	// included): what that tenant may see of the store.
+	TenantCounts(ctx context.Context, tenant string) (map[contracts.JobState]int, error)
+
 	// Reconcile repairs any admission counters from the jobs themselves and
 	// reports how far they had drifted (zero when exact).
 	Reconcile(ctx context.Context) (int, error)

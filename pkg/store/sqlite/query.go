@@ -18,12 +18,27 @@ const getQuery = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
 // (see rowBuf.job): one, or many (see keyed).
 var getRowQuery, getRowsQuery = keyedQueries(`SELECT rowid, `+jobColumns+` FROM jobs WHERE `, `id`, `?`, ``)
 
-// Get returns the job with that id, or store.ErrNotFound.
+// Get returns the job with that id, or store.ErrNotFound. It reads from
+// the read pool, never the write connection: single-job reads (GET
+// /v1/jobs/{id}, event streams' polls, the scheduler's checks) run beside
+// the writes instead of queueing with them, and WAL mode gives each read
+// the latest commit.
 func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
 	var j contracts.Job
-	err := s.readOnWriter(ctx, "get job "+id, func(tx *sql.Tx) error {
+	// Prepared before the transaction: preparing may need a connection.
+	stmt, err := s.rc.get(ctx, getQuery)
+	if err != nil {
+		return contracts.Job{}, fmt.Errorf("sqlite: get job %s: %w", id, err)
+	}
+	err = s.read(ctx, "get job "+id, func(tx *sql.Tx) error {
+		var row *sql.Row
+		if stmt != nil {
+			row = tx.StmtContext(ctx, stmt).QueryRowContext(ctx, id)
+		} else {
+			row = tx.QueryRowContext(ctx, getQuery, id)
+		}
 		var err error
-		if j, err = s.jobIn(ctx, tx, id); err != nil {
+		if j, err = scanJob(row); err != nil {
 			return err
 		}
 		return s.countRunning(ctx, tx, &j)

@@ -73,14 +73,6 @@ func (s *Store) writeUrgent(ctx context.Context, op string, fn func(tx *sql.Tx) 
 	return s.onWriter(ctx, op, s.writes.urgent, false, fn)
 }
 
-// readOnWriter runs a read on the write connection, in line with the
-// writes. Its page cache is always warm, where a read-pool connection
-// starts cold after every commit (WAL mode resets a reader's cache when the
-// database changed), so hot single-row reads are much cheaper here.
-func (s *Store) readOnWriter(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	return s.onWriter(ctx, op, s.writes.reqs, true, fn)
-}
-
 func (s *Store) onWriter(ctx context.Context, op string, lane chan<- *writeReq, read bool, fn func(tx *sql.Tx) error) error {
 	req := &writeReq{ctx: ctx, op: op, fn: fn, read: read, done: make(chan struct{})}
 	select {

@@ -153,6 +153,13 @@ func testFanoutAdmit(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, 2, c.TenantActive["acme"])
 	require.Equal(t, 6, c.ByState[contracts.StatePending])
+	// The tenant's own counts hold its children, held ones as pending.
+	own, err := s.TenantCounts(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 6, own[contracts.StatePending])
+	other, err := s.TenantCounts(t.Context(), "globex")
+	require.NoError(t, err)
+	require.Zero(t, other[contracts.StatePending])
 
 	// Only the window's children are ready, never the parent.
 	got := claimN(t, s, 10, at(time.Second))

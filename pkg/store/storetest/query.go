@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/base64"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -214,6 +215,28 @@ func testStats(t *testing.T, s store.Store) {
 	}, c.ByState)
 	require.Equal(t, map[string]int{"a": 3, "b": 1}, c.TenantActive)
 	require.Equal(t, 4, c.Active())
+
+	// Each tenant's own counts, every state present; a tenant with no
+	// job has zeros.
+	zero := map[contracts.JobState]int{}
+	for _, st := range contracts.AllStates {
+		zero[st] = 0
+	}
+	want := func(m map[contracts.JobState]int) map[contracts.JobState]int {
+		out := maps.Clone(zero)
+		maps.Copy(out, m)
+		return out
+	}
+	for tenant, counts := range map[string]map[contracts.JobState]int{
+		"a": want(map[contracts.JobState]int{contracts.StatePending: 2, contracts.StateRunning: 1}),
+		"b": want(map[contracts.JobState]int{contracts.StatePending: 1, contracts.StateCancelled: 1}),
+		"c": want(map[contracts.JobState]int{contracts.StateSucceeded: 1, contracts.StateFailed: 1}),
+		"d": zero,
+	} {
+		got, err := s.TenantCounts(t.Context(), tenant)
+		require.NoError(t, err)
+		require.Equal(t, counts, got, "tenant %s", tenant)
+	}
 }
 
 // testStatsActiveIsOneReading starts jobs while Stats runs: every reading

@@ -44,6 +44,12 @@ type Config struct {
 	// APITokens is "tenant:token,…"; empty runs the API open (one
 	// "default" tenant). It is secret: never log or print it.
 	APITokens string `env:"SLUICE_API_TOKENS" json:"-"`
+	// OperatorTenants lists tenants of SLUICE_API_TOKENS whose tokens see
+	// the whole system in GET /v1/stats (every tenant's counts, the
+	// workers, every rejection and scale request). Every other tenant sees
+	// only its own. Empty: no token sees other tenants (open mode shows
+	// everything anyway).
+	OperatorTenants []string `env:"SLUICE_OPERATOR_TENANTS" envSeparator:","`
 	// DispatchDeadline is the longest a job may wait for a worker, and the
 	// deadline of a job that asks for none.
 	DispatchDeadline time.Duration `env:"SLUICE_DISPATCH_DEADLINE" envDefault:"10m"`
@@ -79,14 +85,31 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful shutdown of the HTTP server.
 	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
+	// MaxStreams bounds the open event streams (GET /v1/events and GET
+	// /v1/jobs/{id}/events) of one gateway; past it a stream is refused
+	// with 503.
+	MaxStreams int `env:"SLUICE_MAX_STREAMS" envDefault:"1000"`
+	// TenantMaxStreams is one tenant's share of SLUICE_MAX_STREAMS; past
+	// it the tenant's next stream is refused with 429 (limit
+	// tenant_streams), so one tenant never takes every stream.
+	TenantMaxStreams int `env:"SLUICE_TENANT_MAX_STREAMS" envDefault:"100"`
+
 	// RateLimitTenant is the token-bucket rate of submits and cancels
 	// (HTTP and NATS) per tenant, in tokens per second; 0 = off. A cancel
 	// costs one token, a submit one per job and per fan-out item (a batch
-	// of 1,000 jobs costs 1,000). Read-only routes are never rate limited.
+	// of 1,000 jobs costs 1,000). The read routes have a bucket of their
+	// own (SLUICE_RATE_LIMIT_TENANT_READ).
 	RateLimitTenant float64 `env:"SLUICE_RATE_LIMIT_TENANT" envDefault:"2000"`
 	// RateLimitTenantBurst is the per-tenant bucket size: also the most a
 	// single request may cost (a costlier one is refused with 413).
 	RateLimitTenantBurst int `env:"SLUICE_RATE_LIMIT_TENANT_BURST" envDefault:"20000"`
+	// RateLimitTenantRead is the token-bucket rate of the authenticated
+	// HTTP read routes (GET /v1/jobs, /v1/jobs/{id}, the event streams,
+	// /v1/stats) per tenant, in requests per second; 0 = off. Health,
+	// readiness, metrics and the dashboard's page are never rate limited.
+	RateLimitTenantRead float64 `env:"SLUICE_RATE_LIMIT_TENANT_READ" envDefault:"200"`
+	// RateLimitTenantReadBurst is the per-tenant read bucket size.
+	RateLimitTenantReadBurst int `env:"SLUICE_RATE_LIMIT_TENANT_READ_BURST" envDefault:"400"`
 	// RateLimitIP is the token-bucket rate of HTTP submits and cancels per
 	// client IP (the connection's address, or X-Forwarded-For when the
 	// connection comes from SLUICE_TRUSTED_PROXIES; an IPv6 client counts
@@ -207,8 +230,16 @@ func (c Config) Validate() error {
 	if _, err := admission.ParseWeights(c.TenantWeights); err != nil {
 		errs = append(errs, fmt.Errorf("SLUICE_TENANT_WEIGHTS: %w", err))
 	}
-	if _, err := auth.Parse(c.APITokens); err != nil {
+	if au, err := auth.Parse(c.APITokens); err != nil {
 		errs = append(errs, fmt.Errorf("SLUICE_API_TOKENS: %w", err))
+	} else if _, err := operators(au, c.OperatorTenants); err != nil {
+		errs = append(errs, fmt.Errorf("SLUICE_OPERATOR_TENANTS: %w", err))
+	}
+	if c.MaxStreams < 1 {
+		bad("SLUICE_MAX_STREAMS", "must be 1 or more, got %d", c.MaxStreams)
+	}
+	if c.TenantMaxStreams < 1 || c.TenantMaxStreams > max(c.MaxStreams, 1) {
+		bad("SLUICE_TENANT_MAX_STREAMS", "must be between 1 and SLUICE_MAX_STREAMS (%d), got %d", c.MaxStreams, c.TenantMaxStreams)
 	}
 	if c.StallTimeout < 0 || c.StallTimeout > contracts.MaxRunLimit {
 		bad("SLUICE_STALL_TIMEOUT", "must be between 0 (off) and %s, got %s", contracts.MaxRunLimit, c.StallTimeout)
@@ -255,6 +286,7 @@ func (c Config) Validate() error {
 		}
 	}
 	rateLimit("SLUICE_RATE_LIMIT_TENANT", c.RateLimitTenant, "SLUICE_RATE_LIMIT_TENANT_BURST", c.RateLimitTenantBurst)
+	rateLimit("SLUICE_RATE_LIMIT_TENANT_READ", c.RateLimitTenantRead, "SLUICE_RATE_LIMIT_TENANT_READ_BURST", c.RateLimitTenantReadBurst)
 	rateLimit("SLUICE_RATE_LIMIT_IP", c.RateLimitIP, "SLUICE_RATE_LIMIT_IP_BURST", c.RateLimitIPBurst)
 	if c.RateLimitShare < 0 || c.RateLimitShare > time.Minute {
 		bad("SLUICE_RATE_LIMIT_SHARE", "must be between 0 (off) and 1m, got %s", c.RateLimitShare)
@@ -275,4 +307,28 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// operators reads SLUICE_OPERATOR_TENANTS: tenants of SLUICE_API_TOKENS
+// (a name no token has would be a typo that silently hides everything).
+// Open mode takes none: every request there is the operator already.
+func operators(au *auth.Authenticator, names []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	known := map[string]bool{}
+	for _, t := range au.Tenants() {
+		known[t] = true
+	}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			continue
+		case au.Open():
+			return nil, errors.New("names operators, but SLUICE_API_TOKENS is empty (open mode: every request sees everything)")
+		case !known[n]:
+			return nil, fmt.Errorf("%q is not a tenant of SLUICE_API_TOKENS", n)
+		}
+		out[n] = true
+	}
+	return out, nil
 }

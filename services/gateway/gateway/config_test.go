@@ -30,6 +30,11 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, "./.sluice", cfg.Store.DataDir)
 	require.Empty(t, cfg.Bus.URL)
 	require.Equal(t, "info", cfg.Log.LogLevel)
+	require.Equal(t, 1000, cfg.MaxStreams)
+	require.Equal(t, 100, cfg.TenantMaxStreams)
+	require.Equal(t, 200.0, cfg.RateLimitTenantRead)
+	require.Equal(t, 400, cfg.RateLimitTenantReadBurst)
+	require.Empty(t, cfg.OperatorTenants)
 	require.Empty(t, cfg.PinRoots, "pinning is off unless the operator names its roots")
 	require.Equal(t, int64(1<<30), cfg.PinMaxBytes)
 	require.Equal(t, cfg, gateway.DefaultConfig())
@@ -38,18 +43,23 @@ func TestLoadConfigDefaults(t *testing.T) {
 func TestLoadConfigOverrides(t *testing.T) {
 	t.Parallel()
 	cfg, err := gateway.LoadConfig(map[string]string{
-		"SLUICE_HTTP_ADDR":         ":9090",
-		"SLUICE_MAX_ACTIVE":        "0",
-		"SLUICE_TENANT_MAX_ACTIVE": "25",
-		"SLUICE_API_TOKENS":        " acme:t1 , acme:t2,globex.eu:t3 ",
-		"SLUICE_DISPATCH_DEADLINE": "1h30m",
-		"SLUICE_MAX_ATTEMPTS":      "7",
-		"SLUICE_RETRY_INTERVAL":    "250ms",
-		"SLUICE_MAX_BODY_BYTES":    "4096",
-		"SLUICE_SHUTDOWN_TIMEOUT":  "5s",
-		"SLUICE_NATS_URL":          "nats://127.0.0.1:4222",
-		"SLUICE_DATA_DIR":          "/var/lib/sluice",
-		"SLUICE_LOG_LEVEL":         "debug",
+		"SLUICE_HTTP_ADDR":                    ":9090",
+		"SLUICE_MAX_ACTIVE":                   "0",
+		"SLUICE_TENANT_MAX_ACTIVE":            "25",
+		"SLUICE_API_TOKENS":                   " acme:t1 , acme:t2,globex.eu:t3 ",
+		"SLUICE_DISPATCH_DEADLINE":            "1h30m",
+		"SLUICE_MAX_ATTEMPTS":                 "7",
+		"SLUICE_RETRY_INTERVAL":               "250ms",
+		"SLUICE_MAX_BODY_BYTES":               "4096",
+		"SLUICE_SHUTDOWN_TIMEOUT":             "5s",
+		"SLUICE_NATS_URL":                     "nats://127.0.0.1:4222",
+		"SLUICE_DATA_DIR":                     "/var/lib/sluice",
+		"SLUICE_LOG_LEVEL":                    "debug",
+		"SLUICE_OPERATOR_TENANTS":             "globex.eu",
+		"SLUICE_MAX_STREAMS":                  "50",
+		"SLUICE_TENANT_MAX_STREAMS":           "50",
+		"SLUICE_RATE_LIMIT_TENANT_READ":       "5",
+		"SLUICE_RATE_LIMIT_TENANT_READ_BURST": "10",
 	})
 	require.NoError(t, err)
 	require.Equal(t, ":9090", cfg.HTTPAddr)
@@ -63,6 +73,11 @@ func TestLoadConfigOverrides(t *testing.T) {
 	require.Equal(t, "nats://127.0.0.1:4222", cfg.Bus.URL)
 	require.Equal(t, "/var/lib/sluice", cfg.Store.DataDir)
 	require.Equal(t, "debug", cfg.Log.LogLevel)
+	require.Equal(t, []string{"globex.eu"}, cfg.OperatorTenants)
+	require.Equal(t, 50, cfg.MaxStreams)
+	require.Equal(t, 50, cfg.TenantMaxStreams)
+	require.Equal(t, 5.0, cfg.RateLimitTenantRead)
+	require.Equal(t, 10, cfg.RateLimitTenantReadBurst)
 }
 
 func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
@@ -95,11 +110,30 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"shutdown zero", "SLUICE_SHUTDOWN_TIMEOUT", "0s"},
 		{"addr without port", "SLUICE_HTTP_ADDR", "localhost"},
 		{"store scheme", "SLUICE_STORE", "postgres://db"},
+		{"streams zero", "SLUICE_MAX_STREAMS", "0"},
+		{"tenant share zero", "SLUICE_TENANT_MAX_STREAMS", "0"},
+		{"tenant share over the pool", "SLUICE_TENANT_MAX_STREAMS", "1001"},
+		{"read rate negative", "SLUICE_RATE_LIMIT_TENANT_READ", "-1"},
+		{"read rate NaN", "SLUICE_RATE_LIMIT_TENANT_READ", "NaN"},
+		{"read burst zero", "SLUICE_RATE_LIMIT_TENANT_READ_BURST", "0"},
+		{"operators in open mode", "SLUICE_OPERATOR_TENANTS", "acme"},
 		{"pin root relative", "SLUICE_PIN_ROOTS", "data/pins"},
 		{"pin root missing", "SLUICE_PIN_ROOTS", "/no/such/dir"},
 		{"pin root a file", "SLUICE_PIN_ROOTS", "/etc/passwd"},
 		{"pin bound zero", "SLUICE_PIN_MAX_BYTES", "0"},
 		{"pin bound huge", "SLUICE_PIN_MAX_BYTES", "1099511627777"},
+	}
+	// An operator must be a tenant of SLUICE_API_TOKENS.
+	for name, env := range map[string]map[string]string{
+		"unknown operator": {"SLUICE_API_TOKENS": "acme:" + secret, "SLUICE_OPERATOR_TENANTS": "acme,globex"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := gateway.LoadConfig(env)
+			require.ErrorContains(t, err, "SLUICE_OPERATOR_TENANTS")
+			require.ErrorContains(t, err, "globex")
+			require.NotContains(t, err.Error(), secret, "errors never show a token")
+		})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

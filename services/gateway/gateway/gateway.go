@@ -155,6 +155,10 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: SLUICE_API_TOKENS: %w", err)
 	}
+	ops, err := operators(au, cfg.OperatorTenants)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: SLUICE_OPERATOR_TENANTS: %w", err)
+	}
 	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive, TenantItems: cfg.TenantMaxItems}
 	// HTTP and NATS accept the same batches: what the NATS server carries.
 	batchBytes := cfg.BatchBytes(deps.NC.MaxPayload())
@@ -201,6 +205,8 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	nc, js := deps.NC, deps.JS
 	probe.AddCheck("nats", func(ctx context.Context) error { return bus.Check(ctx, nc, js) })
 
+	// Reads have buckets of their own, limited by each replica alone.
+	readLimit := ratelimit.New(cfg.RateLimitTenantRead, cfg.RateLimitTenantReadBurst, ratelimit.Options{Now: deps.Now})
 	ipLimit := ratelimit.New(cfg.RateLimitIP, cfg.RateLimitIPBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
 	// The replicas' buckets count together (SLUICE_RATE_LIMIT_SHARE).
 	sharer := ratelimit.NewSharer(deps.NC, uuid.NewString(), cfg.RateLimitShare, map[string]*ratelimit.Limiter{
@@ -247,6 +253,11 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			Rejections:     rejected,
 			Scaling:        scaled,
 			JS:             deps.JS,
+
+			TenantReadLimit:  readLimit,
+			Operators:        ops,
+			MaxStreams:       cfg.MaxStreams,
+			TenantMaxStreams: cfg.TenantMaxStreams,
 		}),
 		// The NATS API lets through the larger of the two bounds; the
 		// admission applies each to its endpoint.

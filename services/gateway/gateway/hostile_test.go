@@ -236,6 +236,60 @@ func TestHostileRequests(t *testing.T) {
 	require.Equal(t, before, b.snap(), "hostile requests wrote something")
 }
 
+// hostileFlood is one tenant flooding a shared resource: it first takes
+// what it is allowed (warm requests, answered 200, event streams kept
+// open), then its next request must be refused with status, code and the
+// limit named, and nothing must be written.
+type hostileFlood struct {
+	name   string
+	opt    option
+	warm   []string // GET paths answered 200 first; streams stay open
+	path   string   // the refused GET
+	status int
+	code   string
+	limit  string
+}
+
+// TestHostileTenantFloods: a tenant that takes its whole share of event
+// streams or of reads is refused with a 429 naming the limit, and the
+// other tenant is not.
+func TestHostileTenantFloods(t *testing.T) {
+	t.Parallel()
+	const events = "/v1/events"
+	cases := []hostileFlood{
+		{name: "event streams past the tenant's share", opt: streams(4, 2), warm: []string{events, events},
+			path: events, status: http.StatusTooManyRequests, code: contracts.CodeTenantCap, limit: contracts.LimitTenantStreams},
+		{name: "job stream past the tenant's share", opt: streams(4, 2), warm: []string{events, events},
+			path: "/v1/jobs/{mine}/events", status: http.StatusTooManyRequests, code: contracts.CodeTenantCap, limit: contracts.LimitTenantStreams},
+		{name: "job reads past the read rate", opt: readRateLimit(0.001, 2), warm: []string{"/v1/jobs/{mine}", "/v1/jobs/{mine}"},
+			path: "/v1/jobs/{mine}", status: http.StatusTooManyRequests, code: contracts.CodeRateLimited, limit: contracts.LimitTenantReadRate},
+		{name: "stats past the read rate", opt: readRateLimit(0.001, 2), warm: []string{"/v1/stats", "/v1/jobs"},
+			path: "/v1/stats", status: http.StatusTooManyRequests, code: contracts.CodeRateLimited, limit: contracts.LimitTenantReadRate},
+		{name: "event stream past the read rate", opt: readRateLimit(0.001, 2), warm: []string{"/v1/jobs", "/v1/jobs"},
+			path: events, status: http.StatusTooManyRequests, code: contracts.CodeRateLimited, limit: contracts.LimitTenantReadRate},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, tc.opt)
+			mine := b.submit(tokenA, `{"kind":"mine"}`).job(t).ID
+			at := func(p string) string { return strings.ReplaceAll(p, "{mine}", mine) }
+			before := b.snap()
+			for _, p := range tc.warm {
+				status, r, _ := b.openStream(at(p), tokenA)
+				require.Equal(t, http.StatusOK, status, "%s: %s", p, r.body)
+			}
+			_, got, _ := b.openStream(at(tc.path), tokenA)
+			e := got.requireError(t, tc.status, tc.code)
+			require.Equal(t, tc.limit, e.Limit)
+			require.NotEmpty(t, got.header.Get("Retry-After"))
+			status, r, _ := b.openStream(events, tokenB)
+			require.Equal(t, http.StatusOK, status, "the other tenant: %s", r.body)
+			require.Equal(t, before, b.snap(), "a refused request wrote something")
+		})
+	}
+}
+
 // hostileReply is one NATS API request whose reply subject lies outside
 // its caller's inbox: the gateway must neither admit nor answer it.
 type hostileReply struct {

@@ -146,9 +146,11 @@ func TestTenantIsolation(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status)
 }
 
+// TestStats reads the operator's view (SLUICE_OPERATOR_TENANTS); what
+// another tenant sees is TestStatsTenantSeesOnlyItself's.
 func TestStats(t *testing.T) {
 	t.Parallel()
-	b := setup(t, caps(100, 10))
+	b := setup(t, caps(100, 10), operatorTenants(tenantA))
 	require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"s"}`).status)
 	require.Equal(t, http.StatusAccepted, b.submit(tokenB, `{"kind":"s"}`).status)
 	done := b.submit(tokenB, `{"kind":"s"}`).job(t)
@@ -174,7 +176,7 @@ func TestStats(t *testing.T) {
 		require.Contains(t, st.Counts, s)
 	}
 	require.Equal(t, 1, st.Counts[contracts.StateSucceeded])
-	require.Equal(t, map[string]int{tenantA: 1}, st.TenantActive, "token mode shows only the caller's tenant")
+	require.Equal(t, map[string]int{tenantA: 1, tenantB: 1}, st.TenantActive, "the operator sees every tenant")
 	require.Equal(t, "w-1", st.Workers[0].ID)
 	require.Equal(t, 4, st.Workers[0].Capacity)
 	require.Equal(t, 1, st.Workers[0].InFlight)

@@ -71,6 +71,21 @@ func rateLimits(tenant float64, tenantBurst int, ip float64, ipBurst int) option
 	}
 }
 
+// streams sets SLUICE_MAX_STREAMS and SLUICE_TENANT_MAX_STREAMS.
+func streams(pool, tenant int) option {
+	return func(c *gateway.Config) { c.MaxStreams, c.TenantMaxStreams = pool, tenant }
+}
+
+// readRateLimit sets the per-tenant read rate limit (0 = off).
+func readRateLimit(perSecond float64, burst int) option {
+	return func(c *gateway.Config) { c.RateLimitTenantRead, c.RateLimitTenantReadBurst = perSecond, burst }
+}
+
+// operatorTenants sets SLUICE_OPERATOR_TENANTS.
+func operatorTenants(tenants ...string) option {
+	return func(c *gateway.Config) { c.OperatorTenants = tenants }
+}
+
 // hooks adjust how a bundle's gateways are built.
 type hooks struct {
 	// deps changes each gateway's Deps before New.

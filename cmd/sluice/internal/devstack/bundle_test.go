@@ -42,6 +42,7 @@ func testEnv(dataDir string, extra map[string]string) map[string]string {
 		"SLUICE_CLAIM_TTL":                   "5s",
 		"SLUICE_LOG_LEVEL":                   "warn",
 		"SLUICE_RATE_LIMIT_TENANT":           "0", // these tests submit faster than a client should
+		"SLUICE_RATE_LIMIT_TENANT_READ":      "0", // and poll faster (waitFinal: every 10 ms)
 		"SLUICE_RATE_LIMIT_IP":               "0",
 	}
 	for k, v := range extra {

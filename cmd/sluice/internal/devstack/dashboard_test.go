@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -157,6 +158,40 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	saveScreenshot(t, ctx)
 	require.Empty(t, problems(), "the page reported errors")
+}
+
+// TestDashboardOpenModeAndTenantView: in open mode the page needs no
+// token and shows the workers; with the token of a tenant that is not an
+// operator it shows that tenant's jobs and counts, no worker, and reports
+// no error either way.
+func TestDashboardOpenModeAndTenantView(t *testing.T) {
+	t.Parallel()
+	chromium := needChromium(t)
+	t.Run("open mode", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_RATE_LIMIT_TENANT_READ": "200"})
+		ctx := newBrowser(t, chromium)
+		problems := watchPage(t, ctx)
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.base+"/")))
+		waitFor(t, ctx, `#conn[data-conn="live"]`, "the event stream never went live")
+		waitFor(t, ctx, `#worker-rows .worker`, "the workers never showed")
+		j := b.mustSubmit("sleep", map[string]int{"ms": 100})
+		waitFor(t, ctx, jobRow(j.ID, "succeeded"), "the job never showed succeeded")
+		require.Empty(t, problems(), "the page reported errors")
+	})
+	t.Run("tenant", func(t *testing.T) {
+		t.Parallel()
+		b := startTokenStack(t, Options{Workers: 1}, map[string]string{
+			"SLUICE_API_TOKENS":       dashTenant + ":" + dashToken + ",ops:ops-token-0123",
+			"SLUICE_OPERATOR_TENANTS": "ops",
+		})
+		ctx, problems := openDashboard(t, chromium, b)
+		id := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":100}}`)
+		waitFor(t, ctx, jobRow(id, "succeeded"), "the job never showed succeeded")
+		waitTrue(t, ctx, `document.querySelector('#count-tiles .tile[data-state="succeeded"] .n').textContent === '1'`, "the counts never showed the job")
+		require.Zero(t, evalJS[int](t, ctx, `document.querySelectorAll('#worker-rows .worker').length`), "a tenant sees no worker")
+		require.Empty(t, problems(), "the page reported errors")
+	})
 }
 
 // TestDashboardNoCap: without caps the admission gauges say "no cap" and
@@ -466,6 +501,16 @@ func saveScreenshot(t *testing.T, ctx context.Context) {
 func startTokenStack(t *testing.T, o Options, extra map[string]string) *bundle {
 	t.Helper()
 	dataDir := t.TempDir()
+	// The dashboard's tenant is the operator (it sees the workers) unless
+	// the test says otherwise.
+	extra = maps.Clone(extra)
+	if _, ok := extra["SLUICE_OPERATOR_TENANTS"]; !ok {
+		extra["SLUICE_OPERATOR_TENANTS"] = dashTenant
+	}
+	// The page lives within the default read rate limit.
+	if _, ok := extra["SLUICE_RATE_LIMIT_TENANT_READ"]; !ok {
+		extra["SLUICE_RATE_LIMIT_TENANT_READ"] = "200"
+	}
 	o.Environ = testEnv(dataDir, extra)
 	o.NATSListen = "127.0.0.1:0"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -485,6 +530,15 @@ func startTokenStack(t *testing.T, o Options, extra map[string]string) *bundle {
 	b := &bundle{t: t, stack: s, dataDir: dataDir, base: "http://" + s.HTTPAddr, cancel: cancel, done: make(chan error, 1)}
 	go func() { b.done <- s.Run(ctx) }()
 	t.Cleanup(b.stop)
+	if extra["SLUICE_OPERATOR_TENANTS"] != dashTenant {
+		// Only the operator's stats show the workers: wait for readiness
+		// alone; jobs wait for the workers in the store.
+		require.Eventually(t, func() bool {
+			status, _ := b.tokenDo(t, http.MethodGet, "/readyz", "")
+			return status == http.StatusOK
+		}, 20*time.Second, 20*time.Millisecond, "stack never ready")
+		return b
+	}
 	require.Eventually(t, func() bool {
 		status, body := b.tokenDo(t, http.MethodGet, "/v1/stats", "")
 		if status != http.StatusOK {

@@ -50,6 +50,21 @@ func (a *api) tenantLimited(next tenantHandler) tenantHandler {
 	}
 }
 
+// tenantReadLimited applies the per-tenant read rate limit to an
+// authenticated read request.
+func (a *api) tenantReadLimited(next tenantHandler) tenantHandler {
+	if a.TenantReadLimit == nil {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request, tenant string) {
+		if ok, wait := a.TenantReadLimit.Allow(tenant); !ok {
+			a.rateLimited(w, tenant, metrics.LimitTenantReadRate, wait)
+			return
+		}
+		next(w, r, tenant)
+	}
+}
+
 // rateLimited answers 429 rate_limited naming the limit, with Retry-After
 // in whole seconds (at least 1), and remembers the rejection of tenant's
 // request (empty when unknown).
@@ -97,8 +112,11 @@ func (a *api) clientKey(r *http.Request) string {
 
 // rateName says which rate limit a limit word names, for messages.
 func rateName(limit string) string {
-	if limit == contracts.LimitIPRate {
-		return "per-client-IP rate limit"
+	switch limit {
+	case contracts.LimitIPRate:
+		return "per-client-IP rate limit, SLUICE_RATE_LIMIT_IP"
+	case contracts.LimitTenantReadRate:
+		return "per-tenant read rate limit, SLUICE_RATE_LIMIT_TENANT_READ"
 	}
-	return "per-tenant rate limit"
+	return "per-tenant rate limit, SLUICE_RATE_LIMIT_TENANT"
 }

@@ -5,8 +5,12 @@
 //
 // Every answer is JSON, including the 404 and 405 the router itself gives
 // for unknown routes and wrong methods. Submit and cancel are rate limited
-// per client IP and per tenant (429 rate_limited). Read-only routes never
-// answer 429; health, readiness and metrics also need no token.
+// per client IP and per tenant (429 rate_limited, limit ip_rate or
+// tenant_rate); the authenticated read routes per tenant, in a bucket of
+// their own (limit tenant_read_rate); each tenant holds at most its share
+// of the open event streams (429, limit tenant_streams). Health,
+// readiness, metrics, the OpenAPI document and the dashboard's page are
+// never rate limited and need no token.
 package httpapi
 
 import (
@@ -65,6 +69,13 @@ type Deps struct {
 	Caps store.Caps
 	// TenantLimit rate-limits submits and cancels per tenant (nil = off).
 	TenantLimit *ratelimit.Limiter
+	// TenantReadLimit rate-limits the authenticated read routes (jobs,
+	// events, stats) per tenant (nil = off).
+	TenantReadLimit *ratelimit.Limiter
+	// Operators are the tenants whose /v1/stats shows the whole system
+	// (every tenant's counts, the workers, every rejection and scale
+	// request); any other tenant sees its own in token mode.
+	Operators map[string]bool
 	// IPLimit rate-limits submits and cancels per client IP (nil = off).
 	IPLimit *ratelimit.Limiter
 	// TrustedProxies may name the client in X-Forwarded-For (nil = none:
@@ -80,13 +91,16 @@ type Deps struct {
 	JS jetstream.JetStream
 	// MaxStreams bounds the open event streams (0 = 1000).
 	MaxStreams int
+	// TenantMaxStreams bounds one tenant's open event streams (0 = 100,
+	// and never more than MaxStreams).
+	TenantMaxStreams int
 }
 
 // api holds the handlers' dependencies.
 type api struct {
 	Deps
-	// streams holds one token per open event stream.
-	streams chan struct{}
+	// streams counts the open event streams, per tenant too.
+	streams *streamPool
 }
 
 // Handler is the HTTP API: every route behind the shared middleware.
@@ -113,24 +127,25 @@ func (m *recordingMux) Handle(pattern string, h http.Handler) {
 
 // New returns the HTTP API as one handler.
 func New(d Deps) *Handler {
-	if d.MaxStreams <= 0 {
-		d.MaxStreams = defaultMaxStreams
-	}
-	a := &api{Deps: d, streams: make(chan struct{}, d.MaxStreams)}
+	a := &api{Deps: d, streams: newStreamPool(d.MaxStreams, d.TenantMaxStreams)}
 	mux := &recordingMux{ServeMux: http.NewServeMux()}
 	// The writing /v1 routes are rate limited per client IP (before
 	// authentication, so token guessing is limited too), then per tenant.
-	// Read-only routes, like health, readiness and metrics, never answer
-	// 429 (DESIGN.md).
+	// The reading /v1 routes are rate limited per tenant in a bucket of
+	// their own, so reads (a dashboard, pollers, event streams) never use
+	// up a tenant's submits, and a read flood never stalls the store for
+	// the other tenants. Health, readiness, metrics, the OpenAPI document
+	// and the dashboard's page are never rate limited.
 	write := func(h tenantHandler) http.Handler { return a.ipLimited(a.authed(a.tenantLimited(h))) }
+	read := func(h tenantHandler) http.Handler { return a.authed(a.tenantReadLimited(h)) }
 	mux.Handle(patternSubmit, write(a.submit))
 	mux.Handle(patternSubmitBatch, write(a.submitBatch))
 	mux.Handle("POST /v1/jobs/{id}/cancel", write(a.cancelJob))
-	mux.Handle("GET /v1/jobs", a.authed(a.listJobs))
-	mux.Handle("GET /v1/jobs/{id}", a.authed(a.getJob))
-	mux.Handle("GET /v1/jobs/{id}/events", a.authed(a.jobEvents))
-	mux.Handle("GET /v1/events", a.authed(a.tenantEvents))
-	mux.Handle("GET /v1/stats", a.authed(a.stats))
+	mux.Handle("GET /v1/jobs", read(a.listJobs))
+	mux.Handle("GET /v1/jobs/{id}", read(a.getJob))
+	mux.Handle("GET /v1/jobs/{id}/events", read(a.jobEvents))
+	mux.Handle("GET /v1/events", read(a.tenantEvents))
+	mux.Handle("GET /v1/stats", read(a.stats))
 	mux.Handle("GET /openapi.json", openapi.Handler())
 	// The dashboard page and its embedded assets need no token: the page
 	// asks the user for one and sends it to the API itself.

@@ -35,6 +35,10 @@ const (
 	LimitIPRate     = contracts.LimitIPRate
 	// LimitTenantItems is the bound on a tenant's items in flight.
 	LimitTenantItems = contracts.LimitTenantItems
+	// LimitTenantReadRate and LimitTenantStreams refuse reads and event
+	// streams: they count in RateLimited, never as admissions.
+	LimitTenantReadRate = contracts.LimitTenantReadRate
+	LimitTenantStreams  = contracts.LimitTenantStreams
 )
 
 // Transport label values of sluice_gateway_rate_limited_total.
@@ -82,7 +86,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_rate_limited_total",
-			Help: "Requests refused with 429 rate_limited, by transport and by the rate limit hit (tenant_rate or ip_rate).",
+			Help: "Requests refused with 429 rate_limited, by transport and by the limit hit (tenant_rate, ip_rate, tenant_read_rate or tenant_streams).",
 		}, []string{"transport", "limit"}),
 		repliesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_nats_replies_refused_total",
@@ -106,6 +110,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, l := range [][2]string{
 		{TransportHTTP, LimitTenantRate}, {TransportHTTP, LimitIPRate}, {TransportNATS, LimitTenantRate},
+		{TransportHTTP, LimitTenantReadRate}, {TransportHTTP, LimitTenantStreams},
 	} {
 		m.rateLimited.WithLabelValues(l[0], l[1])
 	}

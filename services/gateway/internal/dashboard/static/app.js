@@ -217,6 +217,8 @@
       case 'tenant_rate': return 'tenant rate limit';
       case 'ip_rate': return 'IP rate limit';
       case 'tenant_items': return 'tenant items in flight';
+      case 'tenant_read_rate': return 'tenant read rate limit';
+      case 'tenant_streams': return 'tenant stream share';
       default: return r.limit || '?';
     }
   }
