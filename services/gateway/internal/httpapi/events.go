@@ -210,6 +210,7 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 		return
 	}
 	cur := contracts.StateEvent(job)
+	var lastProgress contracts.Event // the last progress event sent
 	ping := time.NewTicker(ssePing)
 	defer ping.Stop()
 	every := ssePoll
@@ -239,8 +240,10 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 					continue
 				}
 				cur = ev
-			} else if ev.Attempt < cur.Attempt {
+			} else if ev.Attempt < cur.Attempt || !laterProgress(ev, lastProgress) {
 				continue
+			} else {
+				lastProgress = ev
 			}
 			if sse.send(rcv.Seq, ev.Type, ev) != nil || (ev.Type == contracts.EventState && ev.State.Final()) {
 				return
@@ -270,6 +273,16 @@ func newer(ev, cur contracts.Event) bool {
 	}
 	same := ev.State == cur.State && ev.Attempt == cur.Attempt && ev.Worker == cur.Worker && ev.Error == cur.Error
 	return !same
+}
+
+// laterProgress reports whether progress event ev is not older than last,
+// the progress event the stream sent before: several services publish a
+// job's progress (a fan-out parent's is published by every service that
+// ends one of its children), and one that read the job earlier may
+// publish later. Going back to an older report would show the reader its
+// job's progress moving backwards.
+func laterProgress(ev, last contracts.Event) bool {
+	return ev.Attempt > last.Attempt || !ev.At.Before(last.At)
 }
 
 // tenantEvents is GET /v1/events: every state and progress event of the
