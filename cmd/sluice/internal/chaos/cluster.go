@@ -215,6 +215,9 @@ func Start(cfg Config) (*Cluster, error) {
 		"SLUICE_STORE="+c.StoreURI,
 		"SLUICE_LOG_LEVEL="+logLevel(),
 		"SLUICE_API_TOKENS="+strings.Join(tokens, ","),
+		// The harness reads the whole system (workers, every tenant's
+		// counts) as the first tenant.
+		"SLUICE_OPERATOR_TENANTS="+c.Tenants[0].Name,
 		"SLUICE_MAX_ACTIVE="+fmt.Sprint(cfg.MaxActive),
 		"SLUICE_TENANT_MAX_ACTIVE="+fmt.Sprint(cfg.TenantMaxActive),
 		"SLUICE_HEARTBEAT_INTERVAL="+cfg.HeartbeatInterval.String(),
@@ -231,6 +234,7 @@ func Start(cfg Config) (*Cluster, error) {
 		// (also 429) stay off so every 429 is a cap rejection.
 		"SLUICE_RATE_LIMIT_TENANT=0",
 		"SLUICE_RATE_LIMIT_IP=0",
+		"SLUICE_RATE_LIMIT_TENANT_READ=0",
 	)
 	c.newProc = func(name, service, bin string, args []string, extra ...string) *Proc {
 		return &Proc{Name: name, Service: service, bin: filepath.Join(cfg.BinDir, bin), args: args,
