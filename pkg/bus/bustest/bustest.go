@@ -32,6 +32,12 @@ func Start(tb testing.TB) *Server {
 	return StartWith(tb, bus.EmbeddedOptions{NoListen: true})
 }
 
+// startTimeout bounds a test server's start. The tests of every package
+// run at once under the race detector on two cores, where a server (a
+// clustered one especially) has taken over the default 10 s to accept
+// clients.
+const startTimeout = time.Minute
+
 // StartWith runs a server with o; an empty o.Dir is a directory of the
 // test's own. Set o.Listen (e.g. "127.0.0.1:0") for a server that outside
 // clients reach at URL.
@@ -39,6 +45,9 @@ func StartWith(tb testing.TB, o bus.EmbeddedOptions) *Server {
 	tb.Helper()
 	if o.Dir == "" {
 		o.Dir = tb.TempDir()
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = startTimeout
 	}
 	ns, err := bus.StartEmbedded(o)
 	if err != nil {

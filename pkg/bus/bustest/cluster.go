@@ -51,6 +51,9 @@ func StartClusterWith(tb testing.TB, n int, base bus.EmbeddedOptions) *Cluster {
 		o.Dir = filepath.Join(dir, fmt.Sprintf("n%d", i+1))
 		o.Listen = clients[i]
 		o.ServerName = fmt.Sprintf("sluice-test-n%d", i+1)
+		if o.StartTimeout <= 0 {
+			o.StartTimeout = startTimeout
+		}
 		o.Cluster = &bus.ClusterOptions{Name: "sluice-test", Listen: routes[i], Routes: routeURLs(routes)}
 		c.nodes = append(c.nodes, &node{opts: o})
 	}

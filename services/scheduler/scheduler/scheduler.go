@@ -145,7 +145,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		})
 	})
 	g.Go(func() error {
-		return s.serveQueue(gctx, contracts.SubjectProgress, progressWorkers, progressBuffer, func(ctx context.Context, m *nats.Msg) {
+		return s.serveOrdered(gctx, contracts.SubjectProgress, progressWorkers, progressBuffer, func(ctx context.Context, m *nats.Msg) {
 			s.apply.Progress(ctx, m.Data)
 		})
 	})
