@@ -22,7 +22,9 @@ import (
 //     released yet), ends failed;
 //   - children below the parent's cursor still held are released (the
 //     step that releases them may run again at any time: it is
-//     idempotent);
+//     idempotent), and only then are the places taken in its window
+//     counted, so that the child a dead release took the cursor for fills
+//     its place once, not twice;
 //   - a parent whose children say more of them ended gets its counts from
 //     them, then the places in its window that the lost steps left empty,
 //     then its end if every child ended.
@@ -39,7 +41,7 @@ func (s *Store) repairParents(ctx context.Context) (int, error) {
 		if !s.suspects.confirmed("parent:"+p.ID, int64(stored.Finished()), int64(p.ChildrenReleased), now, s.grace) {
 			continue
 		}
-		actual, open, err := s.childStates(ctx, p.ID)
+		actual, err := s.childStates(ctx, p.ID)
 		if err != nil {
 			return repaired, err
 		}
@@ -58,6 +60,14 @@ func (s *Store) repairParents(ctx context.Context) (int, error) {
 		}
 		if err := s.releaseBelow(ctx, p.ID, p.ChildrenReleased, now); err != nil {
 			return repaired, fmt.Errorf("release the children of %s: %w", p.ID, err)
+		}
+		// The places taken are counted only now: a child released just
+		// above (its release died after taking the cursor) holds one, and
+		// counted before it would leave a place that looks empty, filled
+		// again below: one more child running than the window.
+		open, err := s.openChildren(ctx, p.ID)
+		if err != nil {
+			return repaired, err
 		}
 		missing := p.ChildrenReleased < p.ChildrenTotal && !p.CancelRequested && open < p.Window
 		if actual.Finished() == stored.Finished() && !missing && !actual.Done() {
@@ -99,22 +109,21 @@ func count(n int) any {
 	return n
 }
 
-// childStates counts a parent's children that ended, by state, and those
-// released that have not ended (the places taken in its window).
-func (s *Store) childStates(ctx context.Context, parent string) (contracts.ChildCounts, int, error) {
+// childStates counts a parent's children, and those that ended by state.
+func (s *Store) childStates(ctx context.Context, parent string) (contracts.ChildCounts, error) {
 	cur, err := s.jobs.Aggregate(ctx, bson.A{
 		bson.D{{Key: "$match", Value: bson.D{{Key: fParent, Value: parent}}}},
 		bson.D{{Key: "$group", Value: bson.D{{Key: fID, Value: "$" + fState}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
 	})
 	if err != nil {
-		return contracts.ChildCounts{}, 0, fmt.Errorf("count the children of %s: %w", parent, err)
+		return contracts.ChildCounts{}, fmt.Errorf("count the children of %s: %w", parent, err)
 	}
 	var rows []struct {
 		State string `bson:"_id"`
 		N     int    `bson:"n"`
 	}
 	if err := cur.All(ctx, &rows); err != nil {
-		return contracts.ChildCounts{}, 0, fmt.Errorf("count the children of %s: %w", parent, err)
+		return contracts.ChildCounts{}, fmt.Errorf("count the children of %s: %w", parent, err)
 	}
 	var c contracts.ChildCounts
 	for _, r := range rows {
@@ -128,12 +137,18 @@ func (s *Store) childStates(ctx context.Context, parent string) (contracts.Child
 			c.Cancelled = r.N
 		}
 	}
+	return c, nil
+}
+
+// openChildren counts a parent's children released that have not ended:
+// the places taken in its window.
+func (s *Store) openChildren(ctx context.Context, parent string) (int, error) {
 	open, err := s.jobs.CountDocuments(ctx, bson.D{{Key: fParent, Value: parent}, {Key: fReleased, Value: true},
 		{Key: fState, Value: bson.D{{Key: "$in", Value: activeStates}}}})
 	if err != nil {
-		return c, 0, fmt.Errorf("count the open children of %s: %w", parent, err)
+		return 0, fmt.Errorf("count the open children of %s: %w", parent, err)
 	}
-	return c, int(open), nil
+	return int(open), nil
 }
 
 // findDocs runs a find on the jobs collection and decodes every document.
