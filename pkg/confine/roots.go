@@ -66,18 +66,24 @@ func (r Roots) Dirs() []string { return append([]string(nil), r.written...) }
 // under reports whether path lies in one of dirs (or is one of them).
 func under(path string, dirs []string) bool {
 	for _, d := range dirs {
-		if path == d {
-			return true
-		}
-		prefix := d
-		if !strings.HasSuffix(prefix, string(filepath.Separator)) {
-			prefix += string(filepath.Separator)
-		}
-		if strings.HasPrefix(path, prefix) {
+		if Within(path, d) {
 			return true
 		}
 	}
 	return false
+}
+
+// Within reports whether path is dir or lies below it; both are clean
+// absolute paths, compared as written (resolve links first).
+func Within(path, dir string) bool {
+	if path == dir {
+		return true
+	}
+	prefix := dir
+	if !strings.HasSuffix(prefix, string(filepath.Separator)) {
+		prefix += string(filepath.Separator)
+	}
+	return strings.HasPrefix(path, prefix)
 }
 
 // Resolve is the real path of the regular file path names, if it lies

@@ -140,12 +140,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.Concurrency, s.apply.Result)
 	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)
 	g.Go(func() error {
-		return s.serveQueue(gctx, contracts.SubjectHeartbeat, heartbeatWorkers, heartbeatBuffer, func(ctx context.Context, m *nats.Msg) {
+		return s.serveQueue(gctx, contracts.SubjectHeartbeat, heartbeatWorkers, heartbeatBuffer, nil, func(ctx context.Context, m *nats.Msg) {
 			_ = m.Respond(s.apply.Heartbeat(ctx, m.Data))
 		})
 	})
 	g.Go(func() error {
-		return s.serveOrdered(gctx, contracts.SubjectProgress, progressWorkers, progressBuffer, func(ctx context.Context, m *nats.Msg) {
+		return s.serveQueue(gctx, contracts.SubjectProgress, progressWorkers, progressBuffer, laneOf, func(ctx context.Context, m *nats.Msg) {
 			s.apply.Progress(ctx, m.Data)
 		})
 	})
@@ -182,8 +182,10 @@ const droppedEvery = time.Second
 // SLUICE_SHUTDOWN_TIMEOUT. Heartbeats are requests (handle answers them);
 // progress reports are fire and forget. Up to buffer messages wait; past
 // that NATS drops the newest (the worker's next heartbeat or report
-// replaces them), and the drops are counted and logged.
-func (s *Scheduler) serveQueue(ctx context.Context, subject string, workers, buffer int, handle func(context.Context, *nats.Msg)) error {
+// replaces them), and the drops are counted and logged. With lane set,
+// every message goes to goroutine lane(body, workers), in arrival order
+// (see ordered.go); with lane nil, to whichever goroutine is free.
+func (s *Scheduler) serveQueue(ctx context.Context, subject string, workers, buffer int, lane func([]byte, int) int, handle func(context.Context, *nats.Msg)) error {
 	ch := make(chan *nats.Msg, buffer)
 	sub, err := s.deps.NC.ChanQueueSubscribe(subject, contracts.QueueScheduler, ch)
 	if err != nil {
@@ -191,18 +193,28 @@ func (s *Scheduler) serveQueue(ctx context.Context, subject string, workers, buf
 	}
 	hctx, cancel := observe.DrainContext(ctx, s.cfg.ShutdownTimeout)
 	defer cancel()
+	lanes := make([]chan *nats.Msg, workers)
+	for i := range lanes {
+		lanes[i] = ch
+		if lane != nil {
+			lanes[i] = make(chan *nats.Msg, max(buffer/workers, 1))
+		}
+	}
 	var wg sync.WaitGroup
-	for range workers {
+	for _, in := range lanes {
 		wg.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case m := <-ch:
+				case m := <-in:
 					handle(hctx, m)
 				}
 			}
 		})
+	}
+	if lane != nil {
+		wg.Go(func() { route(ctx, ch, lanes, lane) })
 	}
 	s.watchDropped(ctx, sub, subject)
 	_ = sub.Unsubscribe()

@@ -130,6 +130,17 @@ func TooLarge(max int64) Outcome {
 		fmt.Sprintf("request body is larger than %d bytes", max))
 }
 
+// TenantRateLimited is the outcome of a request the per-tenant rate
+// limit refused: 429 naming tenant_rate, retry after wait. why is what
+// the message says of the limit.
+func TenantRateLimited(why string, wait time.Duration) Outcome {
+	o := Fail(http.StatusTooManyRequests, contracts.CodeRateLimited,
+		fmt.Sprintf("too many requests (%s), retry after %d ms", why, max(wait.Milliseconds(), 1)))
+	o.Error.Limit = contracts.LimitTenantRate
+	o.RetryAfter = wait
+	return o
+}
+
 // RetryAfterSeconds is d rounded up to whole seconds, at least 1: the value
 // of a Retry-After header.
 func RetryAfterSeconds(d time.Duration) int64 {

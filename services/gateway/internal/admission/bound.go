@@ -50,10 +50,6 @@ func (a *Admitter) bound(tenant string, body []byte, batch bool) *Outcome {
 	}
 	a.metrics.AdmissionRateLimited(metrics.LimitTenantRate)
 	a.set.Rejections.Record(contracts.Rejection{Tenant: tenant, Limit: contracts.LimitTenantRate})
-	o := Fail(http.StatusTooManyRequests, contracts.CodeRateLimited, fmt.Sprintf(
-		"too many requests (per-tenant rate limit: this request costs %d tokens, one per job and per fan-out item), retry after %d ms",
-		n, max(wait.Milliseconds(), 1)))
-	o.Error.Limit = contracts.LimitTenantRate
-	o.RetryAfter = wait
+	o := TenantRateLimited(fmt.Sprintf("per-tenant rate limit: this request costs %d tokens, one per job and per fan-out item", n), wait)
 	return &o
 }

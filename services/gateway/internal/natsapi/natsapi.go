@@ -167,10 +167,7 @@ func (a *API) limit(req micro.Request, tenant string) *admission.Outcome {
 			a.metrics.AdmissionRateLimited(metrics.LimitTenantRate)
 		}
 		a.rejections.Record(contracts.Rejection{Tenant: tenant, Limit: contracts.LimitTenantRate})
-		o := admission.Fail(http.StatusTooManyRequests, contracts.CodeRateLimited,
-			fmt.Sprintf("too many requests (per-tenant rate limit), retry after %d ms", max(wait.Milliseconds(), 1)))
-		o.Error.Limit = metrics.LimitTenantRate
-		o.RetryAfter = wait
+		o := admission.TenantRateLimited("per-tenant rate limit", wait)
 		return &o
 	}
 	if int64(len(req.Data())) > a.maxBodyBytes {

@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
+
+	"github.com/sluicehq/sluice/pkg/confine"
 )
 
 // ScratchEnv is the variable that tells an exec job its scratch directory.
@@ -72,18 +73,9 @@ func (e *Execer) resolveDir(dir, scratch string) (string, error) {
 		if err != nil {
 			continue // a root that does not exist holds nothing
 		}
-		if within(real, r) {
+		if confine.Within(real, r) {
 			return real, nil
 		}
 	}
 	return "", fmt.Errorf("exec: dir %q is outside the run's scratch directory and SLUICE_WORKER_EXEC_DIRS", dir)
-}
-
-// within reports whether path is root or below it (both clean and absolute).
-func within(path, root string) bool {
-	if path == root {
-		return true
-	}
-	rel, err := filepath.Rel(root, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }
