@@ -167,6 +167,10 @@ type ScaleRequest struct {
 	OldestWaitMS int64     `json:"oldest_wait_ms"`
 	Live         int       `json:"live"`
 	At           time.Time `json:"at"`
+	// Spawner is what acts on the request in the scheduler that made it
+	// (its SLUICE_SPAWN): "command" or "dev"; empty when no spawner is
+	// configured and the request is only published.
+	Spawner string `json:"spawner,omitempty"`
 }
 
 // Free reports the announced free slots; -1 means unlimited.
