@@ -151,7 +151,9 @@ func TestCLIExitCodes(t *testing.T) {
 	})
 	t.Run("failed input", func(t *testing.T) {
 		t.Parallel()
-		r := s.run("submit", "sleep", "--payload", `{"ms":-1}`, "--wait", "--json")
+		// A program the workers do not allow fails its run (input: no
+		// retry); a payload the gateway can check is refused at submit.
+		r := s.run("submit", "exec", "--payload", `{"argv":["false"]}`, "--wait", "--json")
 		require.Equal(t, 1, r.code, r.stderr)
 		var j contracts.Job
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &j))

@@ -2,7 +2,6 @@ package contracts
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -28,13 +27,13 @@ type BatchReply struct {
 // DecodeBatch strictly decodes a batch body: one JSON object with a "jobs"
 // array of 1 to MaxBatchJobs elements, no other field, no trailing data.
 // The elements are decoded later, each on its own (DecodeSubmit). Its
-// errors are syntax errors (HTTP 400) or a *FieldError for the count
+// errors are a *DecodeError (HTTP 400) or a *FieldError for the count
 // (HTTP 422).
 func DecodeBatch(data []byte) (BatchRequest, error) {
 	var r BatchRequest
 	trimmed := strings.TrimSpace(string(data))
 	if trimmed == "" || trimmed[0] != '{' {
-		return r, errors.New(`decode: body must be a JSON object {"jobs":[…]}`)
+		return r, &DecodeError{Reason: `the body must be a JSON object {"jobs":[…]}`}
 	}
 	if err := decodeStrict(data, &r); err != nil {
 		return r, err

@@ -441,11 +441,16 @@ func FuzzDecodeSubmit(f *testing.F) {
 		`{"kind":"email","payload":null}`,
 		` {"kind":"email"} `,
 		`[{"kind":"email"}]`,
+		`{"kind":"a","priority":"9","inputs":[{"name":1,"zz":[{}]}]}`,
+		`{"kind":"sleep","payload":{"ms":-1}}`,
+		`{"kind":"exec","payload":{"argv":["echo",{"x":1}],"env":{"A":"b"}}}`,
+		`{"kind":"sleep","items":[{"ms":1},{"ms":"2"}]}`,
 	)
 	limits := []Limits{testLimits, {}, {MaxDispatchDeadline: time.Minute, DefaultMaxAttempts: 7}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := DecodeSubmit(data)
 		if err != nil {
+			checkDecodeError(t, err)
 			return
 		}
 		acceptedIsOneValue(t, data)
@@ -457,6 +462,20 @@ func FuzzDecodeSubmit(f *testing.F) {
 			checkValidate(t, r, lim)
 		}
 	})
+}
+
+// checkDecodeError wants a decode error to be a *DecodeError in API terms.
+func checkDecodeError(t *testing.T, err error) {
+	t.Helper()
+	var de *DecodeError
+	if !errors.As(err, &de) {
+		t.Fatalf("decode error %v is a %T, want *DecodeError", err, err)
+	}
+	for _, goTerm := range []string{"Go struct", "Go value", "unmarshal", "json:", "SubmitRequest", "of type"} {
+		if strings.Contains(err.Error(), goTerm) {
+			t.Fatalf("decode error %q speaks of Go (%q)", err, goTerm)
+		}
+	}
 }
 
 // checkValidate wants Validate to fail with a *FieldError or to return a
@@ -600,6 +619,10 @@ func FuzzDecodeBatch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := DecodeBatch(data)
+		var fe *FieldError
+		if err != nil && !errors.As(err, &fe) {
+			checkDecodeError(t, err)
+		}
 		if err == nil && (len(r.Jobs) == 0 || len(r.Jobs) > MaxBatchJobs) {
 			t.Fatalf("accepted %d jobs", len(r.Jobs))
 		}

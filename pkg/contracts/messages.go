@@ -167,6 +167,10 @@ type ScaleRequest struct {
 	OldestWaitMS int64     `json:"oldest_wait_ms"`
 	Live         int       `json:"live"`
 	At           time.Time `json:"at"`
+	// Spawner is what acts on the request in the scheduler that made it
+	// (its SLUICE_SPAWN): "command" or "dev"; empty when no spawner is
+	// configured and the request is only published.
+	Spawner string `json:"spawner,omitempty"`
 }
 
 // Free reports the announced free slots; -1 means unlimited.
@@ -211,23 +215,6 @@ func validToken(s string) bool {
 
 func isLower(c byte) bool { return c >= 'a' && c <= 'z' }
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-// decodeStrict decodes exactly one JSON value into v, rejecting unknown
-// fields and trailing data.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("decode: %w", err)
-	}
-	// Anything but JSON whitespace after the value is trailing data. (A
-	// second Decode would miss a stray ']' or '}': it fails on them as a
-	// syntax error, which used to read as "nothing follows".)
-	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return errors.New("decode: trailing data after the JSON value")
-	}
-	return nil
-}
 
 func checkLease(l Lease) error {
 	if !ValidJobID(l.JobID) {

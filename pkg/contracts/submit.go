@@ -119,15 +119,15 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // DecodeSubmit strictly decodes a submit body: one JSON object, no unknown
-// fields, no trailing data. Its errors are syntax or type errors (HTTP 400).
+// fields, no trailing data. Its errors are *DecodeError (HTTP 400).
 func DecodeSubmit(data []byte) (SubmitRequest, error) {
 	var r SubmitRequest
 	trimmed := strings.TrimSpace(string(data))
 	if trimmed == "" {
-		return r, errors.New("decode: empty body, want a JSON object")
+		return r, &DecodeError{Reason: "empty body, want a JSON object"}
 	}
 	if trimmed[0] != '{' {
-		return r, errors.New("decode: body must be a JSON object")
+		return r, &DecodeError{Reason: "the body must be a JSON object"}
 	}
 	if err := decodeStrict(data, &r); err != nil {
 		return r, err
@@ -187,6 +187,11 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 	if len(r.Payload) > 0 {
 		if s.Payload, err = CompactPayload(r.Payload); err != nil {
 			return s, &FieldError{"payload", err.Error()}
+		}
+	}
+	if len(s.Items) == 0 {
+		if err := validateBuiltinAt(r.Kind, payloadField, s.Payload); err != nil {
+			return s, err
 		}
 	}
 	// The dispatch deadline counts from run_at.
@@ -289,6 +294,11 @@ func (r SubmitRequest) validateFanout(s *Submission) error {
 		return &FieldError{"concurrency", fmt.Sprintf("must be between 1 and %d", MaxWindow)}
 	default:
 		s.Concurrency = r.Concurrency
+	}
+	for i, it := range items {
+		if err := validateBuiltinAt(r.Kind, fmt.Sprintf("items[%d]", i), it); err != nil {
+			return err
+		}
 	}
 	s.Items, s.FailFast = items, r.FailFast
 	return nil

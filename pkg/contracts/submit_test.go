@@ -278,13 +278,13 @@ func TestDecodeSubmit(t *testing.T) {
 		{name: "trailing garbage", in: `{"kind":"a"}x`, wantErr: "trailing"},
 		{name: "trailing bracket", in: `{"kind":"a"}]`, wantErr: "trailing"},
 		{name: "trailing brace", in: `{"kind":"a"}}`, wantErr: "trailing"},
-		{name: "truncated", in: `{"kind":"a"`, wantErr: "decode"},
-		{name: "kind not a string", in: `{"kind":1}`, wantErr: "decode"},
-		{name: "priority a string", in: `{"kind":"a","priority":"1"}`, wantErr: "decode"},
-		{name: "priority fractional", in: `{"kind":"a","priority":1.5}`, wantErr: "decode"},
-		{name: "max_attempts overflows", in: `{"kind":"a","max_attempts":1e100}`, wantErr: "decode"},
-		{name: "deadline a number", in: `{"kind":"a","deadline":90}`, wantErr: "decode"},
-		{name: "payload malformed", in: `{"kind":"a","payload":{"a":}}`, wantErr: "decode"},
+		{name: "truncated", in: `{"kind":"a"`, wantErr: "not valid JSON: it ends early"},
+		{name: "kind not a string", in: `{"kind":1}`, wantErr: "kind: expected a string, got a number"},
+		{name: "priority a string", in: `{"kind":"a","priority":"1"}`, wantErr: "priority: expected an integer, got a string"},
+		{name: "priority fractional", in: `{"kind":"a","priority":1.5}`, wantErr: "priority: expected an integer, got 1.5"},
+		{name: "max_attempts overflows", in: `{"kind":"a","max_attempts":1e100}`, wantErr: "max_attempts: expected an integer, got 1e100"},
+		{name: "deadline a number", in: `{"kind":"a","deadline":90}`, wantErr: "deadline: expected a string, got a number"},
+		{name: "payload malformed", in: `{"kind":"a","payload":{"a":}}`, wantErr: "not valid JSON: invalid character '}'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

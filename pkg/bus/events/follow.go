@@ -149,3 +149,38 @@ func LastSeq(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 	}
 	return info.State.LastSeq, nil
 }
+
+// maxScan bounds the stream reads of one JobEventAfter: past it the
+// answer is "yes", which costs the caller one more snapshot, never a
+// missed event.
+const maxScan = 256
+
+// JobEventAfter reports whether the stream holds an event of job jobID
+// (of tenant) after sequence after: whether a reader that saw every event
+// up to after has something left to see. It reads the job's subject
+// forward from after, one stored message at a time, so it costs as many
+// reads as the subject has events past after (at most maxScan, then it
+// answers true). A sequence past the stream's end (the stream was
+// recreated) has nothing after it.
+func JobEventAfter(ctx context.Context, js jetstream.JetStream, tenant, jobID string, after uint64) (bool, error) {
+	s, err := EnsureStream(ctx, js)
+	if err != nil {
+		return false, err
+	}
+	subject := contracts.EventSubject(tenant, jobID)
+	seq := after + 1
+	for range maxScan {
+		msg, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("events of job %s after %d: %w", jobID, after, err)
+		}
+		if ev, err := contracts.DecodeEvent(msg.Data); err == nil && ev.JobID == jobID {
+			return true, nil
+		}
+		seq = msg.Sequence + 1
+	}
+	return true, nil
+}

@@ -126,7 +126,7 @@ func TestBatchSubmitOfManyJobs(t *testing.T) {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		fmt.Fprintf(&sb, `{"kind":"sleep","payload":{"n":%d}}`, i)
+		fmt.Fprintf(&sb, `{"kind":"sleep","payload":{"ms":%d}}`, i)
 	}
 	sb.WriteString(`]}`)
 	res := b.batch(tokenA, sb.String()).results(t)

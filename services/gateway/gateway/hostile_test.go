@@ -32,6 +32,7 @@ type hostile struct {
 	status int
 	code   string
 	limit  string // the limit the error must name; "" = not checked
+	msg    string // what the error's message must say; "" = not checked
 }
 
 // TestHostileRequests sends malformed and hostile requests straight to the
@@ -49,6 +50,12 @@ func TestHostileRequests(t *testing.T) {
 	long := func(c byte, n int) string { return strings.Repeat(string(c), n) }
 	sub := func(name, body string, status int, code string) hostile {
 		return hostile{name: name, method: http.MethodPost, path: "/v1/jobs", token: tokenA, body: body, status: status, code: code}
+	}
+	// said is a submit whose error message must say msg.
+	said := func(name, body string, status int, code, msg string) hostile {
+		h := sub(name, body, status, code)
+		h.msg = msg
+		return h
 	}
 	get := func(name, path string, status int, code string) hostile {
 		return hostile{name: name, method: http.MethodGet, path: path, token: tokenA, status: status, code: code}
@@ -79,6 +86,27 @@ func TestHostileRequests(t *testing.T) {
 		sub("max_attempts as string", `{"kind":"a","max_attempts":"3"}`, bad400, inv),
 		sub("huge int", `{"kind":"a","max_attempts":99999999999999999999999}`, bad400, inv),
 		sub("invalid utf8 garbage", "\xff\xfe{\"kind\":\"a\"}", bad400, inv),
+		// Decode errors speak of JSON fields and types, never of Go's.
+		said("type error names the field", `{"kind":"a","priority":"9"}`, bad400, inv, "priority: expected an integer, got a string"),
+		said("type error of an element names its index", `{"kind":"a","inputs":[{"name":"a","uri":"file:///x","sha256":"pin"},{"name":7}]}`,
+			bad400, inv, "inputs[1].name: expected a string, got a number"),
+		said("unknown field named", `{"kind":"a","tenant":"globex"}`, bad400, inv, "tenant: unknown field"),
+		said("unknown field inside an element", `{"kind":"a","inputs":[{"name":"a","digest":"x"}]}`, bad400, inv, "inputs[0].digest: unknown field"),
+		said("fraction for an integer", `{"kind":"a","max_attempts":2.5}`, bad400, inv, "max_attempts: expected an integer, got 2.5"),
+		said("broken JSON says where", `{"kind":"a",}`, bad400, inv, "not valid JSON: invalid character '}' looking for beginning of object key string (at byte 13)"),
+		{name: "batch envelope type error", method: http.MethodPost, path: "/v1/jobs/batch", token: tokenA, body: `{"jobs":{"kind":"a"}}`,
+			status: bad400, code: inv, msg: "jobs: expected an array, got an object"},
+		// Payloads of the built-in kinds their run would refuse: 422 naming the field.
+		said("sleep for negative ms", `{"kind":"sleep","payload":{"ms":-1}}`, bad422, val, "payload.ms: must be between 0 and 86400000, got -1"),
+		said("sleep for a day and more", `{"kind":"sleep","payload":{"ms":86400001}}`, bad422, val, "payload.ms: must be between 0 and 86400000"),
+		said("sleep ms as a string", `{"kind":"sleep","payload":{"ms":"10"}}`, bad422, val, "payload.ms: expected an integer, got a string"),
+		said("sleep with an unknown field", `{"kind":"sleep","payload":{"seconds":1}}`, bad422, val, "payload.seconds: unknown field"),
+		said("exec without argv", `{"kind":"exec","payload":{"timeout":"1s"}}`, bad422, val, "payload.argv: is required"),
+		said("exec without payload", `{"kind":"exec"}`, bad422, val, "payload: is required for kind exec"),
+		said("exec argv as a string", `{"kind":"exec","payload":{"argv":"rm -rf /"}}`, bad422, val, "payload.argv: expected an array, got a string"),
+		said("exec with a bad timeout", `{"kind":"exec","payload":{"argv":["echo"],"timeout":"forever"}}`, bad422, val, "payload.timeout: \"forever\" is not a Go duration"),
+		said("exec with a loader variable", `{"kind":"exec","payload":{"argv":["echo"],"env":{"LD_PRELOAD":"/x.so"}}}`, bad422, val, "payload.env: \"LD_PRELOAD\" is not allowed"),
+		said("sleep fan-out item", `{"kind":"sleep","items":[{"ms":1},{"ms":-1}]}`, bad422, val, "items[1].ms: must be between 0 and 86400000, got -1"),
 		// Well-formed but invalid: 422.
 		sub("missing kind", `{}`, bad422, val),
 		sub("bad kind", `{"kind":"Bad Kind!"}`, bad422, val),
@@ -227,6 +255,12 @@ func TestHostileRequests(t *testing.T) {
 				require.Equal(t, tc.limit, e.Limit)
 			}
 			require.NotContains(t, e.Message, tokenA, "errors never echo tokens")
+			if tc.msg != "" {
+				require.Contains(t, e.Message, tc.msg)
+			}
+			for _, goTerm := range []string{"Go struct", "Go value", "unmarshal", "json:", "SubmitRequest", "of type"} {
+				require.NotContains(t, e.Message, goTerm, "errors speak of JSON, not Go")
+			}
 			require.NotContains(t, string(got.body), "Set-Cookie: x")
 			if tc.status == http.StatusUnauthorized {
 				require.Equal(t, `Bearer realm="sluice"`, got.header.Get("WWW-Authenticate"))

@@ -29,13 +29,14 @@ func natsRefusal(tb testing.TB, data []byte) contracts.SubmitReply {
 	return r
 }
 
-// fanoutJSON is a sleep fan-out of n items (window 1).
+// fanoutJSON is a fan-out of n items (window 1) of a kind of the
+// tenant's own, whose items the gateway does not check.
 func fanoutJSON(n int) string {
 	items := make([]string, n)
 	for i := range items {
 		items[i] = fmt.Sprint(i)
 	}
-	return `{"kind":"sleep","concurrency":1,"items":[` + strings.Join(items, ",") + `]}`
+	return `{"kind":"crawl","concurrency":1,"items":[` + strings.Join(items, ",") + `]}`
 }
 
 // batchJSON is a batch of the given submit bodies.
@@ -139,7 +140,7 @@ func TestBatchBytesAgreeAcrossTransports(t *testing.T) {
 	b := setup(t, maxBody(4096))
 	jobs := make([]string, 40)
 	for i := range jobs {
-		jobs[i] = `{"kind":"sleep","payload":"` + strings.Repeat("x", 200) + `"}`
+		jobs[i] = `{"kind":"crawl","payload":"` + strings.Repeat("x", 200) + `"}`
 	}
 	body := batchJSON(jobs...) // about 9 KB
 	require.Greater(t, len(body), 4096)
@@ -150,7 +151,7 @@ func TestBatchBytesAgreeAcrossTransports(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, br.Results[39].Status)
 
 	limit := b.cfg.BatchBytes(b.nc.MaxPayload())
-	huge := batchJSON(`{"kind":"sleep","payload":"` + strings.Repeat("x", int(limit)) + `"}`)
+	huge := batchJSON(`{"kind":"crawl","payload":"` + strings.Repeat("x", int(limit)) + `"}`)
 	b.batch(tokenA, huge).requireError(t, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge)
 	if int64(len(huge)) < b.nc.MaxPayload() {
 		r := natsRefusal(t, b.natsBatch(huge))

@@ -3,11 +3,13 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -58,11 +60,18 @@ func (b *bundle) natsRequest(subject string, header map[string]string, body stri
 func (b *bundle) natsSubmit(header map[string]string, body string) contracts.SubmitReply {
 	b.tb.Helper()
 	res := b.natsRequest(contracts.SubjectSubmit, header, body)
-	require.Empty(b.tb, res.Header.Get("Nats-Service-Error-Code"), "never a micro error")
 	var reply contracts.SubmitReply
 	dec := json.NewDecoder(strings.NewReader(string(res.Data)))
 	dec.DisallowUnknownFields()
 	require.NoError(b.tb, dec.Decode(&reply), string(res.Data))
+	// An error answer is also a micro error, with the status as its code;
+	// the body is the same SubmitReply either way.
+	if reply.Status >= http.StatusBadRequest {
+		require.Equal(b.tb, strconv.Itoa(reply.Status), res.Header.Get(micro.ErrorCodeHeader), string(res.Data))
+		require.NotEmpty(b.tb, res.Header.Get(micro.ErrorHeader))
+	} else {
+		require.Empty(b.tb, res.Header.Get(micro.ErrorCodeHeader), string(res.Data))
+	}
 	return reply
 }
 
@@ -160,4 +169,69 @@ func TestNATSReplyKeepsPayloadAsSent(t *testing.T) {
 	res := b.natsRequest(contracts.SubjectSubmit, map[string]string{contracts.HeaderToken: tokenA},
 		`{"kind":"a","payload":{"s":"<a & b>"}}`)
 	require.Contains(t, string(res.Data), `{"s":"<a & b>"}`)
+}
+
+// serviceStats reads the submit service's $SRV.STATS: errors by endpoint
+// name, and the version its INFO announces.
+func (b *bundle) serviceStats() (errs map[string]int, version string) {
+	b.tb.Helper()
+	subj, err := micro.ControlSubject(micro.StatsVerb, contracts.SubmitServiceName, "")
+	require.NoError(b.tb, err)
+	msg, err := b.nc.Request(subj, nil, 10*time.Second)
+	require.NoError(b.tb, err)
+	var st micro.Stats
+	require.NoError(b.tb, json.Unmarshal(msg.Data, &st), string(msg.Data))
+	errs = map[string]int{}
+	for _, e := range st.Endpoints {
+		errs[e.Name] = e.NumErrors
+	}
+	return errs, st.Version
+}
+
+// TestNATSServiceReportsReleaseAndErrors: the submit service announces the
+// release version, and the requests it answers with an error (400, 422,
+// 401, a refused batch) count as errors in its stats, while admitted ones
+// and a batch of refused jobs (answered 200) do not.
+func TestNATSServiceReportsReleaseAndErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tokA := map[string]string{contracts.HeaderToken: tokenA}
+
+	errs, version := b.serviceStats()
+	require.Equal(t, contracts.Release, version)
+	require.Zero(t, errs["submit"])
+	require.Zero(t, errs["submit-batch"])
+
+	require.Equal(t, http.StatusAccepted, b.natsSubmit(tokA, `{"kind":"a"}`).Status)
+	require.Equal(t, http.StatusBadRequest, b.natsSubmit(tokA, `{"kind":`).Status)
+	require.Equal(t, http.StatusUnprocessableEntity, b.natsSubmit(tokA, `{"kind":"A B"}`).Status)
+	require.Equal(t, http.StatusUnauthorized, b.natsSubmit(map[string]string{contracts.HeaderToken: "nope"}, `{"kind":"a"}`).Status)
+
+	// A batch refused as a whole is an error; one admitted with a refused
+	// job is a 200.
+	res := b.natsRequest(contracts.SubjectSubmitBatch, tokA, `{"jobs":[]}`)
+	require.Equal(t, strconv.Itoa(http.StatusUnprocessableEntity), res.Header.Get(micro.ErrorCodeHeader))
+	require.Equal(t, http.StatusUnprocessableEntity, natsRefusal(t, res.Data).Status)
+	res = b.natsRequest(contracts.SubjectSubmitBatch, tokA, `{"jobs":[{"kind":"a"},{"kind":"A B"}]}`)
+	require.Empty(t, res.Header.Get(micro.ErrorCodeHeader))
+
+	errs, _ = b.serviceStats()
+	require.Equal(t, 3, errs["submit"])
+	require.Equal(t, 1, errs["submit-batch"])
+}
+
+// TestNATSErrorHeaderIsSafe: a message quoting the caller's input (an
+// unknown field's name with a line break) still answers, with a header
+// value free of control characters.
+func TestNATSErrorHeaderIsSafe(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.natsRequest(contracts.SubjectSubmit, map[string]string{contracts.HeaderToken: tokenA},
+		`{"kind":"a","x\r\nNats-Evil: 1`+strings.Repeat("y", 400)+`":1}`)
+	require.Equal(t, "400", res.Header.Get(micro.ErrorCodeHeader), string(res.Data))
+	h := res.Header.Get(micro.ErrorHeader)
+	require.NotContains(t, h, "\r")
+	require.NotContains(t, h, "\n")
+	require.LessOrEqual(t, len(h), 256)
+	require.Empty(t, res.Header.Get("Nats-Evil"))
 }

@@ -97,7 +97,7 @@ func TestBuiltinKinds(t *testing.T) {
 	}{
 		{"sleep", "sleep", `{"ms":10}`, contracts.StateSucceeded, "", `{"slept_ms":10}`},
 		{"sleep without payload", "sleep", "", contracts.StateSucceeded, "", `{"slept_ms":0}`},
-		{"sleep bad payload", "sleep", `{"ms":-3}`, contracts.StateFailed, "input: sleep: ms -3 must be between 0 and 86400000", ""},
+		{"sleep bad payload", "sleep", `{"ms":-3}`, contracts.StateFailed, "input: sleep: payload.ms: must be between 0 and 86400000, got -3", ""},
 		{"exec output", "exec", `{"argv":["/bin/sh","-c","echo hi"]}`, contracts.StateSucceeded, "", ""},
 		{"exec not allowed", "exec", `{"argv":["rm","-rf","/"]}`, contracts.StateFailed, `input: exec: program "rm" is not allowed`, ""},
 		{"exec non-zero exit", "exec", `{"argv":["/bin/sh","-c","echo partial; exit 4"]}`, contracts.StateFailed, "handler: exit status 4", ""},

@@ -42,7 +42,7 @@ func TestGoClientAgainstTheStack(t *testing.T) {
 	require.NotEmpty(t, final.Result)
 	require.Positive(t, progress, "the sleep kind reports progress")
 
-	again, err := c.Wait(ctx, j.ID, nil) // already final: the stream answers 204
+	again, err := c.Wait(ctx, j.ID, nil) // already final: the stream is its final snapshot
 	require.NoError(t, err)
 	require.Equal(t, contracts.StateSucceeded, again.State)
 

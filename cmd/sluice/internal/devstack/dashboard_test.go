@@ -240,6 +240,38 @@ func TestDashboardFoldsAFanout(t *testing.T) {
 	require.Empty(t, problems(), "the page reported errors")
 }
 
+// TestDashboardWithoutSpawner: with no spawner configured (SLUICE_SPAWN
+// empty) the schedulers' scale requests are only published; the page
+// lists none of them as if a worker had been asked for, and says instead
+// that no spawner is configured, naming the kind short of workers.
+func TestDashboardWithoutSpawner(t *testing.T) {
+	t.Parallel()
+	chromium := needChromium(t)
+	b := startTokenStack(t, Options{Workers: -1}, map[string]string{
+		"SLUICE_API_TOKENS":      dashTenant + ":" + dashToken,
+		"SLUICE_SPAWN_COOLDOWN":  "100ms",
+		"SLUICE_NO_WORKER_GRACE": "10m",
+	})
+	id := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":10}}`)
+	t.Cleanup(func() { b.tokenDo(t, http.MethodPost, "/v1/jobs/"+id+"/cancel", "") })
+	require.Eventually(t, func() bool {
+		_, body := b.tokenDo(t, http.MethodGet, "/v1/stats", "")
+		var st contracts.Stats
+		return json.Unmarshal([]byte(body), &st) == nil && len(st.RecentScaleRequests) > 0
+	}, uiWait, 50*time.Millisecond, "the gateway never heard a scale request")
+	_, body := b.tokenDo(t, http.MethodGet, "/v1/stats", "")
+	var st contracts.Stats
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	require.Empty(t, st.RecentScaleRequests[0].Spawner, "no spawner acts on it")
+
+	ctx, problems := openDashboard(t, chromium, b)
+	waitFor(t, ctx, `#worker-rows .no-spawner[data-kinds="sleep"]`, "the page never said no spawner is configured")
+	require.Zero(t, evalJS[int](t, ctx, `document.querySelectorAll('#worker-rows .scale-request').length`),
+		"the page lists scale requests nothing acts on")
+	require.Contains(t, evalJS[string](t, ctx, `document.querySelector('#worker-rows .no-spawner').textContent`), "no spawner configured")
+	require.Empty(t, problems(), "the page reported errors")
+}
+
 // needChromium skips the test in -short mode or without Chromium, and
 // returns Chromium's path.
 func needChromium(t *testing.T) string {

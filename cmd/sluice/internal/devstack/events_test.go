@@ -142,10 +142,12 @@ func TestJobEventsFromSnapshotToFinalState(t *testing.T) {
 	require.Equal(t, "sleeping", final.Progress.Stage)
 }
 
-// TestJobEventsOfAFinishedJobAre204 checks that a standard EventSource
-// client stops: after the final event its reconnect (with Last-Event-ID)
-// is answered 204 No Content, as is any request for a job already final.
-func TestJobEventsOfAFinishedJobAre204(t *testing.T) {
+// TestJobEventsOfAFinishedJob checks that a standard EventSource client
+// stops: after the final event its reconnect (with Last-Event-ID) is
+// answered 204 No Content. A first request for a job already final gets
+// its snapshot, then the stream closes; reconnecting after that snapshot
+// is a 204 too.
+func TestJobEventsOfAFinishedJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: 1}, nil)
 	job := b.mustSubmit("sleep", map[string]int{"ms": 300})
@@ -156,14 +158,23 @@ func TestJobEventsOfAFinishedJobAre204(t *testing.T) {
 	last := got[len(got)-1]
 	require.Equal(t, contracts.StateSucceeded, decodeEvent(t, last).State)
 
-	for _, h := range []http.Header{
-		{"Last-Event-Id": {strconv.FormatUint(last.ID, 10)}}, // the reconnect after the final event
-		nil, // a first request for a finished job
-	} {
-		ch, resp = b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", h)
+	reconnect := func(id uint64) *http.Response {
+		ch, resp := b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", http.Header{"Last-Event-Id": {strconv.FormatUint(id, 10)}})
 		require.Nil(t, ch)
-		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		return resp
 	}
+	require.Equal(t, http.StatusNoContent, reconnect(last.ID).StatusCode, "the reconnect after the final event")
+
+	// A first request for a finished job: its snapshot, then the end.
+	ch, resp = b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", nil)
+	require.NotNil(t, ch, "status %d", resp.StatusCode)
+	got = readAll(t, ch, 20*time.Second)
+	require.Len(t, got, 1)
+	require.Equal(t, contracts.EventSnapshot, got[0].Type)
+	var snap contracts.Job
+	require.NoError(t, json.Unmarshal([]byte(got[0].Data), &snap))
+	require.Equal(t, contracts.StateSucceeded, snap.State)
+	require.Equal(t, http.StatusNoContent, reconnect(got[0].ID).StatusCode, "the reconnect after the snapshot")
 }
 
 func TestSinceMustNameAnIssuedEventID(t *testing.T) {

@@ -17,15 +17,25 @@ import (
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
-// sleepItems are n sleep items of ms milliseconds; the indexes in bad get
-// an item the sleep kind refuses (an input error: no retry).
-func sleepItems(n, ms int, bad ...int) json.RawMessage {
+// sleepItems are n sleep items of ms milliseconds.
+func sleepItems(n, ms int) json.RawMessage {
 	parts := make([]string, n)
 	for i := range parts {
 		parts[i] = fmt.Sprintf(`{"ms":%d}`, ms)
+	}
+	return json.RawMessage("[" + strings.Join(parts, ",") + "]")
+}
+
+// execItems are n exec items that sleep ms milliseconds in /bin/sh; the
+// indexes in bad get a program the worker does not allow (an input error
+// of the run, no retry: the gateway cannot know a worker's allow list).
+func execItems(n, ms int, bad ...int) json.RawMessage {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"argv":["/bin/sh","-c","sleep %.3f"]}`, float64(ms)/1000)
 		for _, b := range bad {
 			if b == i {
-				parts[i] = `{"ms":-1}`
+				parts[i] = `{"argv":["/bin/false"]}`
 			}
 		}
 	}
@@ -35,7 +45,13 @@ func sleepItems(n, ms int, bad ...int) json.RawMessage {
 // fanout submits a sleep fan-out and requires a 202.
 func (b *bundle) fanout(items json.RawMessage, window int, failFast bool) contracts.Job {
 	b.t.Helper()
-	code, p := b.submit(contracts.SubmitRequest{Kind: "sleep", Items: items, Concurrency: window, FailFast: failFast})
+	return b.fanoutOf("sleep", items, window, failFast)
+}
+
+// fanoutOf submits a fan-out of kind and requires a 202.
+func (b *bundle) fanoutOf(kind string, items json.RawMessage, window int, failFast bool) contracts.Job {
+	b.t.Helper()
+	code, p := b.submit(contracts.SubmitRequest{Kind: kind, Items: items, Concurrency: window, FailFast: failFast})
 	require.Equal(b.t, http.StatusAccepted, code)
 	require.True(b.t, p.IsParent())
 	return p
@@ -140,9 +156,12 @@ func TestFanoutWindowHoldsAndRefills(t *testing.T) {
 // waiting are cancelled at the first failure.
 func TestFanoutFailureModes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4"})
+	b := setup(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+	})
 
-	p := b.fanout(sleepItems(8, 20, 2), 2, false)
+	p := b.fanoutOf("exec", execItems(8, 20, 2), 2, false)
 	par := b.waitFinal(p.ID, 30*time.Second)
 	require.Equal(t, contracts.StateFailed, par.State)
 	require.Equal(t, &contracts.ChildCounts{Total: 8, Succeeded: 7, Failed: 1}, par.Children)
@@ -152,7 +171,7 @@ func TestFanoutFailureModes(t *testing.T) {
 	require.Contains(t, par.Error, "1 of 8 children failed")
 	require.Equal(t, contracts.ClassInput, contracts.ClassOf(b.job(contracts.ChildID(p.ID, 2)).Error))
 
-	q := b.fanout(sleepItems(12, 50, 1), 2, true)
+	q := b.fanoutOf("exec", execItems(12, 50, 1), 2, true)
 	par = b.waitFinal(q.ID, 30*time.Second)
 	require.Equal(t, contracts.StateFailed, par.State)
 	require.Equal(t, 1, par.Children.Failed)

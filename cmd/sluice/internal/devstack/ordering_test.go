@@ -194,8 +194,9 @@ func TestFailedRunsRetryWithBackoff(t *testing.T) {
 	require.Len(t, got.Errors, 1)
 	require.Empty(t, got.Error)
 
-	// Bad input is not retried.
-	_, j = b.submit(contracts.SubmitRequest{Kind: "sleep", MaxAttempts: 3, Payload: json.RawMessage(`{"ms":-1}`)})
+	// Bad input is not retried: a program the worker does not allow (a
+	// payload the gateway can check is refused at submit instead).
+	_, j = b.submit(contracts.SubmitRequest{Kind: "exec", MaxAttempts: 3, Payload: json.RawMessage(`{"argv":["/bin/false"]}`)})
 	got = b.waitFinal(j.ID, 30*time.Second)
 	require.Equal(t, contracts.StateFailed, got.State)
 	require.Equal(t, 1, got.Runs)

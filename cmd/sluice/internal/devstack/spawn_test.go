@@ -52,6 +52,7 @@ func TestSpawnFromZeroWorkersAndBack(t *testing.T) {
 	b.getJSON("/v1/stats", &st)
 	require.NotEmpty(t, st.RecentScaleRequests, "the gateway heard the scale requests")
 	require.Equal(t, "sleep", st.RecentScaleRequests[0].Kind)
+	require.Equal(t, "dev", st.RecentScaleRequests[0].Spawner, "the requests say what acts on them")
 	for _, id := range ids {
 		require.Equal(t, contracts.StateSucceeded, b.job(id).State)
 	}

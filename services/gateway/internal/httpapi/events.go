@@ -146,12 +146,11 @@ func (a *api) checkSince(w http.ResponseWriter, r *http.Request, after uint64, s
 //
 // The follower is started before the snapshot is read, so no change falls
 // between them; events the snapshot already shows are skipped. A job that
-// is already final is answered 204 No Content, with no stream: that is how
-// Server-Sent Events tell a client (a browser's EventSource, the npm
-// eventsource package) to stop reconnecting, so a client that reconnects
-// after the final event, or asks for a job that already ended, stops there
-// (GET /v1/jobs/{id} has the final job). When the event stream cannot be
-// read the job is still followed by re-reading it from the store.
+// is already final gets its snapshot and the stream closes (finalStream),
+// but a reconnect past its final event is answered 204 No Content: that is
+// how Server-Sent Events tell a client (a browser's EventSource, the npm
+// eventsource package) to stop reconnecting. When the event stream cannot
+// be read the job is still followed by re-reading it from the store.
 func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("id")
 	if !contracts.ValidJobID(id) {
@@ -178,7 +177,7 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 		return
 	}
 	if job.State.Final() {
-		w.WriteHeader(http.StatusNoContent)
+		a.finalStream(w, r, job, after)
 		return
 	}
 	if !a.takeStream(w, tenant) {
@@ -263,6 +262,51 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 			}
 		}
 	}
+}
+
+// finalStream answers the event stream of a job already final: its
+// snapshot, then the end of the stream. A reconnect (Last-Event-ID or
+// since given) after which the job has no event left, the final one
+// included, is answered 204 No Content instead, so the client stops; so
+// is one when the event stream cannot tell, since the client had a stream
+// of the job before (GET /v1/jobs/{id} has the final job). The snapshot
+// carries the id of the newest event, so reconnecting after it ends with
+// the 204.
+func (a *api) finalStream(w http.ResponseWriter, r *http.Request, job contracts.Job, after uint64) {
+	ctx := r.Context()
+	if resuming(r) {
+		left := false
+		if a.JS != nil {
+			var err error
+			if left, err = events.JobEventAfter(ctx, a.JS, job.Tenant, job.ID, after); err != nil {
+				noteCause(r, err)
+				left = false
+			}
+		}
+		if !left {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	seq := after
+	if a.JS != nil {
+		if last, err := events.LastSeq(ctx, a.JS); err == nil {
+			seq = max(seq, last)
+		} else {
+			noteCause(r, err)
+		}
+	}
+	sse, err := startSSE(w)
+	if err != nil {
+		return
+	}
+	_ = sse.send(seq, contracts.EventSnapshot, job)
+}
+
+// resuming reports whether r reconnects to a stream: it names the last
+// event it saw (Last-Event-ID, or the since query parameter).
+func resuming(r *http.Request) bool {
+	return r.Header.Get("Last-Event-ID") != "" || r.URL.Query().Get("since") != ""
 }
 
 // newer reports whether a state event says something the stream has not

@@ -3,8 +3,11 @@
 // answers a contracts.SubmitReply carrying the HTTP status the same request
 // would have had.
 //
-// Every answer, errors included, is a normal reply with a SubmitReply body
-// (never a micro error), so clients parse one shape. An answer goes only
+// Every answer, errors included, carries a SubmitReply body (a BatchReply
+// for an admitted batch), so clients parse one shape. An error answer
+// (status 400 or more) is also a micro error: it carries the
+// Nats-Service-Error and Nats-Service-Error-Code (the status) headers and
+// counts in the endpoint's errors ($SRV.STATS). An answer goes only
 // to a reply subject in the caller's own inbox (replyAllowed); a request
 // with any other reply subject is neither admitted nor answered.
 package natsapi
@@ -14,7 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -29,8 +36,9 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/rejections"
 )
 
-// Version is the micro service version the gateway announces.
-const Version = "1.0.0"
+// Version is the micro service version the gateway announces: the
+// release (contracts.Release).
+const Version = contracts.Release
 
 // endpointName names the submit endpoint in micro's INFO and STATS.
 const endpointName = "submit"
@@ -132,7 +140,7 @@ func (a *API) handle(ctx context.Context, req micro.Request) {
 		ev = ev.Str(observe.FieldJobID, o.Job.ID)
 	}
 	ev.Str(observe.FieldSubject, contracts.SubjectSubmit).Int("status", o.Status).Msg("nats submit")
-	if err := respond(req, reply); err != nil {
+	if err := respond(req, reply, reply.Status, reply.Error); err != nil {
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectSubmit).Msg("nats submit reply not sent")
 	}
 }
@@ -189,14 +197,18 @@ func (a *API) handleBatch(ctx context.Context, req micro.Request) {
 	if refused == nil {
 		refused = a.limit(req, tenant)
 	}
-	var reply any
+	var (
+		reply  any
+		status = http.StatusOK
+		detail *contracts.ErrorDetail
+	)
 	switch {
 	case refused != nil:
-		reply = refused.Reply()
+		reply, status, detail = refused.Reply(), refused.Status, refused.Error
 	default:
 		bo := a.admitter.SubmitBatch(ctx, tenant, req.Data())
 		if bo.Refused != nil {
-			reply = bo.Refused.Reply()
+			reply, status, detail = bo.Refused.Reply(), bo.Refused.Status, bo.Refused.Error
 			break
 		}
 		br := contracts.BatchReply{Results: make([]contracts.SubmitReply, len(bo.Results))}
@@ -208,17 +220,53 @@ func (a *API) handleBatch(ctx context.Context, req micro.Request) {
 		}
 		reply = br
 	}
-	if err := respond(req, reply); err != nil {
+	if err := respond(req, reply, status, detail); err != nil {
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectSubmitBatch).Msg("nats batch submit reply not sent")
 	}
 }
 
 // respond answers req with v as JSON, encoded as the HTTP API encodes it
-// (contracts.EncodeJSON: a payload's '<', '>' and '&' stay as sent).
-func respond(req micro.Request, v any) error {
+// (contracts.EncodeJSON: a payload's '<', '>' and '&' stay as sent). An
+// answer of status 400 or more goes as a micro error (the same body, with
+// the error headers), so the service's stats count it.
+func respond(req micro.Request, v any, status int, detail *contracts.ErrorDetail) error {
 	body, err := contracts.EncodeJSON(v)
 	if err != nil {
 		return fmt.Errorf("encode reply: %w", err)
 	}
-	return req.Respond(body)
+	if status < http.StatusBadRequest {
+		return req.Respond(body)
+	}
+	desc := http.StatusText(status)
+	if detail != nil && detail.Message != "" {
+		desc = detail.Message
+	}
+	if desc == "" {
+		desc = "error"
+	}
+	return req.Error(strconv.Itoa(status), headerText(desc), body)
+}
+
+// maxErrorHeader bounds the Nats-Service-Error header; the body has the
+// whole message.
+const maxErrorHeader = 256
+
+// headerText makes s safe as a NATS header value: control characters
+// (a message may quote the caller's input) become spaces, and it is cut
+// to maxErrorHeader bytes on a character boundary.
+func headerText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) <= maxErrorHeader {
+		return s
+	}
+	cut := maxErrorHeader
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }

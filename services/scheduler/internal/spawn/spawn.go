@@ -162,7 +162,8 @@ func (s *Spawner) Check(ctx context.Context) ([]contracts.ScaleRequest, error) {
 			s.unask(kind)
 			continue // only delayed jobs, or claimed ones
 		}
-		req := contracts.ScaleRequest{Kind: kind, Ready: ready, OldestWaitMS: max(now.Sub(oldest).Milliseconds(), 0), Live: live, At: now.UTC()}
+		req := contracts.ScaleRequest{Kind: kind, Ready: ready, OldestWaitMS: max(now.Sub(oldest).Milliseconds(), 0), Live: live, At: now.UTC(),
+			Spawner: s.cfg.Mode}
 		s.request(ctx, req)
 		out = append(out, req)
 	}

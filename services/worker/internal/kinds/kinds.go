@@ -2,17 +2,17 @@
 // for a while (useful for tests, demos and load generation), and "exec",
 // which runs an allow-listed program in its own process group. Each kind is
 // a Func over the raw JSON payload; the payload decoders are strict and
-// exported so they can be tested and fuzzed on their own.
+// exported so they can be tested and fuzzed on their own. The rules of
+// the payloads live in pkg/contracts (DecodeSleepPayload,
+// DecodeExecPayload), where the gateway checks them at submit too.
 package kinds
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"slices"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // Run is one run of a job as a kind sees it: its payload and the scratch
@@ -33,8 +33,8 @@ type Func func(ctx context.Context, r Run) (json.RawMessage, error)
 
 // Names of the built-in kinds.
 const (
-	Sleep = "sleep"
-	Exec  = "exec"
+	Sleep = contracts.KindSleep
+	Exec  = contracts.KindExec
 )
 
 // Names returns every built-in kind, sorted.
@@ -42,27 +42,3 @@ func Names() []string { return []string{Exec, Sleep} }
 
 // Known reports whether name is a built-in kind.
 func Known(name string) bool { return slices.Contains(Names(), name) }
-
-// isAbsent reports whether a payload was not given: empty or JSON null.
-func isAbsent(data []byte) bool {
-	t := bytes.TrimSpace(data)
-	return len(t) == 0 || bytes.Equal(t, []byte("null"))
-}
-
-// decodeStrict decodes exactly one JSON object into v, rejecting unknown
-// fields, a non-object value and trailing data.
-func decodeStrict(data []byte, v any) error {
-	t := bytes.TrimSpace(data)
-	if len(t) == 0 || t[0] != '{' {
-		return errors.New("payload must be a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(t))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("decode payload: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("decode payload: trailing data after the JSON object")
-	}
-	return nil
-}

@@ -11,27 +11,18 @@ import (
 )
 
 // MaxSleepMS is the longest a sleep job may ask for: one day.
-const MaxSleepMS = 86_400_000
-
-type sleepPayload struct {
-	MS int64 `json:"ms"`
-}
+const MaxSleepMS = contracts.MaxSleepMS
 
 // ParseSleepPayload decodes a sleep payload {"ms": N} with 0 ≤ N ≤
-// MaxSleepMS. A missing or null payload means 0 ms. Unknown fields,
-// fractions and trailing data are errors.
+// MaxSleepMS, by the rule the gateway checks it with at submit
+// (contracts.DecodeSleepPayload). A missing or null payload means 0 ms.
+// Unknown fields, fractions and trailing data are errors.
 func ParseSleepPayload(data []byte) (time.Duration, error) {
-	if isAbsent(data) {
-		return 0, nil
-	}
-	var p sleepPayload
-	if err := decodeStrict(data, &p); err != nil {
+	p, err := contracts.DecodeSleepPayload(data)
+	if err != nil {
 		return 0, fmt.Errorf("sleep: %w", err)
 	}
-	if p.MS < 0 || p.MS > MaxSleepMS {
-		return 0, fmt.Errorf("sleep: ms %d must be between 0 and %d", p.MS, MaxSleepMS)
-	}
-	return time.Duration(p.MS) * time.Millisecond, nil
+	return p.Duration(), nil
 }
 
 // SleepResult is the result of a sleep job.

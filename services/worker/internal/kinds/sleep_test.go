@@ -36,14 +36,14 @@ func TestParseSleepPayload(t *testing.T) {
 		{"one day", `{"ms":86400000}`, 24 * time.Hour, ""},
 		{"more than a day", `{"ms":86400001}`, 0, "between 0 and"},
 		{"negative", `{"ms":-1}`, 0, "between 0 and"},
-		{"fraction", `{"ms":1.5}`, 0, "decode payload"},
-		{"string", `{"ms":"10"}`, 0, "decode payload"},
+		{"fraction", `{"ms":1.5}`, 0, "payload.ms: expected an integer, got 1.5"},
+		{"string", `{"ms":"10"}`, 0, "payload.ms: expected an integer, got a string"},
 		{"unknown field", `{"ms":1,"extra":true}`, 0, "unknown field"},
 		{"trailing data", `{"ms":1} {}`, 0, "trailing data"},
 		{"trailing garbage", `{"ms":1}x`, 0, "trailing data"},
 		{"array", `[1]`, 0, "JSON object"},
 		{"number", `5`, 0, "JSON object"},
-		{"broken", `{"ms":`, 0, "decode payload"},
+		{"broken", `{"ms":`, 0, "not valid JSON"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

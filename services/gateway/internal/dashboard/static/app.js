@@ -174,12 +174,23 @@
   function renderWorkers(s) {
     // Stable order, as the scheduler offers: sorted by id (byte order).
     const ws = (s.workers || []).slice().sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    // The schedulers' latest requests for one more worker (spawn on overflow).
-    const scale = (s.recent_scale_requests || []).slice(0, 3).map((r) => el('p', {
+    // The schedulers' latest requests for one more worker (spawn on
+    // overflow). Only those a spawner acts on are listed: with none
+    // configured (the request is only published) one line says so and
+    // names the kinds short of workers.
+    const recent = s.recent_scale_requests || [];
+    const scale = recent.filter((r) => r.spawner).slice(0, 3).map((r) => el('p', {
       className: 'muted scale-request', dataset: { kind: r.kind },
       textContent: 'asked for a ' + r.kind + ' worker at ' + fmtClock(parseTime(r.at)) + ': ' + r.ready +
         ' ready, oldest waiting ' + fmtDuration(r.oldest_wait_ms),
     }));
+    const unserved = [...new Set(recent.filter((r) => !r.spawner).map((r) => r.kind))].sort();
+    if (scale.length === 0 && unserved.length > 0) {
+      scale.push(el('p', {
+        className: 'muted no-spawner', dataset: { kinds: unserved.join(' ') },
+        textContent: 'no spawner configured: ready ' + unserved.join(', ') + ' jobs wait for a worker to join',
+      }));
+    }
     if (ws.length === 0) {
       $('worker-rows').replaceChildren(el('p', { className: 'muted', textContent: 'no live workers' }), ...scale);
       return;
