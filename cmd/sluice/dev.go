@@ -15,6 +15,18 @@ import (
 	"github.com/sluicehq/sluice/pkg/observe"
 )
 
+// devHelp is the head of `sluice dev -h`, in the form of the other
+// commands' help; the flags and their defaults follow.
+const devHelp = `usage: sluice dev [--workers N] [--nats-listen ADDR]
+
+dev runs the whole system in one process until interrupted: an embedded NATS
+server with JetStream, the embedded store under SLUICE_DATA_DIR (default
+./.sluice), the gateway on SLUICE_HTTP_ADDR with its dashboard, a scheduler,
+the workers and a reaper. Every service reads its SLUICE_* variables.
+
+flags:
+`
+
 // dev runs the all-in-one stack until interrupted.
 func dev(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
@@ -24,12 +36,20 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice dev:", err)
 		return exitUsage
 	}
-	workers := fs.Int("workers", defWorkers, "number of workers (default: SLUICE_DEV_WORKERS, else 2)")
-	natsListen := fs.String("nats-listen", envOr("SLUICE_NATS_LISTEN", "127.0.0.1:4222"), "where the embedded NATS server accepts outside clients")
+	// The flag package prints each default after its usage: the usages
+	// name only the variable it comes from.
+	workers := fs.Int("workers", defWorkers, "run `N` workers, or SLUICE_DEV_WORKERS")
+	natsListen := fs.String("nats-listen", envOr("SLUICE_NATS_LISTEN", "127.0.0.1:4222"),
+		"the embedded NATS server accepts outside clients on `ADDR`, or SLUICE_NATS_LISTEN")
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, devHelp)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "Run 'sluice dev -h' for help.\n")
 		return exitUsage
 	}
 	if *workers < 0 {

@@ -55,6 +55,8 @@ func TestMain(m *testing.M) {
 type stack struct {
 	t    *testing.T
 	base string
+	// nats is where outside NATS clients reach the stack's server.
+	nats string
 }
 
 // startStack runs a stack with the given workers and settings until the
@@ -111,7 +113,7 @@ func startStack(t *testing.T, workers int, extra map[string]string) *stack {
 			t.Error("stack did not stop")
 		}
 	})
-	st := &stack{t: t, base: "http://" + s.HTTPAddr}
+	st := &stack{t: t, base: "http://" + s.HTTPAddr, nats: s.NATSURL}
 	first, _, _ := strings.Cut(env["SLUICE_API_TOKENS"], ",")
 	_, token, _ := strings.Cut(first, ":")
 	require.Eventually(t, func() bool {

@@ -390,8 +390,9 @@ func TestCLIProgress(t *testing.T) {
 }
 
 // TestCLISubmitBatch: submit --batch sends a JSON Lines file (or stdin) to
-// POST /v1/jobs/batch and prints each job's id in order, the errors of
-// refused jobs on stderr with their line numbers.
+// POST /v1/jobs/batch and prints one line per job, in order: the job's id,
+// or "refused: line N: " and the reason, lines counted from 1 as in the
+// file (never the gateway's 0-based "jobs[i]").
 func TestCLISubmitBatch(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, 1, nil)
@@ -403,22 +404,33 @@ func TestCLISubmitBatch(t *testing.T) {
 		`{"kind":"sleep","payload":{"ms":5},"priority":7,"key":"batch-1"}`,
 		`{"kind":"sleep","priority":12}`,
 		`{"kind":"sleep","key":"batch-1"}`,
+		`{"kind":"sleep","payload":{"ms":5}}`,
 	}, "\n")+"\n"), 0o600))
 	r := s.run("submit", "--batch", file)
 	require.Equal(t, 1, r.code, "a job was refused: %s", r.stderr)
-	ids := strings.Fields(r.stdout)
-	require.Len(t, ids, 3, r.stdout)
-	require.Equal(t, ids[1], ids[2], "line 6 joined line 4's job")
-	require.Contains(t, r.stderr, "line 5: ")
-	require.Contains(t, r.stderr, "priority")
+	out := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, out, 5, "one line per job: %s", r.stdout)
+	require.Regexp(t, `^refused: line 5: .*priority`, out[2])
+	require.Equal(t, out[1], out[3], "line 6 joined line 4's job")
 	require.Contains(t, r.stderr, "line 6: an active job with key \"batch-1\"")
-	for _, id := range ids[:2] {
+	require.Contains(t, r.stderr, "1 of 5 jobs refused")
+	require.NotContains(t, r.stdout+r.stderr, "jobs[", "one numbering: the file's lines")
+	for _, id := range []string{out[0], out[1], out[4]} {
 		require.Eventually(t, func() bool { return s.job(id).State == contracts.StateSucceeded }, 30*time.Second, 20*time.Millisecond)
 	}
 
+	r = s.cli(nil, `{"kind":"sleep"}`+"\n"+`{"kind":"sleep","priority":12}`, "submit", "--batch", "-", "--json")
+	require.Equal(t, 1, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2)
+	var refused contracts.SubmitReply
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &refused))
+	require.NotNil(t, refused.Error)
+	require.Regexp(t, `^line 2: .*priority`, refused.Error.Message)
+
 	r = s.cli(nil, `{"kind":"sleep"}`+"\n"+`{"kind":"sleep"}`, "submit", "--batch", "-", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 2)
 	var reply contracts.SubmitReply
 	require.NoError(t, json.Unmarshal([]byte(lines[0]), &reply))
@@ -429,4 +441,46 @@ func TestCLISubmitBatch(t *testing.T) {
 	r = s.cli(nil, "{not json}\n", "submit", "--batch", "-")
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, "line 1")
+}
+
+// blobLine is a submit body of a kind no worker runs whose payload takes
+// about size bytes.
+func blobLine(size int) string {
+	return `{"kind":"blob","payload":{"data":"` + strings.Repeat("x", size) + `"}}`
+}
+
+// TestCLISubmitBatchSplitsByBytes: a --batch file whose jobs together
+// exceed the gateway's batch body limit (SLUICE_MAX_BATCH_BYTES, 1 MiB by
+// default) goes in several requests, so every job is admitted, never a 413
+// for the whole file.
+func TestCLISubmitBatchSplitsByBytes(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, -1, nil)
+	r := s.cli(nil, strings.Repeat(blobLine(400_000)+"\n", 3), "submit", "--batch", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	ids := strings.Fields(r.stdout)
+	require.Len(t, ids, 3, r.stdout)
+	for _, id := range ids {
+		require.Equal(t, contracts.StatePending, s.job(id).State)
+	}
+}
+
+// TestCLISubmitBatchUnderALowerLimit: against a gateway whose
+// SLUICE_MAX_BATCH_BYTES is below the CLI's 1 MiB, a request answered 413
+// goes again in halves; a job over the limit on its own is refused on its
+// line and the others are admitted.
+func TestCLISubmitBatchUnderALowerLimit(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, -1, map[string]string{"SLUICE_MAX_BATCH_BYTES": "300000"})
+	r := s.cli(nil, strings.Repeat(blobLine(100_000)+"\n", 4)+blobLine(400_000)+"\n"+blobLine(10)+"\n", "submit", "--batch", "-")
+	require.Equal(t, 1, r.code, r.stderr)
+	out := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, out, 6, r.stdout)
+	for i, line := range out {
+		if i == 4 {
+			require.Regexp(t, `^refused: line 5: .*\(HTTP 413`, line)
+			continue
+		}
+		require.Equal(t, contracts.StatePending, s.job(line).State, "line %d", i+1)
+	}
 }

@@ -36,6 +36,7 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/sluicehq/sluice/pkg/store v0.0.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
@@ -48,4 +49,5 @@ replace (
 	github.com/sluicehq/sluice/pkg/contracts => ../../pkg/contracts
 	github.com/sluicehq/sluice/pkg/observe => ../../pkg/observe
 	github.com/sluicehq/sluice/pkg/service => ../../pkg/service
+	github.com/sluicehq/sluice/pkg/store => ../../pkg/store
 )

@@ -18,25 +18,40 @@ import (
 // maxBatchLine bounds one line of a --batch file.
 const maxBatchLine = 16 << 20
 
-// batchLine is one submit body of a --batch file and where it came from.
+// maxBatchBytes bounds the body of one batch request: the gateway's
+// default SLUICE_MAX_BATCH_BYTES. A gateway configured lower answers 413
+// and the chunk goes again in two halves.
+const maxBatchBytes = 1 << 20
+
+// batchEnvelope is what a batch body holds besides its jobs and the commas
+// between them: {"jobs":[ and ]}.
+const batchEnvelope = len(`{"jobs":[]}`)
+
+// batchLine is one submit body of a --batch file, where it came from (its
+// line number, 1-based as editors and grep -n count) and its size in a
+// batch body.
 type batchLine struct {
-	n   int
-	req contracts.SubmitRequest
+	n    int
+	req  contracts.SubmitRequest
+	size int
 }
 
-// SubmitBatch posts up to contracts.MaxBatchJobs jobs at once.
+// SubmitBatch posts up to contracts.MaxBatchJobs jobs at once. Its error is
+// pkg/client's, for the caller to turn into the CLI's.
 func (c *Client) SubmitBatch(ctx context.Context, reqs []contracts.SubmitRequest) ([]client.BatchResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	res, err := c.api.SubmitBatch(ctx, reqs)
-	return res, cliError(err)
+	return c.api.SubmitBatch(ctx, reqs)
 }
 
-// runSubmitBatch is "submit --batch FILE": every non-empty line of FILE
-// ("-" = stdin) is a submit body; they go in batches of up to
-// contracts.MaxBatchJobs. It prints one line per job, in order: the id of
-// an admitted or joined job on stdout, the error of a refused one on
-// stderr (with --json, each job's result as a JSON line on stdout).
+// runSubmitBatch is "submit --batch FILE": every line of FILE ("-" =
+// stdin) that is not blank or a # comment is a submit body. They go in
+// requests of up to contracts.MaxBatchJobs jobs and maxBatchBytes bytes.
+// It prints one line per job, in the file's order: the id of an admitted
+// or joined job, or "refused: line N: " and the reason, on stdout (with
+// --json, each job's result as a JSON line). Lines are numbered from 1,
+// as in the file; the gateway's 0-based place of the job in its request
+// ("jobs[i]: ") is replaced by the line it came from.
 func runSubmitBatch(ctx context.Context, inv *invocation, path string) (int, error) {
 	lines, err := readBatchFile(path, inv.env.Stdin)
 	if err != nil {
@@ -46,23 +61,73 @@ func runSubmitBatch(ctx context.Context, inv *invocation, path string) (int, err
 	if err != nil {
 		return 0, err
 	}
-	code := ExitOK
-	for start := 0; start < len(lines); start += contracts.MaxBatchJobs {
-		chunk := lines[start:min(start+contracts.MaxBatchJobs, len(lines))]
+	code, refused := ExitOK, 0
+	queue := batchChunks(lines, maxBatchBytes)
+	for len(queue) > 0 {
+		chunk := queue[0]
+		queue = queue[1:]
 		reqs := make([]contracts.SubmitRequest, len(chunk))
 		for i, l := range chunk {
 			reqs[i] = l.req
 		}
 		results, err := c.SubmitBatch(ctx, reqs)
-		if err != nil {
-			return 0, fmt.Errorf("lines %d-%d: %w", chunk[0].n, chunk[len(chunk)-1].n, err)
+		var ce *client.Error
+		switch {
+		case errors.As(err, &ce) && ce.Status == http.StatusRequestEntityTooLarge && len(chunk) > 1:
+			// The gateway takes less than maxBatchBytes: halve the chunk.
+			half := len(chunk) / 2
+			queue = append([][]batchLine{chunk[:half], chunk[half:]}, queue...)
+			continue
+		case errors.As(err, &ce) && ce.Status == http.StatusRequestEntityTooLarge:
+			results = []client.BatchResult{{Status: ce.Status, Err: ce}} // one job over the limit
+		case err != nil:
+			return 0, fmt.Errorf("lines %d-%d: %w", chunk[0].n, chunk[len(chunk)-1].n, cliError(err))
 		}
 		for i, r := range results {
+			r.Err = lineError(r.Err, i, chunk[i].n)
 			code = max(code, batchCode(r))
+			if r.Err != nil {
+				refused++
+			}
 			writeBatchResult(inv, chunk[i].n, r)
 		}
 	}
+	if refused > 0 && !inv.g.json {
+		fmt.Fprintf(inv.env.Stderr, "sluice submit: %d of %d jobs refused (the lines starting \"refused:\")\n", refused, len(lines))
+	}
 	return code, nil
+}
+
+// batchChunks splits the lines into requests of at most
+// contracts.MaxBatchJobs jobs and maxBytes bytes of body (a line larger
+// than that alone goes in a request of its own).
+func batchChunks(lines []batchLine, maxBytes int) [][]batchLine {
+	var out [][]batchLine
+	start, size := 0, batchEnvelope
+	for i, l := range lines {
+		grown := size + l.size
+		if i > start {
+			grown++ // the comma
+		}
+		if i > start && (i-start == contracts.MaxBatchJobs || grown > maxBytes) {
+			out = append(out, lines[start:i])
+			start, grown = i, batchEnvelope+l.size
+		}
+		size = grown
+	}
+	return append(out, lines[start:])
+}
+
+// lineError is a refused job's error with the gateway's "jobs[i]: "
+// (its 0-based place in the request) replaced by its line in the file.
+func lineError(err error, i, line int) error {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	e := *ce
+	e.Message = fmt.Sprintf("line %d: %s", line, strings.TrimPrefix(e.Message, fmt.Sprintf("jobs[%d]: ", i)))
+	return &e
 }
 
 // batchCode is the exit code one job's result calls for: 4 for a 429, 1
@@ -77,7 +142,8 @@ func batchCode(r client.BatchResult) int {
 	return ExitFailed
 }
 
-// writeBatchResult prints one job's result.
+// writeBatchResult prints one job's result: one line on stdout, whatever
+// the outcome, so that the output lines up with the jobs of the file.
 func writeBatchResult(inv *invocation, line int, r client.BatchResult) {
 	if inv.g.json {
 		reply := contracts.SubmitReply{Status: r.Status}
@@ -98,7 +164,8 @@ func writeBatchResult(inv *invocation, line int, r client.BatchResult) {
 	}
 	switch {
 	case r.Err != nil:
-		fmt.Fprintf(inv.env.Stderr, "sluice submit: line %d: %s\n", line, strings.TrimPrefix(cliError(r.Err).Error(), "sluice: "))
+		// The message starts with "line N: " (lineError).
+		fmt.Fprintf(inv.env.Stdout, "refused: %s\n", strings.TrimPrefix(cliError(r.Err).Error(), "sluice: "))
 	case !r.Created():
 		fmt.Fprintf(inv.env.Stdout, "%s\n", r.Job.ID)
 		fmt.Fprintf(inv.env.Stderr, "sluice submit: line %d: an active job with key %q exists already: %s\n", line, sanitize(r.Job.Key), r.Job.ID)
@@ -131,7 +198,11 @@ func readBatchFile(path string, stdin io.Reader) ([]batchLine, error) {
 		if err != nil {
 			return nil, &usageError{fmt.Sprintf("--batch: line %d: %v", n, err)}
 		}
-		out = append(out, batchLine{n: n, req: req})
+		body, err := json.Marshal(req)
+		if err != nil {
+			return nil, fmt.Errorf("--batch: line %d: encode: %w", n, err)
+		}
+		out = append(out, batchLine{n: n, req: req, size: len(body)})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read the batch: %w", err)

@@ -46,10 +46,12 @@ the first failure with --fail-fast (the rest are cancelled); --wait shows
 one progress bar for the whole fan-out.
 
 --batch FILE submits every line of FILE ("-" = stdin) as a job: each line is
-a submit body ({"kind":"sleep","payload":{"ms":5}}), sent 1,000 to a request.
-It prints each job's id in order, and the error of each refused job on
-stderr with its line number; the exit code is 4 if any was shed (429), 1 if
-any was refused otherwise.
+a submit body ({"kind":"sleep","payload":{"ms":5}}); blank lines and lines
+starting with # are skipped. They are sent up to 1,000 jobs and 1 MiB to a
+request. It prints one line per job, in the file's order: the job's id, or
+"refused: line N: " and the reason (lines counted from 1, blank and comment
+lines included); the exit code is 4 if any was shed (429), 1 if any was
+refused otherwise.
 
 --wait then follows the job until it ends: a live progress bar on a
 terminal, a line per change otherwise; with --json only the final job is
