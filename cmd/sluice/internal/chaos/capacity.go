@@ -18,17 +18,18 @@ import (
 // (overlap.go), so every counted run lies within a life that is counted
 // too, and the check never credits a dead process with slots.
 //
-// The spawned workers have a bound of their own: each scheduler asks for
-// one only while fewer than its SLUICE_SPAWN_MAX spawned workers are live
-// or asked for, "live" meaning announced in its roster. A spawned worker
-// frozen past the roster's expiry is forgotten like a dead one (and its
-// jobs are requeued once the stale threshold passes), so the schedulers
-// rightly ask for a replacement; when it resumes there is one spawned
-// worker more than the bound until one of them leaves when idle. The bound
-// is therefore checked on the spawned workers the schedulers can count:
-// a spawned worker stops counting from the start of its first freeze
-// longer than the roster's expiry. Its jobs still count in the total
-// above, and so do its slots.
+// The spawned workers have a bound of their own, which is measured here
+// but is not a guarantee: each scheduler asks for one only while fewer
+// than its SLUICE_SPAWN_MAX spawned workers are live or asked for, "live"
+// meaning announced in its roster. A spawned worker frozen past the
+// roster's expiry is forgotten like a dead one (and its jobs are requeued
+// once the stale threshold passes), so the schedulers rightly ask for a
+// replacement; when it resumes there is one spawned worker more than the
+// bound until one of them leaves when idle (a NATS outage longer than the
+// expiry makes the rosters forget every worker alike). The report shows
+// the most spawned workers alive at once not counting those back from
+// such a freeze. Their jobs count in the total above, and so do their
+// slots.
 
 // rosterExpiryIntervals is how many announce intervals (the heartbeat
 // interval) a worker may stay silent before the schedulers' roster forgets
