@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,13 @@ func runProfile(t *testing.T, cfg Config, p Profile) {
 	}()
 
 	p.Seed = uint64(time.Now().UnixNano())
+	if v := os.Getenv("SLUICE_CHAOS_SEED"); v != "" {
+		// Replays a reported run's load and fault timeline (the timing of
+		// the processes themselves is never the same twice).
+		seed, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "SLUICE_CHAOS_SEED must be an unsigned integer")
+		p.Seed = seed
+	}
 	p.Logf = t.Logf
 	rep, err := c.Run(ctx, p)
 	require.NoError(t, err)

@@ -384,6 +384,17 @@ func (c *Cluster) workers() []*Proc {
 	return out
 }
 
+// aliveWorkers counts the worker processes running now.
+func (c *Cluster) aliveWorkers() int {
+	n := 0
+	for _, p := range c.workers() {
+		if p.alive() {
+			n++
+		}
+	}
+	return n
+}
+
 // workerStarts maps each worker id to the start of its current incarnation.
 func (c *Cluster) workerStarts() map[string]time.Time {
 	m := map[string]time.Time{}

@@ -45,7 +45,9 @@ func (f *faults) count(name string) {
 }
 
 // restart kill -9's p (scraping a scheduler's counters first) and starts
-// it again after pause. The caller holds p.
+// it again after pause, unless p is a spawned worker: nothing restarts
+// those (spawn.go), the schedulers ask for another when they need one.
+// The caller holds p.
 func (f *faults) restart(ctx context.Context, p *Proc, pause time.Duration) error {
 	if p.metricsURL != "" {
 		f.scrapeMu.Lock()
@@ -59,6 +61,9 @@ func (f *faults) restart(ctx context.Context, p *Proc, pause time.Duration) erro
 	}
 	f.p.Logf("chaos: kill -9 %s", p.Name)
 	f.count(p.Service)
+	if p.transient {
+		return nil
+	}
 	time.Sleep(pause)
 	return p.start()
 }
@@ -75,6 +80,9 @@ func (f *faults) randomKills(ctx context.Context) {
 		}
 		procs := f.c.procs()
 		victim := procs[f.rng.intN(len(procs))]
+		if victim.transient && !victim.alive() {
+			continue // a spawned worker that left or was killed: gone for good
+		}
 		if !victim.hold() {
 			continue // frozen or being restarted: pick again next time
 		}
@@ -261,6 +269,9 @@ func (f *faults) busiestWorker(ctx context.Context) *Proc {
 	f.rng.shuffle(len(ws), func(i, k int) { ws[i], ws[k] = ws[k], ws[i] })
 	sort.SliceStable(ws, func(i, k int) bool { return running[ws[i].workerID] > running[ws[k].workerID] })
 	for _, w := range ws {
+		if w.transient && !w.alive() {
+			continue // a spawned worker that left
+		}
 		if w.hold() {
 			return w
 		}

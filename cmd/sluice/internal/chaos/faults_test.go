@@ -1,6 +1,10 @@
 package chaos
 
 import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,4 +47,29 @@ func TestPickTenantWeights(t *testing.T) {
 	require.Greater(t, n["a"], n["b"])
 	require.Greater(t, n["b"], n["c"])
 	require.Positive(t, n["c"])
+}
+
+// TestRestartLeavesASpawnedWorkerDead checks that a random kill restarts
+// a service but not a spawned worker (nothing restarts those: the
+// schedulers ask for another), so the harness never brings back a spawned
+// worker the schedulers saw die or leave.
+func TestRestartLeavesASpawnedWorkerDead(t *testing.T) {
+	t.Parallel()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep command")
+	}
+	dir := t.TempDir()
+	f := &faults{p: Profile{Logf: t.Logf}, kills: map[string]int{}}
+	for _, transient := range []bool{false, true} {
+		p := &Proc{Name: fmt.Sprintf("worker-transient-%v", transient), Service: "worker", bin: sleep, args: []string{"60"},
+			log: filepath.Join(dir, fmt.Sprintf("%v.log", transient)), transient: transient}
+		require.NoError(t, p.start())
+		t.Cleanup(p.kill)
+		require.NoError(t, f.restart(context.Background(), p, 0))
+		require.Equal(t, !transient, p.alive(), "transient=%v", transient)
+		lives, _ := p.history()
+		require.Len(t, lives, map[bool]int{false: 2, true: 1}[transient])
+	}
+	require.Equal(t, 2, f.kills["worker"])
 }

@@ -67,9 +67,9 @@ func TestCorrectSample(t *testing.T) {
 		return attemptRun{JobID: id, Attempt: attempt, Worker: "w1", Start: *at(from), LiveEnd: *at(liveEnd)}
 	}
 	// The long job's worker fenced it at 900 ms: two at once, not three.
-	perWorker, total := correctSample(running, []attemptRun{run("long", 3, 0, 900), run("a", 1, 1000, 1300), run("b", 1, 1100, 1400)})
+	perWorker, ws := correctSample(running, []attemptRun{run("long", 3, 0, 900), run("a", 1, 1000, 1300), run("b", 1, 1100, 1400)})
 	require.Equal(t, 2, perWorker)
-	require.Equal(t, 2, total)
+	require.Equal(t, 2, maxOverlap(ws))
 	// Had it run on, three at once.
 	perWorker, _ = correctSample(running, []attemptRun{run("long", 3, 0, 2000), run("a", 1, 1000, 1300), run("b", 1, 1100, 1400)})
 	require.Equal(t, 3, perWorker)

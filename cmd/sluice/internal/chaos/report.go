@@ -38,17 +38,26 @@ type Report struct {
 	WorkerLimit, MaxPerWorker    int
 	MaxInFlight                  int // largest in-flight count a worker announced
 	JournalPerWorker             int // most runs one worker process had going at once, from the journals
-	TotalLimit, MaxRunning       int
+	// MaxRunning is the most jobs running at once; TotalLimit the sum of
+	// the limits of the TotalWorkers worker processes alive at that
+	// instant. OverTotal describes the instant where the jobs running
+	// passed the sum of the limits then by the most (see capacity.go).
+	MaxRunning, TotalLimit, TotalWorkers int
+	OverTotal                            string
 
-	Runs            int           // handler runs in the journals
-	Overlaps        []string      // overlapping attempts (see overlap.go)
-	Resumed         int           // runs frozen past the self-fencing delay by SIGSTOP
-	ResumedUnfenced int           // of those, runs that returned normally after SIGCONT before being fenced
-	LateAccepted    int           // of those, runs whose result the store took (the job was never requeued meanwhile)
-	ExpiryFenced    int           // attempts a worker fenced on its own expiry check at handler start or return (worker logs)
-	MaxTail         time.Duration // longest run of a resumed handler between SIGCONT and its fence or return
-	TailOverlaps    int           // such tails during which a newer attempt of the job was live
-	StaleResults    int           // results the schedulers ignored (old attempt), from their /metrics
+	Runs            int      // handler runs in the journals
+	Overlaps        []string // overlapping attempts (see overlap.go)
+	Resumed         int      // runs frozen past the self-fencing delay by SIGSTOP
+	ResumedUnfenced int      // of those, runs that returned normally after SIGCONT before being fenced
+	// LateAccepted counts, of those, runs whose result the store took:
+	// the worker checks its lease once the handler returned and reports
+	// nothing for an attempt whose lease went unacknowledged past the
+	// self-fencing delay, so any is a broken fence.
+	LateAccepted int
+	ExpiryFenced int           // attempts a worker fenced on its own expiry check at handler start or return (worker logs)
+	MaxTail      time.Duration // longest run of a resumed handler between SIGCONT and its fence or return
+	TailOverlaps int           // such tails during which a newer attempt of the job was live
+	StaleResults int           // results the schedulers ignored (old attempt), from their /metrics
 	// PeakRSS is the largest resident memory (KiB) any process of each
 	// service reached, as its kernel high-water mark read at each sample.
 	PeakRSS map[string]int64
@@ -67,6 +76,11 @@ type Report struct {
 	FanoutMiscounted             []string // parents whose counts or children are not right at the end
 
 	Spawned, SpawnMax int // workers started on scale requests (over the run), and the most live at once allowed (see spawn.go)
+	// MaxSpawnedCounted is the most spawned workers alive at once, not
+	// counting those back from a freeze past the roster's expiry
+	// (capacity.go). Measured, not a guarantee: the schedulers bound the
+	// spawned workers their rosters show.
+	MaxSpawnedCounted int
 
 	Stalled, StallsCaught int      // admitted jobs whose probe stalls, and those that ended failed timeout: (see stall.go)
 	StallsMissed          []string // stalling jobs that succeeded: never stopped
@@ -88,8 +102,8 @@ func (r Report) Summary() string {
 		return ""
 	}))
 	fmt.Fprintf(&b, " exits=%d", r.Exits)
-	fmt.Fprintf(&b, " | max running per worker %d/%d (store), %d/%d (journal), announced %d; total %d/%d",
-		r.MaxPerWorker, r.WorkerLimit, r.JournalPerWorker, r.WorkerLimit, r.MaxInFlight, r.MaxRunning, r.TotalLimit)
+	fmt.Fprintf(&b, " | max running per worker %d/%d (store), %d/%d (journal), announced %d; total %d/%d (%d workers alive then)",
+		r.MaxPerWorker, r.WorkerLimit, r.JournalPerWorker, r.WorkerLimit, r.MaxInFlight, r.MaxRunning, r.TotalLimit, r.TotalWorkers)
 	fmt.Fprintf(&b, " | max active %d/%d (api %d)", r.MaxActive, r.Cap, r.MaxActiveAPI)
 	var tenants []string
 	for t, n := range r.MaxTenantActive {
@@ -104,7 +118,7 @@ func (r Report) Summary() string {
 	fmt.Fprintf(&b, " | fan-outs %d (%d children), max live per window %d/%d, over the window %d, miscounted %d",
 		r.Fanouts, r.FanoutChildren, r.MaxPerWindow, r.MaxPerWindowOf, len(r.WindowOverLimit), len(r.FanoutMiscounted))
 	fmt.Fprintf(&b, " | stalling jobs %d, stopped timeout: %d, never stopped %d", r.Stalled, r.StallsCaught, len(r.StallsMissed))
-	fmt.Fprintf(&b, " | spawned workers %d (at most %d live)", r.Spawned, r.SpawnMax)
+	fmt.Fprintf(&b, " | spawned workers %d (live at once %d/%d, not counting those back from a freeze)", r.Spawned, r.MaxSpawnedCounted, r.SpawnMax)
 	fmt.Fprintf(&b, " | dispatches by scheduler %s", joinCounts(r.Dispatched, nil))
 	rss := map[string]int{}
 	for svc, kb := range r.PeakRSS {
@@ -181,8 +195,11 @@ func (r Report) Violations() []string {
 	if r.MaxInFlight > r.WorkerLimit {
 		v = append(v, fmt.Sprintf("a worker announced %d jobs in flight, limit %d", r.MaxInFlight, r.WorkerLimit))
 	}
-	if r.MaxRunning > r.TotalLimit {
-		v = append(v, fmt.Sprintf("%d jobs running, sum of worker limits %d", r.MaxRunning, r.TotalLimit))
+	if r.OverTotal != "" {
+		v = append(v, r.OverTotal)
+	}
+	if r.LateAccepted > 0 {
+		v = append(v, fmt.Sprintf("%d results of runs frozen past the fence were accepted", r.LateAccepted))
 	}
 	if len(r.Overlaps) > 0 {
 		n := min(len(r.Overlaps), 5)

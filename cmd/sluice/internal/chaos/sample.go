@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -19,9 +18,9 @@ type storeSample struct {
 	PerWorker    int            // most run windows of one worker at once
 	Total        int            // most run windows of all workers at once
 	Detail       string         // set when a worker is over the limit
-	// Running holds the rows counted, kept only when a limit was passed,
-	// for the check against the journals at the end (see correctSample).
-	Running []contracts.Job
+	// Rows holds the rows counted, for the check against the journals at
+	// the end (see correctSample) when the sample passed a limit.
+	Rows []contracts.Job
 }
 
 // sampleStore reads active jobs (globally and by tenant, from one count
@@ -42,8 +41,9 @@ type storeSample struct {
 // (its worker fenced it when heartbeats went unanswered, a cancel, a lost
 // lease) and free its slot while the store shows it running: a sample over
 // a limit keeps its rows and is measured again against the journals at the
-// end (correctSample).
-func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Time, limit, totalLimit int) (storeSample, error) {
+// end (correctSample), and so is the total, against the sum of the limits
+// of the workers alive at each instant (capacity.go).
+func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Time, limit int) (storeSample, error) {
 	counts, err := st.Stats(ctx)
 	if err != nil {
 		return storeSample{}, fmt.Errorf("chaos: sample stats: %w", err)
@@ -93,10 +93,8 @@ func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Tim
 			s.Detail = b.String()
 		}
 	}
-	if s.Detail != "" || s.Total > totalLimit {
-		for _, jobs := range byWorker {
-			s.Running = append(s.Running, jobs...)
-		}
+	for _, jobs := range byWorker {
+		s.Rows = append(s.Rows, jobs...)
 	}
 	return s, nil
 }
@@ -108,8 +106,8 @@ func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Tim
 // the store learns only when the result or the reaper comes. Each window
 // then ends at the run's live end (overlap.go), or is empty when no run of
 // that attempt on that worker started. It returns the corrected most per
-// worker and in total.
-func correctSample(running []contracts.Job, runs []attemptRun) (perWorker, total int) {
+// worker and every corrected window.
+func correctSample(running []contracts.Job, runs []attemptRun) (perWorker int, all []window) {
 	type key struct {
 		job     string
 		attempt int64
@@ -121,7 +119,6 @@ func correctSample(running []contracts.Job, runs []attemptRun) (perWorker, total
 		live[k] = append(live[k], r)
 	}
 	byWorker := map[string][]window{}
-	var all []window
 	for _, j := range running {
 		w := windowOf(j)
 		end := w.from
@@ -140,7 +137,7 @@ func correctSample(running []contracts.Job, runs []attemptRun) (perWorker, total
 	for _, ws := range byWorker {
 		perWorker = max(perWorker, maxOverlap(ws))
 	}
-	return perWorker, maxOverlap(all)
+	return perWorker, all
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -170,26 +167,8 @@ func windowOf(j contracts.Job) window {
 
 // maxOverlap is the largest number of half-open windows covering one instant.
 func maxOverlap(ws []window) int {
-	type event struct {
-		at    time.Time
-		delta int
-	}
-	ev := make([]event, 0, 2*len(ws))
-	for _, w := range ws {
-		ev = append(ev, event{w.from, +1}, event{w.to, -1})
-	}
-	sort.Slice(ev, func(i, k int) bool {
-		if ev[i].at.Equal(ev[k].at) {
-			return ev[i].delta < ev[k].delta // an end before a start at the same instant
-		}
-		return ev[i].at.Before(ev[k].at)
-	})
-	cur, best := 0, 0
-	for _, e := range ev {
-		cur += e.delta
-		best = max(best, cur)
-	}
-	return best
+	n, _ := peak(ws)
+	return n
 }
 
 func fmtTime(t *time.Time) string {

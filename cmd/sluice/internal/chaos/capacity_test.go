@@ -1,0 +1,125 @@
+package chaos
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestCheckTotalAgainstTheWorkersAlive is the case of a chaos run under
+// CPU load: spawned worker s1 is frozen past the roster's expiry, the three
+// schedulers each ask for a replacement (s2, s3, s4), s1 resumes, and the
+// four fixed and four spawned workers run two jobs each: 16 jobs running,
+// which a fixed bound of 2 × (4 + 3) = 14 reported as a broken guarantee
+// while every worker kept to its limit. Against the workers alive at each
+// instant it holds, and the spawned workers the schedulers could count
+// stay within their bound; a job more than the slots alive and runs past
+// a worker's death are still caught, and a fourth spawned worker is
+// counted.
+func TestCheckTotalAgainstTheWorkersAlive(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const limit = 2
+	fixed := func(i int) workerLife {
+		return workerLife{Worker: fmt.Sprintf("chaos-w%d", i), PID: 100 + i, Start: at(0)}
+	}
+	spawned := func(i, startMS int) workerLife {
+		return workerLife{Worker: fmt.Sprintf("chaos-s%d", i), PID: 200 + i, Spawned: true, Start: at(startMS)}
+	}
+	base := func() []workerLife {
+		s1 := spawned(1, 1000)
+		s1.Forgotten = at(2000) // frozen 2000–6000 ms
+		return []workerLife{fixed(1), fixed(2), fixed(3), fixed(4), s1, spawned(2, 3000), spawned(3, 3100), spawned(4, 3200)}
+	}
+	// Two jobs on each of the eight workers from 7000 to 8000 ms.
+	busy := func(workers int) []window {
+		var ws []window
+		for range 2 * workers {
+			ws = append(ws, window{from: at(7000), to: at(8000)})
+		}
+		return ws
+	}
+
+	tests := []struct {
+		name        string
+		lives       func() []workerLife
+		windows     []window
+		running     int
+		over        string // the violation, "" when none
+		spawnedLive int
+	}{
+		{
+			name: "a frozen spawned worker and its replacements, each within its limit", lives: base, windows: busy(8),
+			running: 16, spawnedLive: 3,
+		},
+		{
+			name: "one job more than the slots of the workers alive", lives: base, windows: append(busy(8), window{from: at(7500), to: at(7600)}),
+			running: 17, over: "17 jobs running at " + clock(at(7500)) + ", sum of the limits of the 8 workers alive then 16", spawnedLive: 3,
+		},
+		{
+			name: "runs going on after their worker died",
+			lives: func() []workerLife {
+				ls := base()
+				ls[3].End = at(7200) // chaos-w4 killed
+				return ls
+			},
+			windows: busy(8), running: 16, over: "16 jobs running at " + clock(at(7200)) + ", sum of the limits of the 7 workers alive then 14", spawnedLive: 3,
+		},
+		{
+			name: "a fourth spawned worker the schedulers could count",
+			lives: func() []workerLife {
+				ls := base()
+				ls[4].Forgotten = time.Time{} // s1 never frozen
+				return ls
+			},
+			windows: busy(8), running: 16, spawnedLive: 4,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			lives := tt.lives()
+			tc := checkTotal(tt.windows, lives, limit)
+			require.Equal(t, tt.running, tc.Running)
+			if tt.over == "" {
+				require.Nil(t, tc.Over, "no instant over the sum of the limits")
+			} else {
+				require.NotNil(t, tc.Over)
+				require.Equal(t, tt.over, tc.Over.String())
+			}
+			n, _ := maxSpawnedCounted(lives)
+			require.Equal(t, tt.spawnedLive, n)
+		})
+	}
+}
+
+// TestTotalCheckMergeKeepsTheWorstInstant checks that samples combine to
+// the most running and the largest excess.
+func TestTotalCheckMergeKeepsTheWorstInstant(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	a := totalCheck{Running: 10, Limit: 16, Workers: 8, At: t0}
+	b := totalCheck{Running: 9, Limit: 8, Workers: 4, At: t0.Add(time.Second)}
+	b.Over = &totalCheck{Running: 9, Limit: 8, Workers: 4, At: b.At}
+	m := a.merge(b)
+	require.Equal(t, 10, m.Running)
+	require.Equal(t, 16, m.Limit)
+	require.NotNil(t, m.Over)
+	require.Equal(t, 9, m.Over.Running)
+	require.Equal(t, m, m.merge(totalCheck{}))
+}
+
+// TestReportFlagsTheTotalAndALateResult checks the report's violations
+// for the total and for a frozen run's result taken.
+func TestReportFlagsTheTotalAndALateResult(t *testing.T) {
+	t.Parallel()
+	ok := Report{Admitted: 1, Samples: 1, Runs: 1, MaxRunning: 16, TotalLimit: 16, TotalWorkers: 8, SpawnMax: 3, MaxSpawnedCounted: 3, WorkerLimit: 2}
+	require.Empty(t, ok.Violations())
+	bad := ok
+	bad.OverTotal = "17 jobs running at 12:00:00.000, sum of the limits of the 8 workers alive then 16"
+	bad.LateAccepted = 1
+	require.Equal(t, []string{bad.OverTotal, "1 results of runs frozen past the fence were accepted"}, bad.Violations())
+}
