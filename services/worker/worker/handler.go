@@ -15,7 +15,7 @@ type Job struct {
 	ID       string
 	Tenant   string
 	Kind     string
-	Attempt  int64
+	Claim    int64
 	Payload  json.RawMessage
 	Key      string
 	Priority int
@@ -35,7 +35,7 @@ type Job struct {
 // jobFromSpec copies an offered job spec into a Job.
 func jobFromSpec(s contracts.JobSpec) Job {
 	return Job{
-		ID: s.ID, Tenant: s.Tenant, Kind: s.Kind, Attempt: s.Attempt,
+		ID: s.ID, Tenant: s.Tenant, Kind: s.Kind, Claim: s.Claim,
 		Payload: s.Payload, Key: s.Key, Priority: s.Priority, RunLimits: s.RunLimits, Inputs: s.Inputs,
 	}
 }
@@ -50,7 +50,7 @@ func (j Job) Scratch() (string, error) {
 }
 
 // Lease returns the attempt's fencing token.
-func (j Job) Lease() contracts.Lease { return contracts.Lease{JobID: j.ID, Attempt: j.Attempt} }
+func (j Job) Lease() contracts.Lease { return contracts.Lease{JobID: j.ID, Claim: j.Claim} }
 
 // Result is a handler's JSON result. Empty means none.
 type Result json.RawMessage

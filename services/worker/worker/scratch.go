@@ -108,7 +108,7 @@ func tryLock(path string) (*os.File, bool, error) {
 
 // make creates the fresh directory of one run.
 func (s *scratch) make(l contracts.Lease) (string, error) {
-	dir := filepath.Join(s.root, l.JobID+"-"+strconv.FormatInt(l.Attempt, 10))
+	dir := filepath.Join(s.root, l.JobID+"-"+strconv.FormatInt(l.Claim, 10))
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("scratch: %w", err)
 	}
@@ -123,7 +123,7 @@ func (s *scratch) make(l contracts.Lease) (string, error) {
 // dot, so it is never a scratch directory's name, and two runs of one
 // attempt never share it).
 func (s *scratch) makeInputs(l contracts.Lease) (string, error) {
-	dir, err := os.MkdirTemp(s.root, l.JobID+"-"+strconv.FormatInt(l.Attempt, 10)+".inputs-*")
+	dir, err := os.MkdirTemp(s.root, l.JobID+"-"+strconv.FormatInt(l.Claim, 10)+".inputs-*")
 	if err != nil {
 		return "", fmt.Errorf("scratch: %w", err)
 	}

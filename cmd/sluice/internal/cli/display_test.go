@@ -22,7 +22,7 @@ func TestLineDisplaySkipsRepeats(t *testing.T) {
 	d.update(Update{Event: contracts.StateEvent(running), Job: running})
 	running.Progress = &contracts.Progress{Percent: 10}
 	d.update(Update{Event: snapshotEvent(running), Job: running})
-	d.update(Update{Event: contracts.Event{Type: contracts.EventProgress, JobID: testID, Attempt: 1, Progress: running.Progress}, Job: running})
+	d.update(Update{Event: contracts.Event{Type: contracts.EventProgress, JobID: testID, Claim: 1, Progress: running.Progress}, Job: running})
 	d.note("the event stream dropped; reconnecting")
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 3, "a progress event the snapshot line showed is skipped: %q", out.String())
@@ -49,7 +49,7 @@ func TestBarDisplay(t *testing.T) {
 	running := testJob(contracts.StateRunning)
 	d.update(Update{Event: contracts.StateEvent(running), Job: running})
 	running.Progress = &contracts.Progress{Percent: 50, Stage: "a very long stage name", Message: "that does not fit"}
-	d.update(Update{Event: contracts.Event{Type: contracts.EventProgress, JobID: testID, Attempt: 1, Progress: running.Progress}, Job: running})
+	d.update(Update{Event: contracts.Event{Type: contracts.EventProgress, JobID: testID, Claim: 1, Progress: running.Progress}, Job: running})
 	d.note("hello")
 	d.finish(testJob(contracts.StateSucceeded))
 	d.finish(testJob(contracts.StateSucceeded)) // twice is harmless

@@ -153,10 +153,10 @@ func describe(ev contracts.Event, job contracts.Job) string {
 	// A fan-out parent runs nothing itself: no runs, no claim (its
 	// progress lines count its children).
 	if job.ID == ev.JobID && job.MaxAttempts > 0 && job.Children == nil {
-		parts = append(parts, fmt.Sprintf("runs %d/%d", job.Runs, job.MaxAttempts))
+		parts = append(parts, fmt.Sprintf("runs %d/%d", job.Attempt, job.MaxAttempts))
 	}
 	if job.Children == nil {
-		parts = append(parts, fmt.Sprintf("claim %d", ev.Attempt))
+		parts = append(parts, fmt.Sprintf("claim %d", ev.Claim))
 	}
 	if ev.Worker != "" {
 		parts = append(parts, "on "+sanitize(ev.Worker))

@@ -97,7 +97,7 @@ func TestDescribe(t *testing.T) {
 		{"progress", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 42.4, Stage: "copy", Message: "3 of 7"}}, contracts.Job{}, "progress   42.4% copy: 3 of 7"},
 		{"progress to a tenth", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 30.0003138}}, contracts.Job{}, "progress   30%"},
 		{"progress without stage", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 5, Message: "m"}}, contracts.Job{}, "progress   5% m"},
-		{"hostile worker name", contracts.Event{Type: contracts.EventState, State: contracts.StateRunning, Attempt: 1, Worker: "w\x1b[2J"}, contracts.Job{}, "running    claim 1  on w?[2J"},
+		{"hostile worker name", contracts.Event{Type: contracts.EventState, State: contracts.StateRunning, Claim: 1, Worker: "w\x1b[2J"}, contracts.Job{}, "running    claim 1  on w?[2J"},
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.want, describe(tc.ev, tc.job), tc.name)
@@ -138,7 +138,7 @@ func TestWriteJobTable(t *testing.T) {
 	now := testTime.Add(3 * time.Second)
 	failed := testJob(contracts.StateFailed)
 	failed.Error = "handler: " + strings.Repeat("x", 100)
-	failed.Attempt = 7 // claims that never ran count too
+	failed.Claim = 7 // claims that never ran count too
 	pending := testJob(contracts.StatePending)
 	pending.ID = "01a20614-0000-7000-8000-000000000002"
 	pending.CancelRequested = true

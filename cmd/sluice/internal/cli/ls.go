@@ -127,7 +127,7 @@ func writeJobTable(w io.Writer, jobs []contracts.Job, now time.Time, errWidth in
 		if j.CancelRequested && !j.State.Final() {
 			state += "*"
 		}
-		runs, total := j.Runs, j.MaxAttempts
+		runs, total := j.Attempt, j.MaxAttempts
 		worker := orDash(sanitize(j.Worker))
 		if j.Children != nil {
 			// A fan-out parent runs nothing itself: its children finished.
@@ -135,7 +135,7 @@ func writeJobTable(w io.Writer, jobs []contracts.Job, now time.Time, errWidth in
 			worker = fmt.Sprintf("(%d running)", j.Children.Running)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			j.ID, sanitize(j.Kind), state, runs, total, j.Attempt, worker,
+			j.ID, sanitize(j.Kind), state, runs, total, j.Claim, worker,
 			durationOr(now.Sub(j.CreatedAt), !j.CreatedAt.IsZero()),
 			durationOr(waitTime(j, now)), durationOr(runTime(j, now)),
 			strings.TrimSpace(errText))

@@ -111,7 +111,7 @@ func (tw *tenantWatcher) fresh(e contracts.Event) bool {
 	if tw.shown == nil || len(tw.shown) >= maxShown {
 		tw.shown = map[string]shownState{}
 	}
-	s := shownState{state: e.State, attempt: e.Attempt}
+	s := shownState{state: e.State, attempt: e.Claim}
 	if prev, ok := tw.shown[e.JobID]; ok && (prev == s || prev.state.Final()) {
 		return false
 	}
