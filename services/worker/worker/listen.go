@@ -64,7 +64,7 @@ func (w *Worker) handleCancel(m *nats.Msg) {
 	}
 	l := contracts.Lease{JobID: c.JobID, Claim: c.Claim}
 	if w.leases.Cancel(l) {
-		w.log.Info().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Claim).
+		w.log.Info().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).
 			Str(observe.FieldSubject, m.Subject).Msg("job cancel requested")
 	}
 }

@@ -138,7 +138,7 @@ func (w *Worker) admitLocked(hardCtx context.Context, spec contracts.JobSpec) (c
 		lease:   l,
 		handler: h,
 		cancel:  cancel,
-		log: w.log.With().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Claim).
+		log: w.log.With().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).
 			Str("kind", spec.Kind).Logger(),
 	}
 	return contracts.OfferAccepted, "", jctx, t

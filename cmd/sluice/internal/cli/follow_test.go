@@ -285,7 +285,7 @@ func TestApplyCountsRuns(t *testing.T) {
 	require.Equal(t, 2, j.Attempt, "claim 3 went running")
 	require.True(t, apply(&j, running))
 	require.Equal(t, 2, j.Attempt, "the same run again")
-	require.Equal(t, "running    runs 2/3  claim 3  on w2", describe(running, j))
+	require.Equal(t, "running    attempt 2/3  claim 3  on w2", describe(running, j))
 }
 
 func TestBackoff(t *testing.T) {

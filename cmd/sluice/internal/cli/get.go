@@ -60,7 +60,7 @@ func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
 		state += " (cancel requested)"
 	}
 	row("state", state)
-	row("runs", fmt.Sprintf("%d of at most %d", j.Attempt, j.MaxAttempts))
+	row("attempt", fmt.Sprintf("%d of at most %d (the run number)", j.Attempt, j.MaxAttempts))
 	row("claim", fmt.Sprintf("%d (dispatch claims so far; it fences stale results, it is not a run count)", j.Claim))
 	if j.Worker != "" {
 		row("worker", sanitize(j.Worker))

@@ -79,10 +79,13 @@ func apply(job *contracts.Job, ev contracts.Event) bool {
 		if ev.State == contracts.StateRunning && (job.State != contracts.StateRunning || ev.Claim != job.Claim) {
 			job.StartedAt = &at
 			job.Progress = nil
-			job.Attempt++ // a new run; events do not carry the count
+			job.Attempt++ // a new run (an earlier release's events carry no attempt)
 		}
 		if ev.State.Final() {
 			job.FinishedAt = &at
+		}
+		if ev.Attempt > 0 {
+			job.Attempt = ev.Attempt
 		}
 		job.State, job.Claim, job.Worker, job.Error = ev.State, ev.Claim, ev.Worker, ev.Error
 		job.UpdatedAt = at

@@ -41,7 +41,7 @@ func (a *Applier) Progress(ctx context.Context, data []byte) {
 	a.m.Progress.WithLabelValues("applied").Inc()
 	a.ev.Publish(contracts.Event{
 		Type: contracts.EventProgress, JobID: job.ID, Tenant: job.Tenant, Kind: job.Kind, Parent: job.Parent,
-		Claim: job.Claim, Worker: job.Worker, Progress: &p, At: a.now().UTC(),
+		Attempt: job.Attempt, Claim: job.Claim, Worker: job.Worker, Progress: &p, At: a.now().UTC(),
 	})
 }
 

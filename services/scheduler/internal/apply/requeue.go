@@ -24,7 +24,7 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectRequeue).Msg("malformed requeue dropped")
 		return consume.Poison()
 	}
-	log := a.log.With().Str(observe.FieldJobID, rq.JobID).Int64(observe.FieldAttempt, rq.Claim).Str("reason", string(rq.Reason)).Logger()
+	log := a.log.With().Str(observe.FieldJobID, rq.JobID).Int64(observe.FieldClaim, rq.Claim).Str("reason", string(rq.Reason)).Logger()
 	job, err := a.jobs.Get(ctx, rq.JobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return consume.Ack()

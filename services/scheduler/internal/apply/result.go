@@ -60,7 +60,7 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before contracts.Job, ch store.Change, u store.Updated) consume.Settle {
 	// The result's fields go on each event: no child logger per result.
 	fields := func(e *zerolog.Event) *zerolog.Event {
-		return e.Str(observe.FieldJobID, res.JobID).Int64(observe.FieldAttempt, res.Claim).Str(observe.FieldWorkerID, res.WorkerID)
+		return e.Str(observe.FieldJobID, res.JobID).Int64(observe.FieldClaim, res.Claim).Str(observe.FieldWorkerID, res.WorkerID)
 	}
 	switch err := u.Err; {
 	case errors.Is(err, store.ErrNotFound):
