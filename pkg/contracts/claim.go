@@ -72,7 +72,8 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 		Runs  *int   `json:"runs"`
 	}
 	w.plain = (*plain)(j)
-	if err := strictInto(data, &w); err != nil {
+	// Not strict: a client reads the jobs of newer servers too.
+	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
 	switch {
@@ -128,7 +129,8 @@ func (e *RunError) UnmarshalJSON(data []byte) error {
 		Run   *int   `json:"run"`
 	}
 	w.plain = (*plain)(e)
-	if err := strictInto(data, &w); err != nil {
+	// Not strict, like the job that holds it.
+	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
 	switch {

@@ -177,3 +177,12 @@ func first[T any](list []T, err error, claim func(T) int64) (int64, error) {
 	}
 	return claim(list[0]), nil
 }
+
+func TestJobJSONKeepsUnknownFieldsOfNewerServers(t *testing.T) {
+	t.Parallel()
+	var j contracts.Job
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"j1","attempt":1,"claim":2,"future":true,"errors":[{"attempt":1,"claim":1,"error":"handler: x","future":1}]}`), &j))
+	require.Equal(t, 1, j.Attempt)
+	require.EqualValues(t, 2, j.Claim)
+	require.Equal(t, []contracts.RunError{{Attempt: 1, Claim: 1, Error: "handler: x"}}, j.Errors)
+}

@@ -16,7 +16,7 @@ import (
 
 // report publishes the verdict durably.
 func (w *Worker) report(deliverCtx context.Context, t *task, v verdict, res Result) {
-	id, attempt := t.lease.JobID, strconv.FormatInt(t.lease.Claim, 10)
+	id, claim := t.lease.JobID, strconv.FormatInt(t.lease.Claim, 10)
 	switch v.report {
 	case reportNothing:
 		w.m.jobs.WithLabelValues(jobFenced).Inc()
@@ -24,7 +24,7 @@ func (w *Worker) report(deliverCtx context.Context, t *task, v verdict, res Resu
 	case reportRequeue:
 		w.m.jobs.WithLabelValues(jobRequeued).Inc()
 		rq := contracts.Requeue{JobID: id, Claim: t.lease.Claim, State: contracts.StateRunning, Reason: contracts.ReasonShutdown}
-		if w.deliver(deliverCtx, t, contracts.SubjectRequeue, rq, "requeue-"+id+"-"+attempt) {
+		if w.deliver(deliverCtx, t, contracts.SubjectRequeue, rq, "requeue-"+id+"-"+claim) {
 			t.log.Info().Msg("job requeued on shutdown")
 		}
 	case reportResult:

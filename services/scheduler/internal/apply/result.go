@@ -68,7 +68,7 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 		return consume.Ack()
 	case errors.Is(err, errStale):
 		a.m.Results.WithLabelValues("stale").Inc()
-		fields(a.log.Info()).Str("state", string(before.State)).Int64("current_attempt", before.Claim).Msg("result for an old attempt ignored")
+		fields(a.log.Info()).Str("state", string(before.State)).Int64("current_claim", before.Claim).Msg("result for an old claim ignored")
 		return consume.Ack()
 	case errors.Is(err, store.ErrConflict):
 		return consume.RetryIn(0)
@@ -92,7 +92,7 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 }
 
 // errStale is the decision on a result that no longer speaks for its job.
-var errStale = errors.New("result for an old attempt")
+var errStale = errors.New("result for an old claim")
 
 // resultChange is the change a current result makes to job: its final
 // state, or a retry when the run failed and may run again. A failed run of
