@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // The run number and the claim. Until release 0.12 the JSON "attempt" of
@@ -89,13 +90,18 @@ func (j *Job) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON writes a job with "runs", the deprecated alias of
-// "attempt", for one release.
+// "attempt", for one release. It escapes nothing itself (EncodeJSON): the
+// encoder that called it escapes HTML or not, as it was told, so a
+// payload still goes out as it was sent.
 func (j Job) MarshalJSON() ([]byte, error) {
 	type plain Job
-	return json.Marshal(struct {
-		plain
-		Runs int `json:"runs"`
-	}{plain(j), j.Attempt})
+	b, err := EncodeJSON(plain(j))
+	if err != nil {
+		return nil, err
+	}
+	// b is one JSON object: "runs" goes before its closing brace.
+	b = append(b[:len(b)-1], `,"runs":`...)
+	return append(strconv.AppendInt(b, int64(j.Attempt), 10), '}'), nil
 }
 
 // UnmarshalJSON reads an event as this release writes it, or as an
@@ -149,10 +155,12 @@ func (e *RunError) UnmarshalJSON(data []byte) error {
 // "attempt", for one release.
 func (e RunError) MarshalJSON() ([]byte, error) {
 	type plain RunError
-	return json.Marshal(struct {
-		plain
-		Run int `json:"run"`
-	}{plain(e), e.Attempt})
+	b, err := EncodeJSON(plain(e))
+	if err != nil {
+		return nil, err
+	}
+	b = append(b[:len(b)-1], `,"run":`...)
+	return append(strconv.AppendInt(b, int64(e.Attempt), 10), '}'), nil
 }
 
 // UnmarshalJSON reads a lease with its claim under either wire name.

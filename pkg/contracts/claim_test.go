@@ -186,3 +186,15 @@ func TestJobJSONKeepsUnknownFieldsOfNewerServers(t *testing.T) {
 	require.EqualValues(t, 2, j.Claim)
 	require.Equal(t, []contracts.RunError{{Attempt: 1, Claim: 1, Error: "handler: x"}}, j.Errors)
 }
+
+func TestJobJSONLeavesEscapingToItsEncoder(t *testing.T) {
+	t.Parallel()
+	j := contracts.Job{ID: "j1", Payload: json.RawMessage(`{"s":"<a & b>"}`), Error: "handler: <x>"}
+	b, err := contracts.EncodeJSON(j)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `{"s":"<a & b>"}`, "the payload as it was sent")
+	require.Contains(t, string(b), `"handler: <x>"`)
+	b, err = json.Marshal(j)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `\u003ca \u0026 b\u003e`, "json.Marshal escapes HTML, as it always did")
+}

@@ -254,7 +254,7 @@ func testRunErrorsRoundTrip(t *testing.T, s store.Store) {
 	j := start(t, s, admitNew(t, s, "acme", at(0)), "w1", at(time.Second))
 	var errs []contracts.RunError
 	for i := range contracts.MaxRunErrors + 2 {
-		errs = contracts.AppendRunError(errs, contracts.RunError{Attempt: i + 1, Claim: int64(i + 1), Error: fmt.Sprintf("handler: boom %d", i), At: at(time.Duration(i) * time.Second)})
+		errs = contracts.AppendRunError(errs, contracts.RunError{Attempt: i + 1, Claim: int64(3*i + 2), Error: fmt.Sprintf("handler: boom %d", i), At: at(time.Duration(i) * time.Second)})
 	}
 	require.Len(t, errs, contracts.MaxRunErrors)
 	next := at(time.Minute)
@@ -266,6 +266,8 @@ func testRunErrorsRoundTrip(t *testing.T, s store.Store) {
 	require.Equal(t, errs, got.Errors)
 	requireJob(t, got, get(t, s, j.ID))
 	require.Equal(t, "handler: boom 2", got.Errors[0].Error, "the oldest were dropped")
+	require.Equal(t, 3, got.Errors[0].Attempt, "the run number (attempt) and the claim are kept apart")
+	require.EqualValues(t, 8, got.Errors[0].Claim)
 	require.Empty(t, claimN(t, s, 5, at(30*time.Second)), "not before the backoff ends")
 	require.Len(t, claimN(t, s, 5, next), 1)
 }
