@@ -30,7 +30,8 @@ import (
 //     the claim as "attempt" on these messages and READS it under either
 //     name; the next release writes "claim", which every peer of this
 //     release then understands, and the one after it stops reading
-//     "attempt".
+//     "attempt". Only then may these messages use "attempt" for the run
+//     number (a worker of this release would read it as the claim).
 
 // WireClaim is the name the messages between the services give the claim
 // in this release (see the compatibility rules above); WireClaimNext is
