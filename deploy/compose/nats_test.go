@@ -475,8 +475,8 @@ func TestNATSJetStream(t *testing.T) {
 	require.NoError(t, err)
 	progress, err := sched.Conn.QueueSubscribeSync(contracts.SubjectProgress, contracts.QueueScheduler)
 	require.NoError(t, err)
-	events.NewPublisher(sched.Conn).State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateRunning, Attempt: 1})
-	events.NewPublisher(gw.Conn).State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateCancelled, Attempt: 1})
+	events.NewPublisher(sched.Conn).State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateRunning, Claim: 1})
+	events.NewPublisher(gw.Conn).State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateCancelled, Claim: 1})
 	var got []contracts.JobState // two connections: no order between them
 	for len(got) < 2 {
 		select {
@@ -518,9 +518,9 @@ func TestNATSJetStream(t *testing.T) {
 
 	// Worker: results and shutdown requeues. Reaper: requeues, readiness,
 	// and the stream again.
-	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.SubjectResult, contracts.Result{JobID: "j1", Attempt: 1}, "result-j1-1"))
-	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.SubjectRequeue, contracts.Requeue{JobID: "j3", Attempt: 1}, ""))
-	require.NoError(t, bus.Publish(ctx, rp.JS, contracts.SubjectRequeue, contracts.Requeue{JobID: "j4", Attempt: 1}, ""))
+	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.SubjectResult, contracts.Result{JobID: "j1", Claim: 1}, "result-j1-1"))
+	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.SubjectRequeue, contracts.Requeue{JobID: "j3", Claim: 1}, ""))
+	require.NoError(t, bus.Publish(ctx, rp.JS, contracts.SubjectRequeue, contracts.Requeue{JobID: "j4", Claim: 1}, ""))
 	require.NoError(t, bus.Check(ctx, rp.Conn, rp.JS))
 	_, err = bus.EnsureStream(ctx, rp.JS)
 	require.NoError(t, err)

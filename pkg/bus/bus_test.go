@@ -156,7 +156,7 @@ func TestPublishRecreatesDeletedStream(t *testing.T) {
 	_, err = js.Stream(ctx, contracts.StreamName)
 	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
 
-	require.NoError(t, bus.Publish(ctx, js, contracts.SubjectResult, contracts.Result{JobID: "j1", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded}, ""))
+	require.NoError(t, bus.Publish(ctx, js, contracts.SubjectResult, contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}, ""))
 
 	s, err := js.Stream(ctx, contracts.StreamName)
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ import (
 var at = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func job(state contracts.JobState) contracts.Job {
-	return contracts.Job{ID: "j1", Tenant: "default", Kind: "sleep", State: state, Attempt: 1, Runs: 1, MaxAttempts: 3,
+	return contracts.Job{ID: "j1", Tenant: "default", Kind: "sleep", State: state, Claim: 1, Attempt: 1, MaxAttempts: 3,
 		CreatedAt: at, UpdatedAt: at, DispatchDeadline: at.Add(time.Hour)}
 }
 

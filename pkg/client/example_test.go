@@ -55,8 +55,8 @@ func standIn() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/jobs/{id}/events", func(w http.ResponseWriter, r *http.Request) {
 		running := base
-		running.State, running.Attempt = contracts.StateRunning, 1
-		progress := contracts.Event{Type: contracts.EventProgress, JobID: base.ID, Tenant: base.Tenant, Attempt: 1, Progress: &contracts.Progress{Percent: 50}}
+		running.State, running.Attempt, running.Claim = contracts.StateRunning, 1, 1
+		progress := contracts.Event{Type: contracts.EventProgress, JobID: base.ID, Tenant: base.Tenant, Attempt: 1, Claim: 1, Progress: &contracts.Progress{Percent: 50}}
 		done := contracts.StateEvent(running)
 		done.State = contracts.StateSucceeded
 		writeEvents(w,

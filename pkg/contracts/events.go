@@ -34,24 +34,27 @@ const (
 const (
 	// EventSnapshot is the first event of a job's stream: the whole job.
 	EventSnapshot = "snapshot"
-	// EventState is a change of state (or of attempt or worker).
+	// EventState is a change of state (or of attempt, claim or worker).
 	EventState = "state"
 	// EventProgress is a handler's progress report.
 	EventProgress = "progress"
 )
 
 // Event is one change of one job. State events carry the job's state,
-// attempt, worker and error after the change; progress events carry the
-// attempt and the progress.
+// attempt (run number), claim, worker and error after the change;
+// progress events carry the attempt, the claim and the progress.
 type Event struct {
 	Type   string `json:"type"`
 	JobID  string `json:"job_id"`
 	Tenant string `json:"tenant"`
 	Kind   string `json:"kind,omitempty"`
 	// Parent is set on the events of a fan-out's children: the parent's id.
-	Parent   string    `json:"parent,omitempty"`
-	State    JobState  `json:"state,omitempty"`
-	Attempt  int64     `json:"attempt"`
+	Parent string   `json:"parent,omitempty"`
+	State  JobState `json:"state,omitempty"`
+	// Attempt is the job's run number after the change (Job.Attempt).
+	Attempt int `json:"attempt"`
+	// Claim is the job's claim after the change (Job.Claim).
+	Claim    int64     `json:"claim"`
 	Worker   string    `json:"worker,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Progress *Progress `json:"progress,omitempty"`
@@ -66,7 +69,7 @@ func StateEvent(job Job) Event {
 	}
 	return Event{
 		Type: EventState, JobID: job.ID, Tenant: job.Tenant, Kind: job.Kind, Parent: job.Parent,
-		State: job.State, Attempt: job.Attempt, Worker: job.Worker, Error: job.Error, At: at,
+		State: job.State, Attempt: job.Attempt, Claim: job.Claim, Worker: job.Worker, Error: job.Error, At: at,
 	}
 }
 
@@ -99,11 +102,13 @@ func TenantEventSubjects(tenant string) string {
 func tenantToken(tenant string) string { return strings.ReplaceAll(tenant, ".", "~") }
 
 // ProgressReport is a worker's report of a handler's progress on one
-// attempt. It applies only while the job is running that attempt on that
+// claim. It applies only while the job is running at that claim on that
 // worker.
 type ProgressReport struct {
-	JobID    string   `json:"job_id"`
-	Attempt  int64    `json:"attempt"`
+	JobID string `json:"job_id"`
+	// Claim is the claim the worker runs the job at; its wire name is
+	// WireClaim (WireClaimNext is read too).
+	Claim    int64    `json:"attempt"`
 	WorkerID string   `json:"worker_id"`
 	Progress Progress `json:"progress"`
 }
@@ -137,7 +142,7 @@ func DecodeProgressReport(data []byte) (ProgressReport, error) {
 	if err := decodeStrict(data, &m); err != nil {
 		return m, err
 	}
-	if err := checkLease(Lease{JobID: m.JobID, Attempt: m.Attempt}); err != nil {
+	if err := checkLease(Lease{JobID: m.JobID, Claim: m.Claim}); err != nil {
 		return m, fmt.Errorf("progress report: %w", err)
 	}
 	if !ValidWorkerID(m.WorkerID) {

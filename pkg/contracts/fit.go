@@ -20,7 +20,7 @@ const messageFields = 4 << 10
 // to its offer, used by the scheduler that offers it.
 func (j Job) Spec() JobSpec {
 	return JobSpec{
-		ID: j.ID, Tenant: j.Tenant, Kind: j.Kind, Attempt: j.Attempt,
+		ID: j.ID, Tenant: j.Tenant, Kind: j.Kind, Claim: j.Claim,
 		Payload: j.Payload, Key: j.Key, Priority: j.Priority, RunLimits: j.RunLimits, Inputs: j.Inputs,
 	}
 }
@@ -34,7 +34,7 @@ func MessageSize(job Job) (int64, error) {
 		return 0, fmt.Errorf("encode job: %w", err)
 	}
 	spec := job.Spec()
-	spec.Attempt = math.MaxInt64
+	spec.Claim = math.MaxInt64
 	offer, err := json.Marshal(Offer{Job: spec})
 	if err != nil {
 		return 0, fmt.Errorf("encode offer: %w", err)

@@ -42,9 +42,9 @@ func TestCheckMessageSize(t *testing.T) {
 
 func TestSpecCarriesWhatAWorkerNeeds(t *testing.T) {
 	t.Parallel()
-	j := Job{ID: "id", Tenant: "t", Kind: "k", Attempt: 3, Payload: json.RawMessage(`{"a":1}`), Key: "key", Priority: 7, State: StateRunning}
+	j := Job{ID: "id", Tenant: "t", Kind: "k", Claim: 3, Payload: json.RawMessage(`{"a":1}`), Key: "key", Priority: 7, State: StateRunning}
 	s := j.Spec()
-	if s.ID != "id" || s.Tenant != "t" || s.Kind != "k" || s.Attempt != 3 || string(s.Payload) != `{"a":1}` || s.Key != "key" || s.Priority != 7 {
+	if s.ID != "id" || s.Tenant != "t" || s.Kind != "k" || s.Claim != 3 || string(s.Payload) != `{"a":1}` || s.Key != "key" || s.Priority != 7 {
 		t.Fatalf("Spec() = %+v", s)
 	}
 }

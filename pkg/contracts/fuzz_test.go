@@ -109,7 +109,7 @@ func validRaw(t *testing.T, field string, raw json.RawMessage) {
 
 func checkLeaseInvariant(t *testing.T, l Lease) {
 	t.Helper()
-	if !ValidJobID(l.JobID) || l.Attempt < 1 {
+	if !ValidJobID(l.JobID) || l.Claim < 1 {
 		t.Fatalf("accepted lease %+v", l)
 	}
 }
@@ -154,6 +154,9 @@ func FuzzDecodeRequeue(f *testing.F) {
 		`{"job_id":"j1","attempt":1,"state":"succeeded","reason":"lost"}`,
 		`{"job_id":"j1","attempt":1,"state":"running","reason":"bored"}`,
 		`{"job_id":"j1","attempt":1.5,"state":"running","reason":"stale"}`,
+		`{"job_id":"j1","claim":2,"state":"running","reason":"stale"}`,
+		`{"job_id":"j1","attempt":2,"claim":2,"state":"running","reason":"stale"}`,
+		`{"job_id":"j1","attempt":2,"claim":3,"state":"running","reason":"stale"}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeRequeue(data)
@@ -161,8 +164,8 @@ func FuzzDecodeRequeue(f *testing.F) {
 			return
 		}
 		acceptedIsOneValue(t, data)
-		if !ValidJobID(m.JobID) || m.Attempt < 0 {
-			t.Fatalf("accepted job_id %q attempt %d", m.JobID, m.Attempt)
+		if !ValidJobID(m.JobID) || m.Claim < 0 {
+			t.Fatalf("accepted job_id %q claim %d", m.JobID, m.Claim)
 		}
 		if !m.State.Active() {
 			t.Fatalf("accepted state %q", m.State)
@@ -189,6 +192,10 @@ func FuzzDecodeResult(f *testing.F) {
 		`{"job_id":"j1","attempt":1,"worker_id":"w1","state":"running"}`,
 		`{"job_id":"j1","attempt":0,"worker_id":"w1","state":"succeeded"}`,
 		`{"job_id":"j1","attempt":1,"worker_id":"w.1","state":"succeeded"}`,
+		`{"job_id":"j1","claim":4,"worker_id":"w1","state":"succeeded"}`,
+		`{"job_id":"j1","attempt":4,"claim":4,"worker_id":"w1","state":"succeeded"}`,
+		`{"job_id":"j1","attempt":4,"claim":5,"worker_id":"w1","state":"succeeded"}`,
+		`{"job_id":"j1","claim":0,"worker_id":"w1","state":"succeeded"}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeResult(data)
@@ -196,7 +203,7 @@ func FuzzDecodeResult(f *testing.F) {
 			return
 		}
 		acceptedIsOneValue(t, data)
-		checkLeaseInvariant(t, Lease{JobID: m.JobID, Attempt: m.Attempt})
+		checkLeaseInvariant(t, Lease{JobID: m.JobID, Claim: m.Claim})
 		if !ValidWorkerID(m.WorkerID) {
 			t.Fatalf("accepted worker_id %q", m.WorkerID)
 		}
@@ -244,6 +251,7 @@ func FuzzDecodeOffers(f *testing.F) {
 		`{"jobs":[{"id":"j1","kind":"a","attempt":1},{"id":"j2","kind":"b","attempt":3,"payload":[1]}]}`,
 		`{"jobs":[]}`,
 		`{"jobs":[{"id":"j1","kind":"a","attempt":0}]}`,
+		`{"jobs":[{"id":"j1","kind":"a","claim":1},{"id":"j2","kind":"b","attempt":3,"claim":3}]}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		specs, _, err := DecodeOffers(data)
@@ -271,6 +279,8 @@ func FuzzDecodeOffer(f *testing.F) {
 		`{"job":{"id":"j1","kind":"a","attempt":0}}`,
 		`{"job":{"id":"j1","kind":"A","attempt":1}}`,
 		`{"job":{"id":"j1","kind":"a","attempt":1,"state":"x"}}`,
+		`{"job":{"id":"j1","kind":"a","claim":2}}`,
+		`{"job":{"id":"j1","kind":"a","claim":2,"attempt":1}}`,
 		`{"job":null}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -279,7 +289,7 @@ func FuzzDecodeOffer(f *testing.F) {
 			return
 		}
 		acceptedIsOneValue(t, data)
-		checkLeaseInvariant(t, Lease{JobID: m.Job.ID, Attempt: m.Job.Attempt})
+		checkLeaseInvariant(t, Lease{JobID: m.Job.ID, Claim: m.Job.Claim})
 		if !ValidKind(m.Job.Kind) {
 			t.Fatalf("accepted kind %q", m.Job.Kind)
 		}
@@ -296,6 +306,8 @@ func FuzzDecodeOfferReply(f *testing.F) {
 		`{"status":"ok"}`,
 		`{"status":"busy","in_flight":-1}`,
 		`{"status":"busy","capacity":-1}`,
+		`{"status":"accepted","worker_id":"w1","results":[{"job_id":"j1","attempt":2,"status":"accepted"},{"job_id":"j2","claim":3,"status":"busy"}]}`,
+		`{"status":"busy","worker_id":"w1","results":[{"job_id":"j1","attempt":2,"claim":3,"status":"busy"}]}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeOfferReply(data)
@@ -323,6 +335,8 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		`{"worker_id":"w1","leases":[{"job_id":"j1","attempt":1},{"job_id":"j2","attempt":9}]}`,
 		`{"worker_id":"w1","leases":[{"job_id":"j1","attempt":0}]}`,
 		`{"worker_id":"w1","leases":[{"job_id":"","attempt":1}]}`,
+		`{"worker_id":"w1","leases":[{"job_id":"j1","claim":1},{"job_id":"j2","attempt":9}]}`,
+		`{"worker_id":"w1","leases":[{"job_id":"j1","claim":2,"attempt":1}]}`,
 		`{"worker_id":"w 1"}`,
 		`{"leases":[]}`,
 	)
@@ -348,6 +362,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 func FuzzDecodeHeartbeatAck(f *testing.F) {
 	addSeeds(f,
 		`{"lost":[{"job_id":"j1","attempt":1}],"cancel":[{"job_id":"j2","attempt":2}]}`,
+		`{"lost":[{"job_id":"j1","claim":1}],"cancel":[{"job_id":"j2","claim":2,"attempt":2}]}`,
 		`{"lost":[],"cancel":null}`,
 		`{"error":"heartbeat: bad <id>"}`,
 		`{"error":"\xff\u0000"}`,
@@ -407,6 +422,9 @@ func FuzzDecodeCancelJob(f *testing.F) {
 		`{"job_id":"j1","attempt":0}`,
 		`{"job_id":"j1!","attempt":1}`,
 		`{"attempt":1}`,
+		`{"job_id":"j1","claim":4}`,
+		`{"job_id":"j1","claim":4,"attempt":4}`,
+		`{"job_id":"j1","claim":4,"attempt":3}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeCancelJob(data)
@@ -414,7 +432,7 @@ func FuzzDecodeCancelJob(f *testing.F) {
 			return
 		}
 		acceptedIsOneValue(t, data)
-		checkLeaseInvariant(t, Lease{JobID: m.JobID, Attempt: m.Attempt})
+		checkLeaseInvariant(t, Lease{JobID: m.JobID, Claim: m.Claim})
 		checkRoundTrip(t, m, DecodeCancelJob, sameValue[CancelJob])
 	})
 }
@@ -556,6 +574,8 @@ func FuzzDecodeProgressReport(f *testing.F) {
 		`{"job_id":"j1","attempt":1,"worker_id":"w1","progress":{"percent":50,"stage":"`+strings.Repeat("s", 65)+`"}}`,
 		`{"job_id":"j1","attempt":0,"worker_id":"w1","progress":{"percent":5}}`,
 		`{"job_id":"j1","attempt":1,"worker_id":"w 1","progress":{"percent":5}}`,
+		`{"job_id":"j1","claim":3,"worker_id":"w1","progress":{"percent":5}}`,
+		`{"job_id":"j1","claim":3,"attempt":2,"worker_id":"w1","progress":{"percent":5}}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeProgressReport(data)
@@ -563,7 +583,7 @@ func FuzzDecodeProgressReport(f *testing.F) {
 			return
 		}
 		acceptedIsOneValue(t, data)
-		checkLeaseInvariant(t, Lease{JobID: m.JobID, Attempt: m.Attempt})
+		checkLeaseInvariant(t, Lease{JobID: m.JobID, Claim: m.Claim})
 		if !ValidWorkerID(m.WorkerID) || m.Progress.Check() != nil {
 			t.Fatalf("accepted %+v", m)
 		}
@@ -580,6 +600,9 @@ func FuzzDecodeEvent(f *testing.F) {
 		`{"type":"state","job_id":"j1","state":"bored","attempt":1,"at":"2026-11-23T10:00:00Z"}`,
 		`{"type":"snapshot","job_id":"j1","at":"2026-11-23T10:00:00Z"}`,
 		`{"type":"state","job_id":"j1","state":"pending","at":"yesterday"}`,
+		`{"type":"state","job_id":"j1","tenant":"acme","state":"running","attempt":2,"claim":5,"worker":"w1","at":"2026-11-23T10:00:00Z"}`,
+		`{"type":"progress","job_id":"j1","tenant":"acme","attempt":1,"claim":1,"progress":{"percent":10},"at":"2026-11-23T10:00:00Z"}`,
+		`{"type":"state","job_id":"j1","state":"running","claim":-1,"at":"2026-11-23T10:00:00Z"}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeEvent(data)

@@ -7,20 +7,30 @@ import (
 
 // Job is a job as the store keeps it and the API shows it.
 type Job struct {
-	ID          string          `json:"id"`
-	Tenant      string          `json:"tenant"`
-	Kind        string          `json:"kind"`
-	Payload     json.RawMessage `json:"payload,omitempty"`
-	Key         string          `json:"key,omitempty"`
-	Priority    int             `json:"priority"`
-	State       JobState        `json:"state"`
-	Attempt     int64           `json:"attempt"`
-	Runs        int             `json:"runs"`
-	MaxAttempts int             `json:"max_attempts"`
-	Worker      string          `json:"worker,omitempty"`
-	Error       string          `json:"error,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	Progress    *Progress       `json:"progress,omitempty"`
+	ID       string          `json:"id"`
+	Tenant   string          `json:"tenant"`
+	Kind     string          `json:"kind"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	Key      string          `json:"key,omitempty"`
+	Priority int             `json:"priority"`
+	State    JobState        `json:"state"`
+	// Attempt is the job's run number: 1 during and after its first run,
+	// one more for every run that starts (a retry, a requeue that ran
+	// again); 0 while it never ran. MaxAttempts limits it. (Until release
+	// 0.12 the JSON "attempt" was the claim, and "runs" this number; "runs"
+	// is still written, as a deprecated alias, for one release.)
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+	// Claim is the fencing counter: it grows by one on every dispatch
+	// claim, including those that never became a run (a worker answered
+	// busy, an offer was lost, a requeue). A worker's heartbeats and
+	// results carry the claim they were given, and the store applies them
+	// only while the job is still at that claim. It is not a run count.
+	Claim    int64           `json:"claim"`
+	Worker   string          `json:"worker,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Progress *Progress       `json:"progress,omitempty"`
 	// Errors are the errors of the job's failed runs, oldest first, at most
 	// MaxRunErrors.
 	Errors []RunError `json:"errors,omitempty"`
@@ -70,11 +80,14 @@ type Progress struct {
 	Message string  `json:"message,omitempty"`
 }
 
-// Lease names one attempt of one job: the fencing token of every heartbeat
+// Lease names one claim of one job: the fencing token of every heartbeat
 // and result.
 type Lease struct {
-	JobID   string `json:"job_id"`
-	Attempt int64  `json:"attempt"`
+	JobID string `json:"job_id"`
+	// Claim is the job's claim the worker holds (Job.Claim). Its wire
+	// name is still "attempt" in this release; "claim" is read too (see
+	// WireClaim).
+	Claim int64 `json:"attempt"`
 }
 
 // JobPage is one page of GET /v1/jobs.

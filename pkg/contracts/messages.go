@@ -33,19 +33,23 @@ var RequeueReasons = []RequeueReason{ReasonStale, ReasonLost, ReasonTimeout, Rea
 // Valid reports whether r is one of RequeueReasons.
 func (r RequeueReason) Valid() bool { return slices.Contains(RequeueReasons, r) }
 
-// Requeue asks the scheduler to take an attempt back and dispatch the job
-// again. It applies only while the job is still at State and Attempt.
+// Requeue asks the scheduler to take a claim back and dispatch the job
+// again. It applies only while the job is still at State and Claim.
 type Requeue struct {
-	JobID   string        `json:"job_id"`
-	Attempt int64         `json:"attempt"`
-	State   JobState      `json:"state"`
-	Reason  RequeueReason `json:"reason"`
+	JobID string `json:"job_id"`
+	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
+	// WireClaimNext is read too.
+	Claim  int64         `json:"attempt"`
+	State  JobState      `json:"state"`
+	Reason RequeueReason `json:"reason"`
 }
 
-// Result is a worker's outcome for one attempt of a job.
+// Result is a worker's outcome for one claim of a job.
 type Result struct {
-	JobID    string          `json:"job_id"`
-	Attempt  int64           `json:"attempt"`
+	JobID string `json:"job_id"`
+	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
+	// WireClaimNext is read too.
+	Claim    int64           `json:"attempt"`
 	WorkerID string          `json:"worker_id"`
 	State    JobState        `json:"state"`
 	Error    string          `json:"error,omitempty"`
@@ -54,12 +58,14 @@ type Result struct {
 	Permanent bool `json:"permanent,omitempty"`
 }
 
-// JobSpec is what a worker needs to run one attempt.
+// JobSpec is what a worker needs to run one claim of a job.
 type JobSpec struct {
-	ID       string          `json:"id"`
-	Tenant   string          `json:"tenant"`
-	Kind     string          `json:"kind"`
-	Attempt  int64           `json:"attempt"`
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	Kind   string `json:"kind"`
+	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
+	// WireClaimNext is read too.
+	Claim    int64           `json:"attempt"`
 	Payload  json.RawMessage `json:"payload,omitempty"`
 	Key      string          `json:"key,omitempty"`
 	Priority int             `json:"priority"`
@@ -69,12 +75,12 @@ type JobSpec struct {
 	Inputs []InputRef `json:"inputs,omitempty"`
 }
 
-// Offer asks one worker to take one attempt.
+// Offer asks one worker to take one claim of a job.
 type Offer struct {
 	Job JobSpec `json:"job"`
 }
 
-// OfferBatch asks one worker to take several attempts at once, on the same
+// OfferBatch asks one worker to take several claims at once, on the same
 // subject as an Offer. The worker takes what its free slots allow (still
 // never queuing) and answers one OfferReply whose Results say, in the same
 // order, what it did with each.
@@ -87,10 +93,12 @@ const MaxOfferBatch = 1024
 
 // OfferResult is a worker's answer for one job of an OfferBatch.
 type OfferResult struct {
-	JobID   string      `json:"job_id"`
-	Attempt int64       `json:"attempt"`
-	Status  OfferStatus `json:"status"`
-	Reason  string      `json:"reason,omitempty"`
+	JobID string `json:"job_id"`
+	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
+	// WireClaimNext is read too.
+	Claim  int64       `json:"attempt"`
+	Status OfferStatus `json:"status"`
+	Reason string      `json:"reason,omitempty"`
 }
 
 // OfferStatus is a worker's answer to an Offer.
@@ -118,7 +126,7 @@ type OfferReply struct {
 	Results []OfferResult `json:"results,omitempty"`
 }
 
-// Heartbeat renews a worker's leases. The first heartbeat of an attempt
+// Heartbeat renews a worker's leases. The first heartbeat of a claim
 // (sent right after "accepted", before the handler starts) also records the
 // job as running.
 type Heartbeat struct {
@@ -184,10 +192,12 @@ func (a Announce) Free() int {
 	return 0
 }
 
-// CancelJob asks a worker to stop one attempt.
+// CancelJob asks a worker to stop one claim of a job.
 type CancelJob struct {
-	JobID   string `json:"job_id"`
-	Attempt int64  `json:"attempt"`
+	JobID string `json:"job_id"`
+	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
+	// WireClaimNext is read too.
+	Claim int64 `json:"attempt"`
 }
 
 // ValidWorkerID reports whether id can be used as a worker id: 1–64 letters,
@@ -220,8 +230,8 @@ func checkLease(l Lease) error {
 	if !ValidJobID(l.JobID) {
 		return fmt.Errorf("job_id %q is not a job id", l.JobID)
 	}
-	if l.Attempt < 1 {
-		return fmt.Errorf("attempt %d must be at least 1", l.Attempt)
+	if l.Claim < 1 {
+		return fmt.Errorf("claim %d must be at least 1", l.Claim)
 	}
 	return nil
 }
@@ -244,8 +254,8 @@ func DecodeRequeue(data []byte) (Requeue, error) {
 	if err := decodeStrict(data, &m); err != nil {
 		return m, err
 	}
-	if !ValidJobID(m.JobID) || m.Attempt < 0 {
-		return m, fmt.Errorf("requeue: job_id %q attempt %d is not a lease", m.JobID, m.Attempt)
+	if !ValidJobID(m.JobID) || m.Claim < 0 {
+		return m, fmt.Errorf("requeue: job_id %q claim %d is not a lease", m.JobID, m.Claim)
 	}
 	if !m.State.Active() {
 		return m, fmt.Errorf("requeue: state %q is not pending or running", m.State)
@@ -270,7 +280,7 @@ func DecodeResult(data []byte) (Result, error) {
 
 // checkResult checks one decoded result.
 func checkResult(m Result) error {
-	if err := checkLease(Lease{JobID: m.JobID, Attempt: m.Attempt}); err != nil {
+	if err := checkLease(Lease{JobID: m.JobID, Claim: m.Claim}); err != nil {
 		return err
 	}
 	if !ValidWorkerID(m.WorkerID) {
@@ -359,7 +369,7 @@ func DecodeOffer(data []byte) (Offer, error) {
 
 // checkSpec checks one offered job.
 func checkSpec(s JobSpec) error {
-	if err := checkLease(Lease{JobID: s.ID, Attempt: s.Attempt}); err != nil {
+	if err := checkLease(Lease{JobID: s.ID, Claim: s.Claim}); err != nil {
 		return err
 	}
 	if !ValidKind(s.Kind) {
@@ -475,7 +485,7 @@ func DecodeCancelJob(data []byte) (CancelJob, error) {
 	if err := decodeStrict(data, &m); err != nil {
 		return m, err
 	}
-	if err := checkLease(Lease{JobID: m.JobID, Attempt: m.Attempt}); err != nil {
+	if err := checkLease(Lease{JobID: m.JobID, Claim: m.Claim}); err != nil {
 		return m, fmt.Errorf("cancel: %w", err)
 	}
 	return m, nil

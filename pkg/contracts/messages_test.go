@@ -97,7 +97,7 @@ func TestDecodeRequeue(t *testing.T) {
 		for _, reason := range RequeueReasons {
 			cases = append(cases, good(fmt.Sprintf("%s %s", st, reason),
 				fmt.Sprintf(`{"job_id":"j1","attempt":2,"state":%q,"reason":%q}`, st, reason),
-				Requeue{JobID: "j1", Attempt: 2, State: st, Reason: reason}))
+				Requeue{JobID: "j1", Claim: 2, State: st, Reason: reason}))
 		}
 	}
 	cases = append(cases,
@@ -122,19 +122,19 @@ func TestDecodeResult(t *testing.T) {
 	t.Parallel()
 	cases := []decodeCase[Result]{
 		good("succeeded with result", `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"succeeded","result":{"n": [1, 2]}}`,
-			Result{JobID: "j1", Attempt: 1, WorkerID: "w1", State: StateSucceeded, Result: json.RawMessage(`{"n": [1, 2]}`)}),
+			Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: StateSucceeded, Result: json.RawMessage(`{"n": [1, 2]}`)}),
 		good("succeeded bare", `{"job_id":"j1","attempt":7,"worker_id":"w-1_a","state":"succeeded"}`,
-			Result{JobID: "j1", Attempt: 7, WorkerID: "w-1_a", State: StateSucceeded}),
+			Result{JobID: "j1", Claim: 7, WorkerID: "w-1_a", State: StateSucceeded}),
 		good("succeeded with null result", `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"succeeded","result":null}`,
-			Result{JobID: "j1", Attempt: 1, WorkerID: "w1", State: StateSucceeded, Result: json.RawMessage(`null`)}),
+			Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: StateSucceeded, Result: json.RawMessage(`null`)}),
 		good("succeeded with html in result", `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"succeeded","result":"<b>&"}`,
-			Result{JobID: "j1", Attempt: 1, WorkerID: "w1", State: StateSucceeded, Result: json.RawMessage(`"<b>&"`)}),
+			Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: StateSucceeded, Result: json.RawMessage(`"<b>&"`)}),
 		good("failed handler", `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"failed","error":"handler: boom"}`,
-			Result{JobID: "j1", Attempt: 1, WorkerID: "w1", State: StateFailed, Error: "handler: boom"}),
+			Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: StateFailed, Error: "handler: boom"}),
 		good("failed input", `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"failed","error":"input: bad <json>"}`,
-			Result{JobID: "j1", Attempt: 1, WorkerID: "w1", State: StateFailed, Error: "input: bad <json>"}),
+			Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: StateFailed, Error: "input: bad <json>"}),
 		good("cancelled", `{"job_id":"j1","attempt":3,"worker_id":"w1","state":"cancelled","error":"cancelled: by user"}`,
-			Result{JobID: "j1", Attempt: 3, WorkerID: "w1", State: StateCancelled, Error: "cancelled: by user"}),
+			Result{JobID: "j1", Claim: 3, WorkerID: "w1", State: StateCancelled, Error: "cancelled: by user"}),
 		bad[Result]("failed without class", `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"failed","error":"boom"}`),
 		bad[Result]("failed without error", `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"failed"}`),
 		bad[Result]("cancelled without class", `{"job_id":"j1","attempt":1,"worker_id":"w1","state":"cancelled","error":"by user"}`),
@@ -167,7 +167,7 @@ func TestDecodeResults(t *testing.T) {
 		"null batch":          {data: `{"results":null}`, wantErr: "0 results"},
 		"bad result in batch": {data: `{"results":[` + one + `,{"job_id":"j3","attempt":1,"worker_id":"w1","state":"running"}]}`, wantErr: `results[1]: state "running" is not final`},
 		"unknown batch field": {data: `{"results":[` + one + `],"x":1}`, wantErr: "unknown field"},
-		"bad single result":   {data: `{"job_id":"j1","attempt":0,"worker_id":"w1","state":"succeeded"}`, wantErr: "attempt 0"},
+		"bad single result":   {data: `{"job_id":"j1","attempt":0,"worker_id":"w1","state":"succeeded"}`, wantErr: "claim 0"},
 		"trailing data":       {data: one + `x`, wantErr: "trailing"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -215,7 +215,7 @@ func TestDecodeOffers(t *testing.T) {
 		"single offer":     {data: `{"job":` + one + `}`, want: []string{"j1"}},
 		"batch":            {data: `{"jobs":[` + one + `,` + two + `]}`, want: []string{"j1", "j2"}, batch: true},
 		"empty batch":      {data: `{"jobs":[]}`, wantErr: "0 jobs", batch: true},
-		"bad job in batch": {data: `{"jobs":[` + one + `,{"id":"j3","kind":"a","attempt":0}]}`, wantErr: "jobs[1]: attempt 0", batch: true},
+		"bad job in batch": {data: `{"jobs":[` + one + `,{"id":"j3","kind":"a","attempt":0}]}`, wantErr: "jobs[1]: claim 0", batch: true},
 		"bad kind":         {data: `{"job":{"id":"j1","kind":"","attempt":1}}`, wantErr: "is not a kind"},
 		"both shapes":      {data: `{"job":` + one + `,"jobs":[` + one + `]}`, wantErr: "unknown field", batch: true},
 	} {
@@ -243,9 +243,9 @@ func TestDecodeOffer(t *testing.T) {
 	t.Parallel()
 	cases := []decodeCase[Offer]{
 		good("full", `{"job":{"id":"j1","tenant":"acme","kind":"email.send","attempt":2,"payload":{"to":"a@b"},"key":"k","priority":5}}`,
-			Offer{Job: JobSpec{ID: "j1", Tenant: "acme", Kind: "email.send", Attempt: 2, Payload: json.RawMessage(`{"to":"a@b"}`), Key: "k", Priority: 5}}),
+			Offer{Job: JobSpec{ID: "j1", Tenant: "acme", Kind: "email.send", Claim: 2, Payload: json.RawMessage(`{"to":"a@b"}`), Key: "k", Priority: 5}}),
 		good("minimal", `{"job":{"id":"j1","kind":"a","attempt":1}}`,
-			Offer{Job: JobSpec{ID: "j1", Kind: "a", Attempt: 1}}),
+			Offer{Job: JobSpec{ID: "j1", Kind: "a", Claim: 1}}),
 		bad[Offer]("no job", `{}`),
 		bad[Offer]("null job", `{"job":null}`),
 		bad[Offer]("attempt 0", `{"job":{"id":"j1","kind":"a","attempt":0}}`),
@@ -284,7 +284,7 @@ func TestDecodeHeartbeat(t *testing.T) {
 		good("null leases", `{"worker_id":"w1","leases":null}`, Heartbeat{WorkerID: "w1"}),
 		good("empty leases", `{"worker_id":"w1","leases":[]}`, Heartbeat{WorkerID: "w1", Leases: []Lease{}}),
 		good("leases", `{"worker_id":"w1","leases":[{"job_id":"j1","attempt":1},{"job_id":"j2","attempt":9}]}`,
-			Heartbeat{WorkerID: "w1", Leases: []Lease{{JobID: "j1", Attempt: 1}, {JobID: "j2", Attempt: 9}}}),
+			Heartbeat{WorkerID: "w1", Leases: []Lease{{JobID: "j1", Claim: 1}, {JobID: "j2", Claim: 9}}}),
 		good("max leases", heartbeatJSON(MaxLeasesPerHeartbeat), Heartbeat{WorkerID: "w1", Leases: leases(MaxLeasesPerHeartbeat)}),
 		bad[Heartbeat]("too many leases", heartbeatJSON(MaxLeasesPerHeartbeat+1)),
 		bad[Heartbeat]("no worker id", `{"leases":[]}`),
@@ -301,7 +301,7 @@ func TestDecodeHeartbeat(t *testing.T) {
 func leases(n int) []Lease {
 	out := make([]Lease, n)
 	for i := range out {
-		out[i] = Lease{JobID: fmt.Sprintf("j%d", i), Attempt: 1}
+		out[i] = Lease{JobID: fmt.Sprintf("j%d", i), Claim: 1}
 	}
 	return out
 }
@@ -321,7 +321,7 @@ func TestDecodeHeartbeatAck(t *testing.T) {
 		good("null", `null`, HeartbeatAck{}),
 		good("empty lists", `{"lost":[],"cancel":null}`, HeartbeatAck{}),
 		good("lost and cancel", `{"lost":[{"job_id":"j1","attempt":1}],"cancel":[{"job_id":"j2","attempt":2}]}`,
-			HeartbeatAck{Lost: []Lease{{JobID: "j1", Attempt: 1}}, Cancel: []Lease{{JobID: "j2", Attempt: 2}}}),
+			HeartbeatAck{Lost: []Lease{{JobID: "j1", Claim: 1}}, Cancel: []Lease{{JobID: "j2", Claim: 2}}}),
 		good("error", `{"error":"heartbeat: worker_id \"bad id\" is not a worker id"}`,
 			HeartbeatAck{Error: `heartbeat: worker_id "bad id" is not a worker id`}),
 		bad[HeartbeatAck]("lost not a list", `{"lost":{"job_id":"j1"}}`),
@@ -356,8 +356,8 @@ func TestDecodeAnnounce(t *testing.T) {
 func TestDecodeCancelJob(t *testing.T) {
 	t.Parallel()
 	cases := []decodeCase[CancelJob]{
-		good("simple", `{"job_id":"j1","attempt":1}`, CancelJob{JobID: "j1", Attempt: 1}),
-		good("large attempt", `{"job_id":"j1","attempt":9223372036854775807}`, CancelJob{JobID: "j1", Attempt: 1<<63 - 1}),
+		good("simple", `{"job_id":"j1","attempt":1}`, CancelJob{JobID: "j1", Claim: 1}),
+		good("large attempt", `{"job_id":"j1","attempt":9223372036854775807}`, CancelJob{JobID: "j1", Claim: 1<<63 - 1}),
 		bad[CancelJob]("attempt 0", `{"job_id":"j1","attempt":0}`),
 		bad[CancelJob]("no attempt", `{"job_id":"j1"}`),
 		bad[CancelJob]("negative attempt", `{"job_id":"j1","attempt":-3}`),

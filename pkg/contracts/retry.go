@@ -11,12 +11,13 @@ const MaxRunErrors = 10
 // RunError is the error one run of a job ended with, as the job shows it
 // in its errors list.
 type RunError struct {
-	// Run is which run it was (1 for the first).
-	Run int `json:"run"`
-	// Attempt is the dispatch claim the run held.
-	Attempt int64     `json:"attempt"`
-	Error   string    `json:"error"`
-	At      time.Time `json:"at"`
+	// Attempt is which run it was (1 for the first): the job's attempt
+	// then.
+	Attempt int `json:"attempt"`
+	// Claim is the claim the run held.
+	Claim int64     `json:"claim"`
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
 }
 
 // AppendRunError adds e to a job's run errors, keeping the latest
@@ -70,7 +71,8 @@ func Retryable(msg string, permanent bool) bool {
 }
 
 // RunsAgain is the retry rule for a job whose run failed with msg: it runs
-// again while its runs are under max_attempts and the error is Retryable.
+// again while its attempt (run number) is under max_attempts and the
+// error is Retryable.
 func RunsAgain(j Job, msg string, permanent bool) bool {
-	return Retryable(msg, permanent) && j.Runs < j.MaxAttempts
+	return Retryable(msg, permanent) && j.Attempt < j.MaxAttempts
 }

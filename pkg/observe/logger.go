@@ -10,11 +10,15 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Log field names used across services.
+// Log field names used across services: the API's names. FieldAttempt is
+// a job's run number (contracts.Job.Attempt), FieldClaim its fencing
+// counter (contracts.Job.Claim), which heartbeats, results and requeues
+// carry.
 const (
 	FieldJobID    = "job_id"
 	FieldWorkerID = "worker_id"
 	FieldAttempt  = "attempt"
+	FieldClaim    = "claim"
 	FieldSubject  = "subject"
 	FieldTenant   = "tenant"
 )

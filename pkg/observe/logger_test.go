@@ -87,7 +87,7 @@ func TestNewLoggerFields(t *testing.T) {
 	t.Parallel()
 	var buf syncBuffer
 	log := observe.NewLogger("scheduler", &buf, "info", "")
-	log.Info().Str(observe.FieldJobID, "j1").Str(observe.FieldWorkerID, "w1").Int64(observe.FieldAttempt, 2).
+	log.Info().Str(observe.FieldJobID, "j1").Str(observe.FieldWorkerID, "w1").Int(observe.FieldAttempt, 2).Int64(observe.FieldClaim, 5).
 		Str(observe.FieldSubject, "sluice.jobs.due").Str(observe.FieldTenant, "acme").Msg("dispatched")
 	lines := buf.lines(t)
 	require.Len(t, lines, 1)
@@ -99,6 +99,7 @@ func TestNewLoggerFields(t *testing.T) {
 	assert.Equal(t, "j1", l["job_id"])
 	assert.Equal(t, "w1", l["worker_id"])
 	assert.InDelta(t, 2, l["attempt"], 0)
+	assert.InDelta(t, 5, l["claim"], 0)
 	assert.Equal(t, "sluice.jobs.due", l["subject"])
 	assert.Equal(t, "acme", l["tenant"])
 }

@@ -42,11 +42,11 @@ func (ch Change) Apply(j contracts.Job) contracts.Job {
 	final := ch.State.Final()
 	j.State = ch.State
 	j.UpdatedAt = ch.Now.UTC()
-	if ch.Attempt != 0 {
-		j.Attempt = ch.Attempt
+	if ch.Claim != 0 {
+		j.Claim = ch.Claim
 	}
-	if ch.IncRuns {
-		j.Runs++
+	if ch.IncAttempt {
+		j.Attempt++
 	}
 	if ch.Worker != nil {
 		j.Worker = *ch.Worker
@@ -112,7 +112,7 @@ type Transitioner interface {
 
 // UpdateByTransition is Update for a driver without a read-modify-write
 // transaction: it reads the job, asks decide, and applies the change as a
-// compare-and-set on the state and attempt read, reading again and asking
+// compare-and-set on the state and claim read, reading again and asking
 // again after a miss (a few times, then ErrConflict).
 func UpdateByTransition(ctx context.Context, s Transitioner, id string, decide Decide) (contracts.Job, error) {
 	for range maxUpdatePasses {
@@ -124,7 +124,7 @@ func UpdateByTransition(ctx context.Context, s Transitioner, id string, decide D
 		if err != nil {
 			return contracts.Job{}, fmt.Errorf("update job %s: %w", id, err)
 		}
-		out, err := s.Transition(ctx, Expect{ID: id, State: job.State, Attempt: job.Attempt}, ch)
+		out, err := s.Transition(ctx, Expect{ID: id, State: job.State, Claim: job.Claim}, ch)
 		if errors.Is(err, ErrConflict) {
 			continue
 		}

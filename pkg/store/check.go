@@ -11,15 +11,15 @@ import (
 )
 
 // Check reports whether ch may be applied to a job at exp at all: the state
-// machine must allow the move and a new attempt must be larger than the old
+// machine must allow the move and a new claim must be larger than the old
 // one. Its errors wrap ErrBadTransition. Every driver calls it before it
 // touches the database.
 func (ch Change) Check(exp Expect) error {
 	if !contracts.CanTransition(exp.State, ch.State) {
 		return fmt.Errorf("%q to %q: %w", exp.State, ch.State, ErrBadTransition)
 	}
-	if ch.Attempt != 0 && ch.Attempt <= exp.Attempt {
-		return fmt.Errorf("attempt %d does not follow %d: %w", ch.Attempt, exp.Attempt, ErrBadTransition)
+	if ch.Claim != 0 && ch.Claim <= exp.Claim {
+		return fmt.Errorf("claim %d does not follow %d: %w", ch.Claim, exp.Claim, ErrBadTransition)
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func (s *StaleSet) Jobs(limit int) []contracts.Job {
 }
 
 // CheckNewJob refuses a job Admit cannot insert as it is: one without an
-// id, or not pending at attempt 0 (ErrBadTransition). Every driver's Admit
+// id, or not pending at claim 0 (ErrBadTransition). Every driver's Admit
 // calls it first.
 func CheckNewJob(job contracts.Job) error {
 	switch {
@@ -82,8 +82,8 @@ func CheckNewJob(job contracts.Job) error {
 		return errors.New("job has no id")
 	case job.State != contracts.StatePending:
 		return fmt.Errorf("new job is %q, want %q: %w", job.State, contracts.StatePending, ErrBadTransition)
-	case job.Attempt != 0:
-		return fmt.Errorf("new job is at attempt %d, want 0: %w", job.Attempt, ErrBadTransition)
+	case job.Claim != 0:
+		return fmt.Errorf("new job is at claim %d, want 0: %w", job.Claim, ErrBadTransition)
 	}
 	return nil
 }

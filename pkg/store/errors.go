@@ -7,7 +7,7 @@ var (
 	// ErrNotFound means no job has that id.
 	ErrNotFound = errors.New("store: job not found")
 	// ErrConflict means a compare-and-set missed: the job is no longer at the
-	// expected state and attempt (or its claim is held).
+	// expected state and claim (or its claim is held).
 	ErrConflict = errors.New("store: job changed concurrently")
 	// ErrBadTransition means the requested change breaks the state machine.
 	ErrBadTransition = errors.New("store: transition not allowed")

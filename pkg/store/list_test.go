@@ -50,13 +50,13 @@ func TestCheckNewJob(t *testing.T) {
 	running := ok
 	running.State = contracts.StateRunning
 	claimed := ok
-	claimed.Attempt = 1
+	claimed.Claim = 1
 	if CheckNewJob(noID) == nil {
 		t.Error("a job without an id was accepted")
 	}
 	for _, j := range []contracts.Job{running, claimed} {
 		if err := CheckNewJob(j); !errors.Is(err, ErrBadTransition) {
-			t.Errorf("CheckNewJob(%s at %d) = %v, want ErrBadTransition", j.State, j.Attempt, err)
+			t.Errorf("CheckNewJob(%s at %d) = %v, want ErrBadTransition", j.State, j.Claim, err)
 		}
 	}
 }

@@ -39,7 +39,7 @@ type Store interface {
 	Transition(ctx context.Context, exp Expect, ch Change) (contracts.Job, error)
 
 	// Update reads the job, asks decide for a change and applies it as a
-	// compare-and-set on the state and attempt it read, as Transition
+	// compare-and-set on the state and claim it read, as Transition
 	// would, and returns the job as it is afterwards. The embedded driver
 	// does it in one write transaction (no miss is possible); the MongoDB
 	// driver reads, decides and compares again after a miss. A decide
@@ -61,7 +61,7 @@ type Store interface {
 	// outcome's lists.
 	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (HeartbeatOutcome, error)
 
-	// Claim takes the dispatch claim (attempt + 1, claim_until = r.Until)
+	// Claim takes the dispatch claim (claim + 1, claim_until = r.Until)
 	// on up to r.Kinds[kind] of the best ready jobs of each kind, in one
 	// atomic step, and returns them as they are afterwards, best first per
 	// kind. Ready and best are defined by Ready and the ready order (see
@@ -185,9 +185,9 @@ func (a Admission) String() string {
 
 // Expect is the compare side of a compare-and-set.
 type Expect struct {
-	ID      string
-	State   contracts.JobState
-	Attempt int64
+	ID    string
+	State contracts.JobState
+	Claim int64
 	// ClaimFreeAt, when set, also requires that the job holds no dispatch
 	// claim lasting past this time.
 	ClaimFreeAt time.Time
@@ -199,10 +199,10 @@ type Expect struct {
 type Change struct {
 	Now   time.Time
 	State contracts.JobState
-	// Attempt, when non-zero, is the new attempt; it must be larger than the old one.
-	Attempt int64
-	// IncRuns counts one more run (the job went running).
-	IncRuns bool
+	// Claim, when non-zero, is the new claim; it must be larger than the old one.
+	Claim int64
+	// IncAttempt counts one more run: the attempt (run number) grows by one as the job goes running.
+	IncAttempt bool
 
 	Worker          *string
 	ClaimUntil      *time.Time // set; see ClearClaim
@@ -249,9 +249,9 @@ type StaleQuery struct {
 
 // HeartbeatOutcome sorts a heartbeat's leases.
 type HeartbeatOutcome struct {
-	// Renewed leases were running on this worker at that attempt.
+	// Renewed leases were running on this worker at that claim.
 	Renewed []contracts.Lease
-	// Promoted leases were pending claims at that attempt and are now running on this worker.
+	// Promoted leases were pending claims at that claim and are now running on this worker.
 	Promoted []contracts.Lease
 	// Started holds the jobs of Promoted, in the same order, as they are
 	// after the promotion (without payload), for change events and the

@@ -32,7 +32,7 @@ func setup(t *testing.T) bundle {
 }
 
 func stateEvent(tenant, id string, st contracts.JobState, attempt int64) contracts.Event {
-	return contracts.StateEvent(contracts.Job{ID: id, Tenant: tenant, Kind: "sleep", State: st, Attempt: attempt,
+	return contracts.StateEvent(contracts.Job{ID: id, Tenant: tenant, Kind: "sleep", State: st, Claim: attempt,
 		UpdatedAt: time.Now().UTC()})
 }
 
@@ -95,8 +95,8 @@ func TestFollowJobFromNowOn(t *testing.T) {
 	// neither reaches j1's follower.
 	b.pub.Publish(stateEvent("acme", sameBucket(t, "acme", "j1"), contracts.StateRunning, 1))
 	b.pub.Publish(stateEvent("acme", "j2", contracts.StateRunning, 1))
-	b.pub.State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateRunning, Attempt: 1, Worker: "w1"})
-	b.pub.Publish(contracts.Event{Type: contracts.EventProgress, JobID: "j1", Tenant: "acme", Attempt: 1,
+	b.pub.State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateRunning, Claim: 1, Worker: "w1"})
+	b.pub.Publish(contracts.Event{Type: contracts.EventProgress, JobID: "j1", Tenant: "acme", Claim: 1,
 		Progress: &contracts.Progress{Percent: 50, Stage: "copy"}, At: time.Now()})
 
 	r := next(t, f)

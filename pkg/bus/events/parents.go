@@ -122,7 +122,7 @@ func (w *Parents) publish(p contracts.Job) {
 	if !ok || last.finished != now.finished {
 		w.ev.Publish(contracts.Event{
 			Type: contracts.EventProgress, JobID: p.ID, Tenant: p.Tenant, Kind: p.Kind,
-			Attempt: p.Attempt, Progress: p.Children.Progress(), At: p.UpdatedAt,
+			Attempt: p.Attempt, Claim: p.Claim, Progress: p.Children.Progress(), At: p.UpdatedAt,
 		})
 	}
 	if !ok || last.state != now.state {

@@ -55,12 +55,12 @@ func readyFilter(kind string, now time.Time) bson.D {
 
 // readyView is what a claim reads of a ready job.
 type readyView struct {
-	ID      string  `bson:"_id"`
-	Tenant  string  `bson:"tenant"`
-	Attempt int64   `bson:"attempt"`
-	Key     string  `bson:"concurrency_key"`
-	Limit   int     `bson:"concurrency_limit"`
-	FairAt  float64 `bson:"fair_at"`
+	ID     string  `bson:"_id"`
+	Tenant string  `bson:"tenant"`
+	Claim  int64   `bson:"attempt"`
+	Key    string  `bson:"concurrency_key"`
+	Limit  int     `bson:"concurrency_limit"`
+	FairAt float64 `bson:"fair_at"`
 }
 
 // Claim takes the dispatch claim on up to r.Kinds[kind] of the best ready
@@ -156,7 +156,7 @@ func (s *Store) ready(ctx context.Context, kind string, now time.Time, limit int
 	cur, err := s.jobs.Find(ctx, readyFilter(kind, now), options.Find().
 		SetSort(bson.D{{Key: fPriority, Value: -1}, {Key: fFairAt, Value: 1}, {Key: fID, Value: 1}}).
 		SetLimit(int64(limit)).
-		SetProjection(bson.D{{Key: fTenant, Value: 1}, {Key: fAttempt, Value: 1}, {Key: fConcurrencyKey, Value: 1},
+		SetProjection(bson.D{{Key: fTenant, Value: 1}, {Key: fClaim, Value: 1}, {Key: fConcurrencyKey, Value: 1},
 			{Key: fConcurrencyLimit, Value: 1}, {Key: fFairAt, Value: 1}}))
 	if err != nil {
 		return nil, fmt.Errorf("find the ready jobs of %q: %w", kind, err)
@@ -196,12 +196,12 @@ func (s *Store) claimOne(ctx context.Context, c readyView, now, until time.Time)
 	filter := bson.D{
 		{Key: fID, Value: c.ID},
 		{Key: fState, Value: string(contracts.StatePending)},
-		{Key: fAttempt, Value: c.Attempt},
+		{Key: fClaim, Value: c.Claim},
 		{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)},
 	}
 	update := bson.D{
 		{Key: "$set", Value: bson.D{{Key: fClaimUntil, Value: millis(until)}, {Key: fUpdatedAt, Value: millis(now)}}},
-		{Key: "$inc", Value: bson.D{{Key: fAttempt, Value: int64(1)}}},
+		{Key: "$inc", Value: bson.D{{Key: fClaim, Value: int64(1)}}},
 	}
 	var d jobDoc
 	err := s.jobs.FindOneAndUpdate(ctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)

@@ -11,15 +11,18 @@ import (
 // The fields of a job document. Every name the driver writes or queries is
 // spelled here once.
 const (
-	fID               = "_id"
-	fTenant           = "tenant"
-	fKind             = "kind"
-	fPayload          = "payload"
-	fKey              = "key"
-	fActiveKey        = "active_key"
-	fPriority         = "priority"
-	fState            = "state"
-	fAttempt          = "attempt"
+	fID        = "_id"
+	fTenant    = "tenant"
+	fKind      = "kind"
+	fPayload   = "payload"
+	fKey       = "key"
+	fActiveKey = "active_key"
+	fPriority  = "priority"
+	fState     = "state"
+	// fClaim holds the claim (Job.Claim) and fRuns the run number
+	// (Job.Attempt): the fields keep the names they had before the API
+	// renamed the two, as renaming them would need every document rewritten.
+	fClaim            = "attempt"
 	fRuns             = "runs"
 	fMaxAttempts      = "max_attempts"
 	fWorker           = "worker"
@@ -81,8 +84,8 @@ type jobDoc struct {
 	ActiveKey        string       `bson:"active_key,omitempty"`
 	Priority         int          `bson:"priority"`
 	State            string       `bson:"state"`
-	Attempt          int64        `bson:"attempt"`
-	Runs             int          `bson:"runs"`
+	Claim            int64        `bson:"attempt"`
+	Attempt          int          `bson:"runs"`
 	MaxAttempts      int          `bson:"max_attempts"`
 	Worker           string       `bson:"worker,omitempty"`
 	Error            string       `bson:"error,omitempty"`
@@ -137,10 +140,10 @@ type inputDoc struct {
 
 // runErrDoc is one run's error, as a subdocument.
 type runErrDoc struct {
-	Run     int       `bson:"run"`
-	Attempt int64     `bson:"attempt"`
-	Error   string    `bson:"error"`
-	At      time.Time `bson:"at"`
+	Run   int       `bson:"run"`
+	Claim int64     `bson:"attempt"`
+	Error string    `bson:"error"`
+	At    time.Time `bson:"at"`
 }
 
 func toRunErrDocs(errs []contracts.RunError) []runErrDoc {
@@ -149,7 +152,7 @@ func toRunErrDocs(errs []contracts.RunError) []runErrDoc {
 	}
 	out := make([]runErrDoc, len(errs))
 	for i, e := range errs {
-		out[i] = runErrDoc{Run: e.Run, Attempt: e.Attempt, Error: e.Error, At: millis(e.At)}
+		out[i] = runErrDoc{Run: e.Attempt, Claim: e.Claim, Error: e.Error, At: millis(e.At)}
 	}
 	return out
 }
@@ -160,7 +163,7 @@ func fromRunErrDocs(docs []runErrDoc) []contracts.RunError {
 	}
 	out := make([]contracts.RunError, len(docs))
 	for i, e := range docs {
-		out[i] = contracts.RunError{Run: e.Run, Attempt: e.Attempt, Error: e.Error, At: e.At.UTC()}
+		out[i] = contracts.RunError{Attempt: e.Run, Claim: e.Claim, Error: e.Error, At: e.At.UTC()}
 	}
 	return out
 }
@@ -182,8 +185,8 @@ func newJobDoc(j contracts.Job) jobDoc {
 		Key:              j.Key,
 		Priority:         j.Priority,
 		State:            string(j.State),
+		Claim:            j.Claim,
 		Attempt:          j.Attempt,
-		Runs:             j.Runs,
 		MaxAttempts:      j.MaxAttempts,
 		Worker:           j.Worker,
 		Error:            j.Error,
@@ -236,8 +239,8 @@ func (d jobDoc) job() contracts.Job {
 		Key:             d.Key,
 		Priority:        d.Priority,
 		State:           state,
+		Claim:           d.Claim,
 		Attempt:         d.Attempt,
-		Runs:            d.Runs,
 		MaxAttempts:     d.MaxAttempts,
 		Worker:          d.Worker,
 		Error:           d.Error,

@@ -87,7 +87,7 @@ func TestFanoutChildEndCrashKeepsTheWindow(t *testing.T) {
 				return jobs
 			}
 			end := func(st *Store, ctx context.Context, c contracts.Job) error {
-				_, err := st.Transition(ctx, store.Expect{ID: c.ID, State: c.State, Attempt: c.Attempt},
+				_, err := st.Transition(ctx, store.Expect{ID: c.ID, State: c.State, Claim: c.Claim},
 					store.Change{Now: base.Add(time.Second), State: contracts.StateSucceeded})
 				return err
 			}

@@ -69,11 +69,11 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		ok, err := s.leaseCAS(ctx, opts, bson.D{
 			{Key: fID, Value: l.JobID},
 			{Key: fState, Value: string(contracts.StateRunning)},
-			{Key: fAttempt, Value: l.Attempt},
+			{Key: fClaim, Value: l.Claim},
 			{Key: fWorker, Value: workerID},
 		}, renew, &v)
 		if err != nil {
-			return v, false, fmt.Errorf("mongo: heartbeat of worker %s: renew lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
+			return v, false, fmt.Errorf("mongo: heartbeat of worker %s: renew lease %s/%d: %w", workerID, l.JobID, l.Claim, err)
 		}
 		return v, ok, nil
 	}
@@ -85,15 +85,15 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		}
 		if ok {
 			out.Renewed = append(out.Renewed, l)
-		} else if l.Attempt >= 1 {
+		} else if l.Claim >= 1 {
 			var d jobDoc
 			ok, err = s.leaseCAS(ctx, opts, bson.D{
 				{Key: fID, Value: l.JobID},
 				{Key: fState, Value: string(contracts.StatePending)},
-				{Key: fAttempt, Value: l.Attempt},
+				{Key: fClaim, Value: l.Claim},
 			}, promote, &d)
 			if err != nil {
-				return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: promote lease %s/%d: %w", workerID, l.JobID, l.Attempt, err)
+				return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: promote lease %s/%d: %w", workerID, l.JobID, l.Claim, err)
 			}
 			if ok {
 				if d.Parent != "" {

@@ -150,7 +150,7 @@ func runDriverTests(t *testing.T, srv server) {
 		for _, i := range []int{1, 2} {
 			c, err := s.Get(ctx, contracts.ChildID(parent.ID, i))
 			require.NoError(t, err)
-			_, err = s.Transition(ctx, store.Expect{ID: c.ID, State: c.State, Attempt: c.Attempt},
+			_, err = s.Transition(ctx, store.Expect{ID: c.ID, State: c.State, Claim: c.Claim},
 				store.Change{Now: now, State: contracts.StateSucceeded})
 			require.NoError(t, err)
 		}
@@ -208,7 +208,7 @@ func runDriverTests(t *testing.T, srv server) {
 
 		// A release within the grace moves the version: watching restarts.
 		clock.Advance(grace)
-		_, err = s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: 0},
+		_, err = s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending, Claim: 0},
 			store.Change{Now: base.Add(time.Second), State: contracts.StateCancelled})
 		require.NoError(t, err)
 		drift, err = s.Reconcile(ctx)
@@ -275,7 +275,7 @@ func runDriverTests(t *testing.T, srv server) {
 					// Finish every other job, from the other store.
 					if i%2 == 0 {
 						_, err := stores[(w+1)%2].Transition(t.Context(),
-							store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: 0},
+							store.Expect{ID: j.ID, State: contracts.StatePending, Claim: 0},
 							store.Change{Now: base, State: contracts.StateCancelled})
 						if err != nil {
 							errs <- err
@@ -423,7 +423,7 @@ func TestServerGoesDown(t *testing.T) {
 			return err
 		},
 		"heartbeat": func() error {
-			_, err := s.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: j.ID, Attempt: 1}}, base)
+			_, err := s.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: j.ID, Claim: 1}}, base)
 			return err
 		},
 		"stale":     func() error { _, err := s.Stale(ctx, store.StaleQuery{Now: base, HeartbeatBefore: base}); return err },

@@ -76,7 +76,7 @@ func casFilter(exp store.Expect) bson.D {
 	f := bson.D{
 		{Key: fID, Value: exp.ID},
 		{Key: fState, Value: string(exp.State)},
-		{Key: fAttempt, Value: exp.Attempt},
+		{Key: fClaim, Value: exp.Claim},
 	}
 	if !exp.ClaimFreeAt.IsZero() {
 		f = append(f, bson.E{Key: "$or", Value: claimFree(fClaimUntil, "$lte", exp.ClaimFreeAt)})
@@ -108,10 +108,10 @@ func buildUpdate(ch store.Change) bson.D {
 	final := ch.State.Final()
 
 	set = append(set, bson.E{Key: fState, Value: string(ch.State)}, bson.E{Key: fUpdatedAt, Value: millis(ch.Now)})
-	if ch.Attempt != 0 {
-		set = append(set, bson.E{Key: fAttempt, Value: ch.Attempt})
+	if ch.Claim != 0 {
+		set = append(set, bson.E{Key: fClaim, Value: ch.Claim})
 	}
-	if ch.IncRuns {
+	if ch.IncAttempt {
 		inc = append(inc, bson.E{Key: fRuns, Value: 1})
 	}
 	if ch.Worker != nil {
@@ -165,7 +165,7 @@ func buildUpdate(ch store.Change) bson.D {
 // missView is what explainMiss reads of a job.
 type missView struct {
 	State      string     `bson:"state"`
-	Attempt    int64      `bson:"attempt"`
+	Claim      int64      `bson:"attempt"`
 	ClaimUntil *time.Time `bson:"claim_until,omitempty"`
 }
 
@@ -173,19 +173,19 @@ type missView struct {
 func (s *Store) explainMiss(ctx context.Context, exp store.Expect) error {
 	var v missView
 	err := s.jobs.FindOne(ctx, bson.D{{Key: fID, Value: exp.ID}},
-		options.FindOne().SetProjection(bson.D{{Key: fState, Value: 1}, {Key: fAttempt, Value: 1}, {Key: fClaimUntil, Value: 1}})).
+		options.FindOne().SetProjection(bson.D{{Key: fState, Value: 1}, {Key: fClaim, Value: 1}, {Key: fClaimUntil, Value: 1}})).
 		Decode(&v)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return store.ErrNotFound
 	case err != nil:
 		return fmt.Errorf("read job after a miss: %w", err)
-	case contracts.JobState(v.State) == exp.State && v.Attempt == exp.Attempt && v.ClaimUntil != nil:
+	case contracts.JobState(v.State) == exp.State && v.Claim == exp.Claim && v.ClaimUntil != nil:
 		return fmt.Errorf("claim held until %s, past %s: %w",
 			v.ClaimUntil.UTC().Format(time.RFC3339Nano), exp.ClaimFreeAt.UTC().Format(time.RFC3339Nano), store.ErrConflict)
 	default:
 		return fmt.Errorf("job is %s at attempt %d, expected %s at %d: %w",
-			v.State, v.Attempt, exp.State, exp.Attempt, store.ErrConflict)
+			v.State, v.Claim, exp.State, exp.Claim, store.ErrConflict)
 	}
 }
 

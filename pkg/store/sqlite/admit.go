@@ -276,7 +276,7 @@ func appendJobArgs(args []any, in admitInput) []any {
 	job := in.job
 	return append(args,
 		job.ID, job.Tenant, job.Kind, jsonArg(job.Payload), job.Key, job.Priority,
-		string(job.State), job.Attempt, job.Runs, job.MaxAttempts, job.Worker, job.Error,
+		string(job.State), job.Claim, job.Attempt, job.MaxAttempts, job.Worker, job.Error,
 		jsonArg(job.Result), in.progress, boolArg(job.CancelRequested),
 		job.CreatedAt.UnixNano(), job.UpdatedAt.UnixNano(), ptrNanos(job.StartedAt),
 		ptrNanos(job.FinishedAt), ptrNanos(job.NextDispatchAt), nanos(job.DispatchDeadline),

@@ -190,7 +190,7 @@ func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, cands []candidate, now,
 	out := make([]contracts.Job, len(cands))
 	for i, c := range cands {
 		j, until := c.job, claimUntil
-		j.Attempt++
+		j.Claim++
 		j.ClaimUntil = &until
 		j.UpdatedAt = updated
 		out[i] = j

@@ -93,7 +93,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				continue
 			}
 			switch {
-			case j.attempt != l.Attempt:
+			case j.attempt != l.Claim:
 				out.Lost = append(out.Lost, l)
 				continue
 			case j.state == contracts.StateRunning && j.worker == workerID:
@@ -113,8 +113,8 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				started := fromNanos(at)
 				out.Promoted = append(out.Promoted, l)
 				out.Started = append(out.Started, contracts.Job{
-					ID: l.JobID, Tenant: j.tenant, Kind: j.kind, State: contracts.StateRunning, Attempt: l.Attempt,
-					Runs: j.runs + 1, Worker: workerID, CancelRequested: j.cancel, Parent: j.parent,
+					ID: l.JobID, Tenant: j.tenant, Kind: j.kind, State: contracts.StateRunning, Claim: l.Claim,
+					Attempt: j.runs + 1, Worker: workerID, CancelRequested: j.cancel, Parent: j.parent,
 					CreatedAt: fromNanos(j.created), UpdatedAt: started, StartedAt: &started, HeartbeatAt: &started,
 				})
 				// The same lease twice in one heartbeat: the second finds

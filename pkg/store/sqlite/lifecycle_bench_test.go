@@ -44,7 +44,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		require.NoError(b, err)
 		leases := make([]contracts.Lease, len(claimed))
 		for i, j := range claimed {
-			leases[i] = contracts.Lease{JobID: j.ID, Attempt: j.Attempt}
+			leases[i] = contracts.Lease{JobID: j.ID, Claim: j.Claim}
 		}
 		out, err := s.Heartbeat(ctx, "w1", leases, now)
 		require.NoError(b, err)
@@ -137,7 +137,7 @@ func BenchmarkRenewSingleLeases(b *testing.B) {
 	require.NoError(b, err)
 	leases := make([]contracts.Lease, len(claimed))
 	for i, j := range claimed {
-		leases[i] = contracts.Lease{JobID: j.ID, Attempt: j.Attempt}
+		leases[i] = contracts.Lease{JobID: j.ID, Claim: j.Claim}
 		_, err := s.Heartbeat(ctx, workerName(i), leases[i:i+1], now)
 		require.NoError(b, err)
 	}

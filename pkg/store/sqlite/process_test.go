@@ -58,9 +58,9 @@ func TestHelperProcess(t *testing.T) {
 			if i%2 == 0 {
 				now := time.Now()
 				j, err = s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending},
-					store.Change{Now: now, State: contracts.StateRunning, Attempt: 1, IncRuns: true, StartedAt: &now})
+					store.Change{Now: now, State: contracts.StateRunning, Claim: 1, IncAttempt: true, StartedAt: &now})
 				require.NoError(t, err)
-				_, err = s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StateRunning, Attempt: 1},
+				_, err = s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StateRunning, Claim: 1},
 					store.Change{Now: now, State: contracts.StateSucceeded})
 				require.NoError(t, err)
 			}

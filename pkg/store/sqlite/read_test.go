@@ -72,12 +72,12 @@ func TestGetSeesEveryCommittedWrite(t *testing.T) {
 	for i := range 50 {
 		worker := "w1"
 		until := time.Now().Add(time.Minute)
-		_, err := s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: int64(i)},
-			store.Change{Now: time.Now(), State: contracts.StatePending, Attempt: int64(i + 1), Worker: &worker, ClaimUntil: &until})
+		_, err := s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending, Claim: int64(i)},
+			store.Change{Now: time.Now(), State: contracts.StatePending, Claim: int64(i + 1), Worker: &worker, ClaimUntil: &until})
 		require.NoError(t, err)
 		got, err := s.Get(ctx, j.ID)
 		require.NoError(t, err)
-		require.Equal(t, int64(i+1), got.Attempt)
+		require.Equal(t, int64(i+1), got.Claim)
 	}
 }
 
@@ -171,8 +171,8 @@ func benchTransitionWhileReading(b *testing.B, get func(*Store, context.Context,
 	for i := range b.N {
 		until := now.Add(time.Duration(i) * time.Second)
 		_, err := s.Transition(ctx,
-			store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: int64(i)},
-			store.Change{Now: now, State: contracts.StatePending, Attempt: int64(i + 1), Worker: &worker, ClaimUntil: &until})
+			store.Expect{ID: j.ID, State: contracts.StatePending, Claim: int64(i)},
+			store.Change{Now: now, State: contracts.StatePending, Claim: int64(i + 1), Worker: &worker, ClaimUntil: &until})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -78,7 +78,7 @@ func (b *rowBuf) job(sc rowScanner, rowid *int64) (contracts.Job, error) {
 	j := contracts.Job{
 		ID: colString(v[0]), Tenant: colString(v[1]), Kind: colString(v[2]),
 		Payload: colJSON(v[3]), Key: colString(v[4]), Priority: int(colInt(v[5])),
-		State: contracts.JobState(colString(v[6])), Attempt: colInt(v[7]), Runs: int(colInt(v[8])),
+		State: contracts.JobState(colString(v[6])), Claim: colInt(v[7]), Attempt: int(colInt(v[8])),
 		MaxAttempts: int(colInt(v[9])), Worker: colString(v[10]), Error: colString(v[11]),
 		Result: colJSON(v[12]), CancelRequested: colInt(v[14]) != 0,
 		CreatedAt: fromNanos(colInt(v[15])), UpdatedAt: fromNanos(colInt(v[16])),
@@ -118,8 +118,13 @@ func (b *rowBuf) job(sc rowScanner, rowid *int64) (contracts.Job, error) {
 		j.Progress = children.Progress()
 	}
 	if e := colString(v[26]); e != "" {
-		if err := json.Unmarshal([]byte(e), &j.Errors); err != nil {
+		var rows []runErrorRow
+		if err := json.Unmarshal([]byte(e), &rows); err != nil {
 			return contracts.Job{}, fmt.Errorf("decode errors of job %s: %w", j.ID, err)
+		}
+		j.Errors = make([]contracts.RunError, len(rows))
+		for i, r := range rows {
+			j.Errors[i] = contracts.RunError{Attempt: r.Run, Claim: r.Claim, Error: r.Error, At: r.At}
 		}
 	}
 	return j, nil
@@ -242,12 +247,28 @@ func boolArg(b bool) int64 {
 	return 0
 }
 
+// runErrorRow is a run error as the errors column stores it. Its keys
+// are those the column has always held ("run" the run number, "attempt"
+// the claim), so that rows written before and after the API renamed them
+// (contracts.RunError: "attempt" the run, "claim" the claim) read alike
+// and no migration rewrites them.
+type runErrorRow struct {
+	Run   int       `json:"run"`
+	Claim int64     `json:"attempt"`
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
+}
+
 // runErrorsArg binds a job's run errors as JSON TEXT, or NULL when none.
 func runErrorsArg(errs []contracts.RunError) (any, error) {
 	if len(errs) == 0 {
 		return nil, nil
 	}
-	b, err := json.Marshal(errs)
+	rows := make([]runErrorRow, len(errs))
+	for i, e := range errs {
+		rows[i] = runErrorRow{Run: e.Attempt, Claim: e.Claim, Error: e.Error, At: e.At}
+	}
+	b, err := json.Marshal(rows)
 	if err != nil {
 		return nil, fmt.Errorf("encode run errors: %w", err)
 	}

@@ -49,6 +49,9 @@ var schema = []string{
 		key               TEXT    NOT NULL DEFAULT '',
 		priority          INTEGER NOT NULL DEFAULT 0,
 		state             TEXT    NOT NULL,
+		-- attempt holds the claim (Job.Claim) and runs the run number
+		-- (Job.Attempt): the columns keep the names they had before the
+		-- API renamed the two, as renaming them would need a migration.
 		attempt           INTEGER NOT NULL DEFAULT 0,
 		runs              INTEGER NOT NULL DEFAULT 0,
 		max_attempts      INTEGER NOT NULL DEFAULT 0,

@@ -194,7 +194,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 			wg.Go(func() {
 				for k, j := range jobs {
 					_, err := s.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending},
-						store.Change{State: contracts.StatePending, Attempt: 1, Worker: &worker})
+						store.Change{State: contracts.StatePending, Claim: 1, Worker: &worker})
 					mu.Lock()
 					switch {
 					case err == nil:
@@ -312,8 +312,8 @@ func BenchmarkTransition(b *testing.B) {
 	for i := range b.N {
 		until := now.Add(time.Duration(i) * time.Second)
 		_, err := s.Transition(ctx,
-			store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: int64(i)},
-			store.Change{Now: now, State: contracts.StatePending, Attempt: int64(i + 1), Worker: &worker, ClaimUntil: &until})
+			store.Expect{ID: j.ID, State: contracts.StatePending, Claim: int64(i)},
+			store.Change{Now: now, State: contracts.StatePending, Claim: int64(i + 1), Worker: &worker, ClaimUntil: &until})
 		if err != nil {
 			b.Fatal(err)
 		}

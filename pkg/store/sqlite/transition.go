@@ -150,7 +150,7 @@ func (s *Store) updateRow(ctx context.Context, tx *sql.Tx, before contracts.Job,
 	if err != nil {
 		return contracts.Job{}, "", errDecided{err}
 	}
-	exp := store.Expect{ID: before.ID, State: before.State, Attempt: before.Attempt}
+	exp := store.Expect{ID: before.ID, State: before.State, Claim: before.Claim}
 	if err := ch.Check(exp); err != nil {
 		return contracts.Job{}, "", err
 	}
@@ -221,10 +221,10 @@ func buildUpdate(exp store.Expect, ch store.Change, rowid int64) (string, []any,
 
 	set("state = ?", string(ch.State))
 	set("updated_at = ?", ch.Now.UnixNano())
-	if ch.Attempt != 0 {
-		set("attempt = ?", ch.Attempt)
+	if ch.Claim != 0 {
+		set("attempt = ?", ch.Claim)
 	}
-	if ch.IncRuns {
+	if ch.IncAttempt {
 		set("runs = runs + 1")
 	}
 	if ch.Worker != nil {
@@ -278,7 +278,7 @@ func buildUpdate(exp store.Expect, ch store.Change, rowid int64) (string, []any,
 		key, keyArg = "rowid", rowid
 	}
 	where := key + ` = ? AND state = ? AND attempt = ?`
-	args = append(args, keyArg, string(exp.State), exp.Attempt)
+	args = append(args, keyArg, string(exp.State), exp.Claim)
 	if !exp.ClaimFreeAt.IsZero() {
 		where += ` AND (claim_until IS NULL OR claim_until <= ?)`
 		args = append(args, exp.ClaimFreeAt.UnixNano())
@@ -322,11 +322,11 @@ func explainMiss(ctx context.Context, tx *sql.Tx, exp store.Expect) error {
 		return store.ErrNotFound
 	case err != nil:
 		return fmt.Errorf("read job after a miss: %w", err)
-	case contracts.JobState(state) == exp.State && attempt == exp.Attempt && claim.Valid:
+	case contracts.JobState(state) == exp.State && attempt == exp.Claim && claim.Valid:
 		return fmt.Errorf("claim held until %s, past %s: %w",
 			fromNanos(claim.Int64).Format(time.RFC3339Nano), exp.ClaimFreeAt.UTC().Format(time.RFC3339Nano), store.ErrConflict)
 	default:
 		return fmt.Errorf("job is %s at attempt %d, expected %s at %d: %w",
-			state, attempt, exp.State, exp.Attempt, store.ErrConflict)
+			state, attempt, exp.State, exp.Claim, store.ErrConflict)
 	}
 }

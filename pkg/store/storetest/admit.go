@@ -83,7 +83,7 @@ func testAdmitRefusesNonPending(t *testing.T, s store.Store) {
 	requireMissing(t, s, running.ID)
 
 	attempted := NewJob("acme", base)
-	attempted.Attempt = 1
+	attempted.Claim = 1
 	_, _, err = s.Admit(t.Context(), attempted, store.Caps{})
 	require.Error(t, err)
 	requireMissing(t, s, attempted.ID)

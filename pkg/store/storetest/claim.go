@@ -60,7 +60,7 @@ func testClaimOrder(t *testing.T, s store.Store) {
 	for _, j := range got {
 		want := get(t, s, j.ID)
 		require.Equal(t, contracts.StatePending, j.State)
-		require.Equal(t, int64(1), j.Attempt, "a claim is a new attempt")
+		require.Equal(t, int64(1), j.Claim, "a claim is a new attempt")
 		require.NotNil(t, j.ClaimUntil)
 		require.True(t, j.ClaimUntil.Equal(now.Add(time.Minute)))
 		requireJob(t, want, j)
@@ -71,7 +71,7 @@ func testClaimOrder(t *testing.T, s store.Store) {
 	again := claimN(t, s, 10, now.Add(time.Minute))
 	require.Len(t, again, 4, "expired claims are ready again")
 	require.Equal(t, high1.ID, again[0].ID)
-	require.Equal(t, int64(2), again[0].Attempt)
+	require.Equal(t, int64(2), again[0].Claim)
 }
 
 func testClaimSkipsNotReady(t *testing.T, s store.Store) {
@@ -254,18 +254,20 @@ func testRunErrorsRoundTrip(t *testing.T, s store.Store) {
 	j := start(t, s, admitNew(t, s, "acme", at(0)), "w1", at(time.Second))
 	var errs []contracts.RunError
 	for i := range contracts.MaxRunErrors + 2 {
-		errs = contracts.AppendRunError(errs, contracts.RunError{Run: i + 1, Attempt: int64(i + 1), Error: fmt.Sprintf("handler: boom %d", i), At: at(time.Duration(i) * time.Second)})
+		errs = contracts.AppendRunError(errs, contracts.RunError{Attempt: i + 1, Claim: int64(3*i + 2), Error: fmt.Sprintf("handler: boom %d", i), At: at(time.Duration(i) * time.Second)})
 	}
 	require.Len(t, errs, contracts.MaxRunErrors)
 	next := at(time.Minute)
 	none := ""
-	got, err := s.Transition(t.Context(), store.Expect{ID: j.ID, State: contracts.StateRunning, Attempt: j.Attempt},
-		store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Attempt: j.Attempt + 1, Worker: &none,
+	got, err := s.Transition(t.Context(), store.Expect{ID: j.ID, State: contracts.StateRunning, Claim: j.Claim},
+		store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Claim: j.Claim + 1, Worker: &none,
 			NextDispatchAt: &next, Errors: errs})
 	require.NoError(t, err)
 	require.Equal(t, errs, got.Errors)
 	requireJob(t, got, get(t, s, j.ID))
 	require.Equal(t, "handler: boom 2", got.Errors[0].Error, "the oldest were dropped")
+	require.Equal(t, 3, got.Errors[0].Attempt, "the run number (attempt) and the claim are kept apart")
+	require.EqualValues(t, 8, got.Errors[0].Claim)
 	require.Empty(t, claimN(t, s, 5, at(30*time.Second)), "not before the backoff ends")
 	require.Len(t, claimN(t, s, 5, next), 1)
 }

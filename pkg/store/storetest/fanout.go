@@ -220,8 +220,8 @@ func testFanoutWindow(t *testing.T, s store.Store) {
 
 	// A retry keeps its place in the window.
 	c2 := start(t, s, got[0], "w1", at(4*time.Second))
-	_, err := s.Transition(t.Context(), store.Expect{ID: c2.ID, State: contracts.StateRunning, Attempt: c2.Attempt},
-		store.Change{Now: at(5 * time.Second), State: contracts.StatePending, Attempt: c2.Attempt + 1, ClearClaim: true})
+	_, err := s.Transition(t.Context(), store.Expect{ID: c2.ID, State: contracts.StateRunning, Claim: c2.Claim},
+		store.Change{Now: at(5 * time.Second), State: contracts.StatePending, Claim: c2.Claim + 1, ClearClaim: true})
 	require.NoError(t, err)
 	got = claimN(t, s, 10, at(5*time.Second))
 	require.Equal(t, []string{c2.ID}, ids(got), "child 2 runs again in its own place, child 3 still waits")
@@ -353,7 +353,7 @@ func testFanoutCancelHeldChild(t *testing.T, s store.Store) {
 func testFanoutHeartbeat(t *testing.T, s store.Store) {
 	p, _ := admitFanout(t, s, "acme", 2, 2, store.Caps{}, nil)
 	got := claimN(t, s, 10, at(time.Second))
-	leases := []contracts.Lease{{JobID: got[0].ID, Attempt: got[0].Attempt}, {JobID: got[1].ID, Attempt: got[1].Attempt}}
+	leases := []contracts.Lease{{JobID: got[0].ID, Claim: got[0].Claim}, {JobID: got[1].ID, Claim: got[1].Claim}}
 	out, err := s.Heartbeat(t.Context(), "w1", leases, at(2*time.Second))
 	require.NoError(t, err)
 	require.Len(t, out.Promoted, 2)

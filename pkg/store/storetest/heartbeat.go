@@ -50,7 +50,7 @@ func testHeartbeatRenews(t *testing.T, s store.Store) {
 	requireTime(t, "heartbeat_at", ptr(at(5*time.Second)), got.HeartbeatAt)
 	require.Equal(t, contracts.StateRunning, got.State)
 	require.Equal(t, "w1", got.Worker)
-	require.Equal(t, 1, got.Runs)
+	require.Equal(t, 1, got.Attempt)
 	requireTime(t, "started_at", j.StartedAt, got.StartedAt)
 
 	// No leases, nothing to do.
@@ -71,9 +71,9 @@ func testHeartbeatPromotes(t *testing.T, s store.Store) {
 	for _, j := range []contracts.Job{live, expired} {
 		got := get(t, s, j.ID)
 		require.Equal(t, contracts.StateRunning, got.State)
-		require.Equal(t, j.Attempt, got.Attempt)
+		require.Equal(t, j.Claim, got.Claim)
 		require.Equal(t, "w1", got.Worker)
-		require.Equal(t, 1, got.Runs)
+		require.Equal(t, 1, got.Attempt)
 		require.Nil(t, got.ClaimUntil)
 		requireTime(t, "started_at", &now, got.StartedAt)
 		requireTime(t, "heartbeat_at", &now, got.HeartbeatAt)
@@ -85,7 +85,7 @@ func testHeartbeatPromotes(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	requireOutcome(t, leases, nil, nil, nil, out)
 	got := get(t, s, live.ID)
-	require.Equal(t, 1, got.Runs)
+	require.Equal(t, 1, got.Attempt)
 	requireTime(t, "started_at", &now, got.StartedAt)
 	requireTime(t, "heartbeat_at", ptr(at(10*time.Second)), got.HeartbeatAt)
 }
@@ -96,13 +96,13 @@ func testHeartbeatLoses(t *testing.T, s store.Store) {
 
 	// Requeued to attempt 2: attempt 1's lease is stale.
 	requeued := start(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second))
-	_, err := s.Transition(ctx, store.Expect{ID: requeued.ID, State: contracts.StateRunning, Attempt: 1},
-		store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Attempt: 2, NextDispatchAt: ptr(at(2 * time.Second))})
+	_, err := s.Transition(ctx, store.Expect{ID: requeued.ID, State: contracts.StateRunning, Claim: 1},
+		store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Claim: 2, NextDispatchAt: ptr(at(2 * time.Second))})
 	require.NoError(t, err)
 
 	// Running again, but at attempt 3.
 	restarted := start(t, s, get(t, s, requeued.ID), "w1", at(3*time.Second))
-	require.Equal(t, int64(3), restarted.Attempt)
+	require.Equal(t, int64(3), restarted.Claim)
 
 	done := finish(t, s, start(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second)),
 		contracts.StateSucceeded, at(2*time.Second))
@@ -110,11 +110,11 @@ func testHeartbeatLoses(t *testing.T, s store.Store) {
 
 	lost := []contracts.Lease{
 		leaseOf(otherWorker),
-		{JobID: requeued.ID, Attempt: 1},
-		{JobID: restarted.ID, Attempt: 2},
+		{JobID: requeued.ID, Claim: 1},
+		{JobID: restarted.ID, Claim: 2},
 		leaseOf(done),
-		{JobID: unclaimed.ID, Attempt: 1},
-		{JobID: "no-such-job", Attempt: 1},
+		{JobID: unclaimed.ID, Claim: 1},
+		{JobID: "no-such-job", Claim: 1},
 	}
 	before := map[string]contracts.Job{}
 	for _, l := range lost {
@@ -134,7 +134,7 @@ func testHeartbeatCancel(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	requestCancel := func(j contracts.Job) contracts.Job {
 		t.Helper()
-		got, err := s.Transition(ctx, store.Expect{ID: j.ID, State: j.State, Attempt: j.Attempt},
+		got, err := s.Transition(ctx, store.Expect{ID: j.ID, State: j.State, Claim: j.Claim},
 			store.Change{Now: at(2 * time.Second), State: j.State, CancelRequested: ptr(true)})
 		require.NoError(t, err)
 		return got
@@ -193,5 +193,5 @@ func testHeartbeatSameLeaseTwice(t *testing.T, s store.Store) {
 	requireOutcome(t, []contracts.Lease{l, l}, []contracts.Lease{l}, nil, nil, out)
 	got := get(t, s, j.ID)
 	require.Equal(t, contracts.StateRunning, got.State)
-	require.Equal(t, 1, got.Runs)
+	require.Equal(t, 1, got.Attempt)
 }

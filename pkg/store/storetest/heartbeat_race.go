@@ -53,6 +53,6 @@ func testHeartbeatConcurrent(t *testing.T, s store.Store) {
 		got := get(t, s, j.ID)
 		require.Equal(t, contracts.StateRunning, got.State)
 		require.Equal(t, "w1", got.Worker)
-		require.Equal(t, 1, got.Runs)
+		require.Equal(t, 1, got.Attempt)
 	}
 }

@@ -253,8 +253,8 @@ func testStatsActiveIsOneReading(t *testing.T, s store.Store) {
 		defer close(done)
 		for _, j := range jobs {
 			_, err := s.Transition(t.Context(),
-				store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: j.Attempt},
-				store.Change{Now: at(time.Second), State: contracts.StateRunning, Attempt: j.Attempt + 1, IncRuns: true,
+				store.Expect{ID: j.ID, State: contracts.StatePending, Claim: j.Claim},
+				store.Change{Now: at(time.Second), State: contracts.StateRunning, Claim: j.Claim + 1, IncAttempt: true,
 					Worker: ptr("w1"), ClearClaim: true, StartedAt: ptr(at(time.Second)), HeartbeatAt: ptr(at(time.Second))})
 			if err != nil {
 				t.Errorf("start %s: %v", j.ID, err)

@@ -62,8 +62,8 @@ func testPendingKinds(t *testing.T, s store.Store) {
 func run(t *testing.T, s store.Store, started time.Time, beat *time.Time) contracts.Job {
 	t.Helper()
 	j := admitNew(t, s, "acme", base)
-	got, err := s.Transition(t.Context(), store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: 0},
-		store.Change{Now: started, State: contracts.StateRunning, Attempt: 1, IncRuns: true,
+	got, err := s.Transition(t.Context(), store.Expect{ID: j.ID, State: contracts.StatePending, Claim: 0},
+		store.Change{Now: started, State: contracts.StateRunning, Claim: 1, IncAttempt: true,
 			Worker: ptr("w1"), StartedAt: ptr(started), HeartbeatAt: beat})
 	require.NoError(t, err)
 	return got

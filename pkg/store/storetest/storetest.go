@@ -102,8 +102,8 @@ func admitNew(t *testing.T, s store.Store, tenant string, created time.Time) con
 func claim(t *testing.T, s store.Store, j contracts.Job, worker string, now, until time.Time) contracts.Job {
 	t.Helper()
 	got, err := s.Transition(t.Context(),
-		store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: j.Attempt},
-		store.Change{Now: now, State: contracts.StatePending, Attempt: j.Attempt + 1, Worker: ptr(worker), ClaimUntil: ptr(until)})
+		store.Expect{ID: j.ID, State: contracts.StatePending, Claim: j.Claim},
+		store.Change{Now: now, State: contracts.StatePending, Claim: j.Claim + 1, Worker: ptr(worker), ClaimUntil: ptr(until)})
 	require.NoError(t, err)
 	return got
 }
@@ -113,8 +113,8 @@ func claim(t *testing.T, s store.Store, j contracts.Job, worker string, now, unt
 func start(t *testing.T, s store.Store, j contracts.Job, worker string, now time.Time) contracts.Job {
 	t.Helper()
 	got, err := s.Transition(t.Context(),
-		store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: j.Attempt},
-		store.Change{Now: now, State: contracts.StateRunning, Attempt: j.Attempt + 1, IncRuns: true,
+		store.Expect{ID: j.ID, State: contracts.StatePending, Claim: j.Claim},
+		store.Change{Now: now, State: contracts.StateRunning, Claim: j.Claim + 1, IncAttempt: true,
 			Worker: ptr(worker), ClearClaim: true, StartedAt: ptr(now), HeartbeatAt: ptr(now)})
 	require.NoError(t, err)
 	return got
@@ -124,7 +124,7 @@ func start(t *testing.T, s store.Store, j contracts.Job, worker string, now time
 func finish(t *testing.T, s store.Store, j contracts.Job, state contracts.JobState, now time.Time) contracts.Job {
 	t.Helper()
 	got, err := s.Transition(t.Context(),
-		store.Expect{ID: j.ID, State: j.State, Attempt: j.Attempt},
+		store.Expect{ID: j.ID, State: j.State, Claim: j.Claim},
 		store.Change{Now: now, State: state})
 	require.NoError(t, err)
 	return got
@@ -191,8 +191,8 @@ func requireJob(t *testing.T, want, got contracts.Job) {
 	require.Equal(t, want.Key, got.Key, "key")
 	require.Equal(t, want.Priority, got.Priority, "priority")
 	require.Equal(t, want.State, got.State, "state")
+	require.Equal(t, want.Claim, got.Claim, "claim")
 	require.Equal(t, want.Attempt, got.Attempt, "attempt")
-	require.Equal(t, want.Runs, got.Runs, "runs")
 	require.Equal(t, want.MaxAttempts, got.MaxAttempts, "max_attempts")
 	require.Equal(t, want.Worker, got.Worker, "worker")
 	require.Equal(t, want.Error, got.Error, "error")
@@ -220,8 +220,8 @@ func requireJob(t *testing.T, want, got contracts.Job) {
 	require.Len(t, got.Errors, len(want.Errors), "errors")
 	for i := range want.Errors {
 		w, g := want.Errors[i], got.Errors[i]
-		require.Equal(t, w.Run, g.Run, "errors[%d].run", i)
-		require.Equal(t, w.Attempt, g.Attempt, "errors[%d].attempt", i)
+		require.Equal(t, w.Attempt, g.Attempt, "errors[%d].run", i)
+		require.Equal(t, w.Claim, g.Claim, "errors[%d].attempt", i)
 		require.Equal(t, w.Error, g.Error, "errors[%d].error", i)
 		requireTime(t, fmt.Sprintf("errors[%d].at", i), &w.At, &g.At)
 	}
@@ -238,5 +238,5 @@ func ids(jobs []contracts.Job) []string {
 
 // leaseOf is the lease of a job's current attempt.
 func leaseOf(j contracts.Job) contracts.Lease {
-	return contracts.Lease{JobID: j.ID, Attempt: j.Attempt}
+	return contracts.Lease{JobID: j.ID, Claim: j.Claim}
 }

@@ -29,17 +29,17 @@ func testUpdateApplies(t *testing.T, s store.Store) {
 
 	var seen contracts.Job
 	retryAt := at(time.Minute)
-	runErr := contracts.RunError{Run: 1, Attempt: j.Attempt, Error: "handler: boom", At: at(2 * time.Second)}
+	runErr := contracts.RunError{Attempt: 1, Claim: j.Claim, Error: "handler: boom", At: at(2 * time.Second)}
 	got, err := s.Update(ctx, j.ID, func(cur contracts.Job) (store.Change, error) {
 		seen = cur
-		return store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Attempt: cur.Attempt + 1,
+		return store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Claim: cur.Claim + 1,
 			Worker: ptr(""), ClearClaim: true, NextDispatchAt: &retryAt, Error: ptr("handler: boom"),
 			Errors: []contracts.RunError{runErr}}, nil
 	})
 	require.NoError(t, err)
 	requireJob(t, j, seen)
 	require.Equal(t, contracts.StatePending, got.State)
-	require.Equal(t, j.Attempt+1, got.Attempt)
+	require.Equal(t, j.Claim+1, got.Claim)
 	require.Len(t, got.Errors, 1)
 	requireJob(t, get(t, s, j.ID), got)
 
@@ -52,7 +52,7 @@ func testUpdateApplies(t *testing.T, s store.Store) {
 	require.Equal(t, contracts.StateSucceeded, got.State)
 	requireTime(t, "finished_at", ptr(at(4*time.Second)), got.FinishedAt)
 	require.Nil(t, got.NextDispatchAt)
-	require.Equal(t, 2, got.Runs)
+	require.Equal(t, 2, got.Attempt)
 	requireJob(t, get(t, s, j.ID), got)
 
 	_, err = s.Update(ctx, "no-such-job", func(contracts.Job) (store.Change, error) {
@@ -133,7 +133,7 @@ func testUpdateEachOutcomes(t *testing.T, s store.Store) {
 		case cur.ID == kept.ID:
 			return store.Change{}, errKept
 		case cur.ID == refused.ID: // a new attempt that does not grow
-			return store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Attempt: cur.Attempt}, nil
+			return store.Change{Now: at(2 * time.Second), State: contracts.StatePending, Claim: cur.Claim}, nil
 		case !cur.State.Active():
 			return store.Change{}, errors.New("already final")
 		}

@@ -89,7 +89,7 @@ func TestAdmittedJob(t *testing.T) {
 	require.Equal(t, 7, j.Priority)
 	require.Equal(t, 5, j.MaxAttempts)
 	require.Equal(t, contracts.StatePending, j.State)
-	require.Zero(t, j.Attempt)
+	require.Zero(t, j.Claim)
 	require.NotNil(t, j.NextDispatchAt)
 	require.WithinDuration(t, j.CreatedAt.Add(90e9), j.DispatchDeadline, 1e9)
 

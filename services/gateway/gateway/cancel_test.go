@@ -71,7 +71,7 @@ func TestCancelRunning(t *testing.T) {
 	case m := <-msgs:
 		c, err := contracts.DecodeCancelJob(m.Data)
 		require.NoError(t, err)
-		require.Equal(t, contracts.CancelJob{JobID: j.ID, Attempt: 1}, c)
+		require.Equal(t, contracts.CancelJob{JobID: j.ID, Claim: 1}, c)
 	case <-time.After(5 * time.Second):
 		t.Fatal("no CancelJob on the worker's cancel subject")
 	}

@@ -367,7 +367,7 @@ func (b *bundle) finish(id string) contracts.Job {
 	ctx := context.Background()
 	j, err := b.st.Get(ctx, id)
 	require.NoError(b.tb, err)
-	out, err := b.st.Transition(ctx, store.Expect{ID: id, State: j.State, Attempt: j.Attempt},
+	out, err := b.st.Transition(ctx, store.Expect{ID: id, State: j.State, Claim: j.Claim},
 		store.Change{Now: time.Now(), State: contracts.StateSucceeded})
 	require.NoError(b.tb, err)
 	return out
@@ -378,8 +378,8 @@ func (b *bundle) start(id, worker string) contracts.Job {
 	b.tb.Helper()
 	now := time.Now()
 	out, err := b.st.Transition(context.Background(),
-		store.Expect{ID: id, State: contracts.StatePending, Attempt: 0},
-		store.Change{Now: now, State: contracts.StateRunning, Attempt: 1, IncRuns: true,
+		store.Expect{ID: id, State: contracts.StatePending, Claim: 0},
+		store.Change{Now: now, State: contracts.StateRunning, Claim: 1, IncAttempt: true,
 			Worker: &worker, StartedAt: &now, HeartbeatAt: &now})
 	require.NoError(b.tb, err)
 	return out

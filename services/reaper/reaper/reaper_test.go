@@ -59,9 +59,9 @@ func (b *bundle) running(id string, at time.Time) {
 	b.admit(id, at)
 	claim := at.Add(time.Second)
 	_, err := b.store.Transition(ctx, store.Expect{ID: id, State: contracts.StatePending},
-		store.Change{Now: at, State: contracts.StatePending, Attempt: 1, ClaimUntil: &claim})
+		store.Change{Now: at, State: contracts.StatePending, Claim: 1, ClaimUntil: &claim})
 	require.NoError(b.t, err)
-	_, err = b.store.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: id, Attempt: 1}}, at)
+	_, err = b.store.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: id, Claim: 1}}, at)
 	require.NoError(b.t, err)
 }
 
@@ -110,7 +110,7 @@ func TestSweepRequeuesStaleJobsAndPurges(t *testing.T) {
 	require.Equal(t, 1, rep.Purged)
 	require.Zero(t, rep.Drift)
 	require.Equal(t, []contracts.Requeue{
-		{JobID: "stale", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
+		{JobID: "stale", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
 	}, b.requeues())
 	_, err = b.store.Get(ctx, "done")
 	require.ErrorIs(t, err, store.ErrNotFound)

@@ -43,7 +43,7 @@ func TestRunStartsAndDrains(t *testing.T) {
 		ack, err = contracts.DecodeHeartbeatAck(msg.Data)
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond, "no heartbeat answer")
-	require.Equal(t, []contracts.Lease{{JobID: "j1", Attempt: 1}}, ack.Lost)
+	require.Equal(t, []contracts.Lease{{JobID: "j1", Claim: 1}}, ack.Lost)
 
 	cancel()
 	select {

@@ -257,7 +257,7 @@ func (n notifier) Due(ctx context.Context, jobID string) error {
 }
 
 func (n notifier) Cancel(workerID string, l contracts.Lease) error {
-	b, err := json.Marshal(contracts.CancelJob{JobID: l.JobID, Attempt: l.Attempt})
+	b, err := json.Marshal(contracts.CancelJob{JobID: l.JobID, Claim: l.Claim})
 	if err != nil {
 		return err
 	}

@@ -135,7 +135,7 @@ func (r *running) wait(t *testing.T) error {
 
 // spec is an offered job.
 func spec(id, kind string, attempt int64, payload string) contracts.JobSpec {
-	s := contracts.JobSpec{ID: id, Tenant: "t1", Kind: kind, Attempt: attempt}
+	s := contracts.JobSpec{ID: id, Tenant: "t1", Kind: kind, Claim: attempt}
 	if payload != "" {
 		s.Payload = json.RawMessage(payload)
 	}

@@ -24,13 +24,13 @@ func TestCancelViaSubject(t *testing.T) {
 	h.waitStarted(t)
 
 	// A cancel for another attempt or job changes nothing.
-	for _, c := range []contracts.CancelJob{{JobID: "c1", Attempt: 4}, {JobID: "other", Attempt: 5}} {
+	for _, c := range []contracts.CancelJob{{JobID: "c1", Claim: 4}, {JobID: "other", Claim: 5}} {
 		data, err := json.Marshal(c)
 		require.NoError(t, err)
 		require.NoError(t, b.nc.Publish(contracts.WorkerCancelSubject("w-cancel"), data))
 	}
 	require.NoError(t, b.nc.Publish(contracts.WorkerCancelSubject("w-cancel"), []byte("garbage")))
-	data, err := json.Marshal(contracts.CancelJob{JobID: "c1", Attempt: 5})
+	data, err := json.Marshal(contracts.CancelJob{JobID: "c1", Claim: 5})
 	require.NoError(t, err)
 	require.NoError(t, b.nc.Publish(contracts.WorkerCancelSubject("w-cancel"), data))
 
@@ -39,14 +39,14 @@ func TestCancelViaSubject(t *testing.T) {
 	res := b.nextResult()
 	require.Equal(t, contracts.StateCancelled, res.State)
 	require.Equal(t, cancelledError, res.Error)
-	require.EqualValues(t, 5, res.Attempt)
+	require.EqualValues(t, 5, res.Claim)
 }
 
 func TestCancelViaHeartbeatAck(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	h := newBlocking()
-	l := contracts.Lease{JobID: "c2", Attempt: 1}
+	l := contracts.Lease{JobID: "c2", Claim: 1}
 	var started atomic.Bool
 	b.sched.setAnswer(func(hb contracts.Heartbeat) (contracts.HeartbeatAck, bool) {
 		if started.Load() && slices.Contains(hb.Leases, l) {

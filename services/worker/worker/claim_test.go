@@ -30,13 +30,13 @@ func TestStartHeartbeatAckedBeforeHandler(t *testing.T) {
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-claim", spec("c1", "check", 3, "")).Status)
 	res := b.nextResult()
 	require.Equal(t, contracts.StateSucceeded, res.State, res.Error)
-	require.Equal(t, 1, b.sched.heartbeatsFor(contracts.Lease{JobID: "c1", Attempt: 3}))
+	require.Equal(t, 1, b.sched.heartbeatsFor(contracts.Lease{JobID: "c1", Claim: 3}))
 }
 
 func TestLostStartAckNeverRunsHandler(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	l := contracts.Lease{JobID: "lost1", Attempt: 1}
+	l := contracts.Lease{JobID: "lost1", Claim: 1}
 	b.sched.setAnswer(lostFor(l))
 	var calls atomic.Int64
 	r := b.start(testConfig(t, "w-lost-start"), map[string]worker.Handler{
@@ -74,7 +74,7 @@ func TestNoStartAckNeverRunsHandler(t *testing.T) {
 		},
 	})
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-no-ack", spec("silent", "count", 1, "")).Status)
-	l := contracts.Lease{JobID: "silent", Attempt: 1}
+	l := contracts.Lease{JobID: "silent", Claim: 1}
 	require.Eventually(t, func() bool { return b.sched.heartbeatsFor(l) >= 1 && r.w.InFlight() == 0 },
 		waitFor, 5*time.Millisecond, "the slot was not freed")
 	b.noResult(200 * time.Millisecond)

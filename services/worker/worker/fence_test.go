@@ -36,7 +36,7 @@ func (f *fencedHandler) handle(ctx context.Context, _ worker.Job) (worker.Result
 func TestLostLeaseInPeriodicAckCancelsHandler(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	l := contracts.Lease{JobID: "fence1", Attempt: 2}
+	l := contracts.Lease{JobID: "fence1", Claim: 2}
 	f := &fencedHandler{cancelled: make(chan error, 1)}
 	b.sched.setAnswer(func(hb contracts.Heartbeat) (contracts.HeartbeatAck, bool) {
 		if f.started.Load() && slices.Contains(hb.Leases, l) {
@@ -72,7 +72,7 @@ func TestMissingAcksSelfFenceHandler(t *testing.T) {
 	cfg.HeartbeatInterval = 50 * time.Millisecond
 	cfg.StaleThreshold = 300 * time.Millisecond // fence after 200ms without an ack
 	r := b.start(cfg, map[string]worker.Handler{"fence": f.handle}, clock.Now)
-	l := contracts.Lease{JobID: "quiet", Attempt: 1}
+	l := contracts.Lease{JobID: "quiet", Claim: 1}
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-self-fence", spec("quiet", "fence", 1, "")).Status)
 	require.Eventually(t, f.started.Load, waitFor, time.Millisecond)
 	silent.Store(true) // the scheduler goes quiet
@@ -122,7 +122,7 @@ func TestErrorAcksDoNotRenew(t *testing.T) {
 	cfg.HeartbeatInterval = 50 * time.Millisecond
 	cfg.StaleThreshold = 300 * time.Millisecond
 	r := b.start(cfg, map[string]worker.Handler{"fence": f.handle}, clock.Now)
-	l := contracts.Lease{JobID: "errack", Attempt: 1}
+	l := contracts.Lease{JobID: "errack", Claim: 1}
 	require.Equal(t, contracts.OfferAccepted, b.offer("w-error-ack", spec("errack", "fence", 1, "")).Status)
 	require.Eventually(t, f.started.Load, waitFor, time.Millisecond)
 	failing.Store(true)

@@ -10,12 +10,16 @@ import (
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
 )
 
-// Job is one attempt of a job, as a handler sees it.
+// Job is one claim of a job, as a handler sees it.
 type Job struct {
-	ID       string
-	Tenant   string
-	Kind     string
-	Attempt  int64
+	ID     string
+	Tenant string
+	Kind   string
+	// Claim is the job's dispatch claim this run holds: the fencing token
+	// of its heartbeats and result (the API's "claim"). It is not the run
+	// number: claims that never ran (a busy worker, a lost offer) count
+	// too. (Named Attempt until 0.12.)
+	Claim    int64
 	Payload  json.RawMessage
 	Key      string
 	Priority int
@@ -35,7 +39,7 @@ type Job struct {
 // jobFromSpec copies an offered job spec into a Job.
 func jobFromSpec(s contracts.JobSpec) Job {
 	return Job{
-		ID: s.ID, Tenant: s.Tenant, Kind: s.Kind, Attempt: s.Attempt,
+		ID: s.ID, Tenant: s.Tenant, Kind: s.Kind, Claim: s.Claim,
 		Payload: s.Payload, Key: s.Key, Priority: s.Priority, RunLimits: s.RunLimits, Inputs: s.Inputs,
 	}
 }
@@ -49,8 +53,8 @@ func (j Job) Scratch() (string, error) {
 	return j.scratch()
 }
 
-// Lease returns the attempt's fencing token.
-func (j Job) Lease() contracts.Lease { return contracts.Lease{JobID: j.ID, Attempt: j.Attempt} }
+// Lease returns the run's fencing token: the job and its claim.
+func (j Job) Lease() contracts.Lease { return contracts.Lease{JobID: j.ID, Claim: j.Claim} }
 
 // Result is a handler's JSON result. Empty means none.
 type Result json.RawMessage

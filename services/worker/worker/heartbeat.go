@@ -55,7 +55,7 @@ func (w *Worker) heartbeatTick(ctx context.Context) {
 	for _, l := range w.leases.Unacknowledged(now, w.fenceAfter()) {
 		if w.leases.Fence(l, lease.ErrUnacknowledged) {
 			w.m.fenced.WithLabelValues(fenceUnacknowledged).Inc()
-			w.log.Warn().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).
+			w.log.Warn().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).
 				Dur("unacknowledged_for", w.fenceAfter()).Msg("lease not acknowledged in time; cancelling the handler")
 		}
 	}
@@ -119,13 +119,13 @@ func (w *Worker) applyAck(sent []contracts.Lease, ack contracts.HeartbeatAck, se
 		lost[l] = true
 		if w.leases.Fence(l, lease.ErrLost) {
 			w.m.fenced.WithLabelValues(fenceLost).Inc()
-			w.log.Warn().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).
+			w.log.Warn().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).
 				Msg("lease lost; cancelling the handler")
 		}
 	}
 	for _, l := range ack.Cancel {
 		if w.leases.Cancel(l) {
-			w.log.Info().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).
+			w.log.Info().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).
 				Msg("job cancel requested")
 		}
 	}

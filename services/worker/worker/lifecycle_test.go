@@ -75,7 +75,7 @@ func TestShutdownRequeuesRunningJob(t *testing.T) {
 	require.ErrorContains(t, h.waitEnded(t), "shutting down")
 
 	rq := b.nextRequeue()
-	require.Equal(t, contracts.Requeue{JobID: "s1", Attempt: 7, State: contracts.StateRunning, Reason: contracts.ReasonShutdown}, rq)
+	require.Equal(t, contracts.Requeue{JobID: "s1", Claim: 7, State: contracts.StateRunning, Reason: contracts.ReasonShutdown}, rq)
 	b.noResult(200 * time.Millisecond)
 	b.sched.waitAnnounce(func(a contracts.Announce) bool { return a.Leaving })
 }

@@ -62,9 +62,9 @@ func (w *Worker) handleCancel(m *nats.Msg) {
 		w.log.Warn().Err(err).Str(observe.FieldSubject, m.Subject).Msg("malformed cancel request ignored")
 		return
 	}
-	l := contracts.Lease{JobID: c.JobID, Attempt: c.Attempt}
+	l := contracts.Lease{JobID: c.JobID, Claim: c.Claim}
 	if w.leases.Cancel(l) {
-		w.log.Info().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).
+		w.log.Info().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).
 			Str(observe.FieldSubject, m.Subject).Msg("job cancel requested")
 	}
 }

@@ -87,7 +87,7 @@ func (w *Worker) admitOffer(hardCtx context.Context, data []byte) (contracts.Off
 	)
 	for i, spec := range specs {
 		status, reason, jctx, t := w.admitLocked(hardCtx, spec)
-		results[i] = contracts.OfferResult{JobID: spec.ID, Attempt: spec.Attempt, Status: status, Reason: reason}
+		results[i] = contracts.OfferResult{JobID: spec.ID, Claim: spec.Claim, Status: status, Reason: reason}
 		if t != nil {
 			started = append(started, startedTask{jctx, t})
 		}
@@ -108,7 +108,7 @@ func (w *Worker) admitOffer(hardCtx context.Context, data []byte) (contracts.Off
 // goroutine the caller must start, and returns the attempt's context and
 // task.
 func (w *Worker) admitLocked(hardCtx context.Context, spec contracts.JobSpec) (contracts.OfferStatus, string, context.Context, *task) {
-	l := contracts.Lease{JobID: spec.ID, Attempt: spec.Attempt}
+	l := contracts.Lease{JobID: spec.ID, Claim: spec.Claim}
 	switch w.leases.Lookup(l) {
 	case lease.Held:
 		// A repeated offer of an attempt already here: accept again, start nothing.
@@ -138,7 +138,7 @@ func (w *Worker) admitLocked(hardCtx context.Context, spec contracts.JobSpec) (c
 		lease:   l,
 		handler: h,
 		cancel:  cancel,
-		log: w.log.With().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).
+		log: w.log.With().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).
 			Str("kind", spec.Kind).Logger(),
 	}
 	return contracts.OfferAccepted, "", jctx, t

@@ -14,7 +14,7 @@ import (
 )
 
 func echoHandler(_ context.Context, job worker.Job) (worker.Result, error) {
-	return worker.JSON(map[string]any{"id": job.ID, "attempt": job.Attempt, "payload": job.Payload})
+	return worker.JSON(map[string]any{"id": job.ID, "attempt": job.Claim, "payload": job.Payload})
 }
 
 func TestOfferAcceptedWhenFree(t *testing.T) {
@@ -29,7 +29,7 @@ func TestOfferAcceptedWhenFree(t *testing.T) {
 
 	res := b.nextResult()
 	require.Equal(t, "job1", res.JobID)
-	require.EqualValues(t, 1, res.Attempt)
+	require.EqualValues(t, 1, res.Claim)
 	require.Equal(t, "w-accept", res.WorkerID)
 	require.Equal(t, contracts.StateSucceeded, res.State)
 	require.Empty(t, res.Error)
@@ -145,7 +145,7 @@ func TestDuplicateLeaseIsIdempotent(t *testing.T) {
 	close(h.release)
 	res := b.nextResult()
 	require.Equal(t, "dup", res.JobID)
-	require.EqualValues(t, 4, res.Attempt)
+	require.EqualValues(t, 4, res.Claim)
 	b.noResult(300 * time.Millisecond)
 	require.EqualValues(t, 1, calls.Load(), "the handler ran once")
 }

@@ -24,7 +24,7 @@ func ReportProgress(ctx context.Context, p contracts.Progress) error {
 func (w *Worker) progressSender(t *task) func(contracts.Progress) {
 	return func(p contracts.Progress) {
 		data, err := json.Marshal(contracts.ProgressReport{
-			JobID: t.lease.JobID, Attempt: t.lease.Attempt, WorkerID: w.cfg.WorkerID, Progress: p,
+			JobID: t.lease.JobID, Claim: t.lease.Claim, WorkerID: w.cfg.WorkerID, Progress: p,
 		})
 		if err == nil {
 			err = w.nc.Publish(contracts.SubjectProgress, data)

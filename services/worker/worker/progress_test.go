@@ -50,7 +50,7 @@ func TestHandlerProgressIsThrottledAndFenced(t *testing.T) {
 			t.Fatalf("got %d progress reports, want 2", len(got))
 		}
 	}
-	require.Equal(t, contracts.ProgressReport{JobID: "j1", Attempt: 1, WorkerID: "w-progress",
+	require.Equal(t, contracts.ProgressReport{JobID: "j1", Claim: 1, WorkerID: "w-progress",
 		Progress: contracts.Progress{Percent: 0, Stage: "loop"}}, got[0])
 	require.InDelta(t, 99.5, got[1].Progress.Percent, 0, "the latest report wins")
 	close(release)

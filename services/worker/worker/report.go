@@ -16,21 +16,21 @@ import (
 
 // report publishes the verdict durably.
 func (w *Worker) report(deliverCtx context.Context, t *task, v verdict, res Result) {
-	id, attempt := t.lease.JobID, strconv.FormatInt(t.lease.Attempt, 10)
+	id, claim := t.lease.JobID, strconv.FormatInt(t.lease.Claim, 10)
 	switch v.report {
 	case reportNothing:
 		w.m.jobs.WithLabelValues(jobFenced).Inc()
 		t.log.Warn().Msg("attempt fenced; reporting nothing")
 	case reportRequeue:
 		w.m.jobs.WithLabelValues(jobRequeued).Inc()
-		rq := contracts.Requeue{JobID: id, Attempt: t.lease.Attempt, State: contracts.StateRunning, Reason: contracts.ReasonShutdown}
-		if w.deliver(deliverCtx, t, contracts.SubjectRequeue, rq, "requeue-"+id+"-"+attempt) {
+		rq := contracts.Requeue{JobID: id, Claim: t.lease.Claim, State: contracts.StateRunning, Reason: contracts.ReasonShutdown}
+		if w.deliver(deliverCtx, t, contracts.SubjectRequeue, rq, "requeue-"+id+"-"+claim) {
 			t.log.Info().Msg("job requeued on shutdown")
 		}
 	case reportResult:
 		w.m.jobs.WithLabelValues(string(v.state)).Inc()
 		r := contracts.Result{
-			JobID: id, Attempt: t.lease.Attempt, WorkerID: w.cfg.WorkerID,
+			JobID: id, Claim: t.lease.Claim, WorkerID: w.cfg.WorkerID,
 			State: v.state, Error: truncateError(v.err), Result: json.RawMessage(res), Permanent: v.permanent,
 		}
 		if w.deliverResult(deliverCtx, t, r) {

@@ -100,7 +100,7 @@ func (w *Worker) deliverResult(deliverCtx context.Context, t *task, res contract
 func (w *Worker) deliverBatch(ctx context.Context, batch []resultReq) bool {
 	first := batch[0].res
 	m := bus.Message{Subject: contracts.SubjectResult, Data: batch[0].data,
-		ID: "result-" + first.JobID + "-" + strconv.FormatInt(first.Attempt, 10)}
+		ID: "result-" + first.JobID + "-" + strconv.FormatInt(first.Claim, 10)}
 	if len(batch) > 1 {
 		items := make([][]byte, len(batch))
 		for i, r := range batch {

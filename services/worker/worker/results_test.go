@@ -36,7 +36,7 @@ func TestResultsWaitingGoTogether(t *testing.T) {
 	w.results = make(chan resultReq, n+4) // queued before the sender looks
 	var reqs []resultReq
 	queue := func(id, result string) {
-		res := contracts.Result{JobID: id, Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded}
+		res := contracts.Result{JobID: id, Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}
 		if result != "" {
 			res.Result = json.RawMessage(`"` + result + `"`)
 		}

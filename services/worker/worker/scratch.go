@@ -18,12 +18,12 @@ import (
 // Per-run scratch directories. Every run gets a fresh directory, removed
 // when the run ends whatever the outcome:
 //
-//	<SLUICE_WORKER_SCRATCH_DIR>/<worker id>/<job id>-<attempt>
+//	<SLUICE_WORKER_SCRATCH_DIR>/<worker id>/<job id>-<claim>
 //
 // A run with pinned inputs also gets a directory of its own copies of
 // them beside it, removed as soon as its handler returned:
 //
-//	<SLUICE_WORKER_SCRATCH_DIR>/<worker id>/<job id>-<attempt>.inputs-<random>
+//	<SLUICE_WORKER_SCRATCH_DIR>/<worker id>/<job id>-<claim>.inputs-<random>
 //
 // A worker holds an exclusive lock (flock) on <worker id>.lock beside its
 // folder while it lives. On start it empties its own folder (it has no
@@ -108,7 +108,7 @@ func tryLock(path string) (*os.File, bool, error) {
 
 // make creates the fresh directory of one run.
 func (s *scratch) make(l contracts.Lease) (string, error) {
-	dir := filepath.Join(s.root, l.JobID+"-"+strconv.FormatInt(l.Attempt, 10))
+	dir := filepath.Join(s.root, l.JobID+"-"+strconv.FormatInt(l.Claim, 10))
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("scratch: %w", err)
 	}
@@ -119,11 +119,11 @@ func (s *scratch) make(l contracts.Lease) (string, error) {
 }
 
 // makeInputs creates the directory of one run's input copies, beside the
-// scratch directories: <job id>-<attempt>.inputs-<random> (a job id has no
+// scratch directories: <job id>-<claim>.inputs-<random> (a job id has no
 // dot, so it is never a scratch directory's name, and two runs of one
 // attempt never share it).
 func (s *scratch) makeInputs(l contracts.Lease) (string, error) {
-	dir, err := os.MkdirTemp(s.root, l.JobID+"-"+strconv.FormatInt(l.Attempt, 10)+".inputs-*")
+	dir, err := os.MkdirTemp(s.root, l.JobID+"-"+strconv.FormatInt(l.Claim, 10)+".inputs-*")
 	if err != nil {
 		return "", fmt.Errorf("scratch: %w", err)
 	}

@@ -59,7 +59,7 @@ func TestCorrectSample(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0).UTC()
 	at := func(ms int) *time.Time { v := t0.Add(time.Duration(ms) * time.Millisecond); return &v }
 	job := func(id string, attempt int64, startMS, ms int) contracts.Job {
-		return contracts.Job{ID: id, Attempt: attempt, Worker: "w1", State: contracts.StateRunning,
+		return contracts.Job{ID: id, Claim: attempt, Worker: "w1", State: contracts.StateRunning,
 			StartedAt: at(startMS), Payload: []byte(fmt.Sprintf(`{"ms":%d}`, ms))}
 	}
 	running := []contracts.Job{job("long", 3, 0, 2000), job("a", 1, 1000, 300), job("b", 1, 1100, 300)}

@@ -312,7 +312,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 		case err != nil:
 			return rep, fmt.Errorf("chaos: read %s: %w", id, err)
 		case !j.State.Final():
-			rep.Lost = append(rep.Lost, fmt.Sprintf("%s(%s attempt %d)", id, j.State, j.Attempt))
+			rep.Lost = append(rep.Lost, fmt.Sprintf("%s(%s attempt %d)", id, j.State, j.Claim))
 		case j.State == contracts.StateFailed:
 			rep.Final["failed:"+string(contracts.ClassOf(j.Error))]++
 		default:
@@ -443,7 +443,7 @@ func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report
 		if r.Unfenced {
 			// Its handler returned normally after SIGCONT: was its result taken?
 			j, err := st.Get(ctx, r.JobID)
-			if err == nil && j.State == contracts.StateSucceeded && j.Attempt == r.Attempt && j.Worker == r.Worker {
+			if err == nil && j.State == contracts.StateSucceeded && j.Claim == r.Attempt && j.Worker == r.Worker {
 				rep.LateAccepted++
 			}
 		}

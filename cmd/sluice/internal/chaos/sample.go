@@ -88,7 +88,7 @@ func sampleStore(ctx context.Context, st store.Store, starts map[string]time.Tim
 			var b strings.Builder
 			fmt.Fprintf(&b, "%s ran %d at once:", w, n)
 			for _, j := range jobs {
-				fmt.Fprintf(&b, " [%s attempt %d started %s payload %s]", j.ID, j.Attempt, fmtTime(j.StartedAt), j.Payload)
+				fmt.Fprintf(&b, " [%s attempt %d started %s payload %s]", j.ID, j.Claim, fmtTime(j.StartedAt), j.Payload)
 			}
 			s.Detail = b.String()
 		}
@@ -122,7 +122,7 @@ func correctSample(running []contracts.Job, runs []attemptRun) (perWorker int, a
 	for _, j := range running {
 		w := windowOf(j)
 		end := w.from
-		for _, r := range live[key{j.ID, j.Attempt, j.Worker}] {
+		for _, r := range live[key{j.ID, j.Claim, j.Worker}] {
 			if !r.LiveEnd.Before(w.from) {
 				end = maxTime(end, minTime(w.to, r.LiveEnd))
 			}

@@ -92,7 +92,7 @@ func testJob(s contracts.JobState) contracts.Job {
 	j := contracts.Job{ID: testID, Tenant: "default", Kind: "sleep", State: s, MaxAttempts: 3, CreatedAt: testTime, UpdatedAt: testTime}
 	if s != contracts.StatePending {
 		started := testTime.Add(10 * time.Millisecond)
-		j.StartedAt, j.Attempt, j.Runs, j.Worker = &started, 1, 1, "worker-01"
+		j.StartedAt, j.Claim, j.Attempt, j.Worker = &started, 1, 1, "worker-01"
 	}
 	if s.Final() {
 		done := testTime.Add(2 * time.Second)
@@ -112,14 +112,14 @@ type sseEvent struct {
 func stateEvent(id string, s contracts.JobState, attempt int64, errText string) sseEvent {
 	return sseEvent{id: id, typ: contracts.EventState, data: contracts.Event{
 		Type: contracts.EventState, JobID: testID, Tenant: "default", Kind: "sleep",
-		State: s, Attempt: attempt, Worker: "worker-01", Error: errText, At: testTime,
+		State: s, Claim: attempt, Worker: "worker-01", Error: errText, At: testTime,
 	}}
 }
 
 // progressEvent is a progress event of the test job.
 func progressEvent(id string, pct float64, msg string) sseEvent {
 	return sseEvent{id: id, typ: contracts.EventProgress, data: contracts.Event{
-		Type: contracts.EventProgress, JobID: testID, Tenant: "default", Kind: "sleep", Attempt: 1,
+		Type: contracts.EventProgress, JobID: testID, Tenant: "default", Kind: "sleep", Claim: 1,
 		Worker: "worker-01", Progress: &contracts.Progress{Percent: pct, Stage: "sleeping", Message: msg}, At: testTime,
 	}}
 }

@@ -247,7 +247,7 @@ func TestFollowFinalSnapshot(t *testing.T) {
 
 func TestApply(t *testing.T) {
 	t.Parallel()
-	running := contracts.Event{Type: contracts.EventState, JobID: testID, State: contracts.StateRunning, Attempt: 2, Worker: "w2", At: testTime}
+	running := contracts.Event{Type: contracts.EventState, JobID: testID, State: contracts.StateRunning, Claim: 2, Worker: "w2", At: testTime}
 	tests := []struct {
 		name  string
 		job   contracts.Job
@@ -257,10 +257,10 @@ func TestApply(t *testing.T) {
 	}{
 		{"state moves the job", testJob(contracts.StatePending), running, true, contracts.StateRunning},
 		{"other job", testJob(contracts.StatePending), contracts.Event{Type: contracts.EventState, JobID: "other", State: contracts.StateRunning}, false, contracts.StatePending},
-		{"older attempt", func() contracts.Job { j := testJob(contracts.StateRunning); j.Attempt = 3; return j }(), running, false, contracts.StateRunning},
+		{"older attempt", func() contracts.Job { j := testJob(contracts.StateRunning); j.Claim = 3; return j }(), running, false, contracts.StateRunning},
 		{"nothing leaves a final state", testJob(contracts.StateSucceeded), running, false, contracts.StateSucceeded},
-		{"progress without progress", testJob(contracts.StateRunning), contracts.Event{Type: contracts.EventProgress, JobID: testID, Attempt: 1}, false, contracts.StateRunning},
-		{"unknown type", testJob(contracts.StateRunning), contracts.Event{Type: "x", JobID: testID, Attempt: 1}, false, contracts.StateRunning},
+		{"progress without progress", testJob(contracts.StateRunning), contracts.Event{Type: contracts.EventProgress, JobID: testID, Claim: 1}, false, contracts.StateRunning},
+		{"unknown type", testJob(contracts.StateRunning), contracts.Event{Type: "x", JobID: testID, Claim: 1}, false, contracts.StateRunning},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -277,15 +277,15 @@ func TestApply(t *testing.T) {
 func TestApplyCountsRuns(t *testing.T) {
 	t.Parallel()
 	j := testJob(contracts.StateRunning) // claim 1, 1 run
-	requeued := contracts.Event{Type: contracts.EventState, JobID: testID, State: contracts.StatePending, Attempt: 2, At: testTime}
-	running := contracts.Event{Type: contracts.EventState, JobID: testID, State: contracts.StateRunning, Attempt: 3, Worker: "w2", At: testTime}
+	requeued := contracts.Event{Type: contracts.EventState, JobID: testID, State: contracts.StatePending, Claim: 2, At: testTime}
+	running := contracts.Event{Type: contracts.EventState, JobID: testID, State: contracts.StateRunning, Claim: 3, Worker: "w2", At: testTime}
 	require.True(t, apply(&j, requeued))
-	require.Equal(t, 1, j.Runs, "a requeue is no run")
+	require.Equal(t, 1, j.Attempt, "a requeue is no run")
 	require.True(t, apply(&j, running))
-	require.Equal(t, 2, j.Runs, "claim 3 went running")
+	require.Equal(t, 2, j.Attempt, "claim 3 went running")
 	require.True(t, apply(&j, running))
-	require.Equal(t, 2, j.Runs, "the same run again")
-	require.Equal(t, "running    runs 2/3  claim 3  on w2", describe(running, j))
+	require.Equal(t, 2, j.Attempt, "the same run again")
+	require.Equal(t, "running    attempt 2/3  claim 3  on w2", describe(running, j))
 }
 
 func TestBackoff(t *testing.T) {

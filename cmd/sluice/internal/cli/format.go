@@ -137,9 +137,10 @@ func fmtClock(t time.Time) string { return t.Local().Format("15:04:05") }
 // fmtTime is an absolute local time with milliseconds.
 func fmtTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000 MST") }
 
-// describe is one line about a change: the state with the job's runs of
-// its max attempts (when the job is known), its claim (the dispatch claim
-// counter, which fences stale results; not a run count), worker and error
+// describe is one line about a change: the state with the job's attempt
+// (run number) of its max attempts (when the job is known), its claim (the
+// dispatch claim counter, which fences stale results; not a run count),
+// worker and error
 // (and how long the job ran, once final), or the progress.
 func describe(ev contracts.Event, job contracts.Job) string {
 	switch ev.Type {
@@ -150,13 +151,13 @@ func describe(ev contracts.Event, job contracts.Job) string {
 		return sanitize(ev.Type)
 	}
 	parts := []string{fmt.Sprintf("%-9s", ev.State)}
-	// A fan-out parent runs nothing itself: no runs, no claim (its
+	// A fan-out parent runs nothing itself: no attempt, no claim (its
 	// progress lines count its children).
 	if job.ID == ev.JobID && job.MaxAttempts > 0 && job.Children == nil {
-		parts = append(parts, fmt.Sprintf("runs %d/%d", job.Runs, job.MaxAttempts))
+		parts = append(parts, fmt.Sprintf("attempt %d/%d", job.Attempt, job.MaxAttempts))
 	}
 	if job.Children == nil {
-		parts = append(parts, fmt.Sprintf("claim %d", ev.Attempt))
+		parts = append(parts, fmt.Sprintf("claim %d", ev.Claim))
 	}
 	if ev.Worker != "" {
 		parts = append(parts, "on "+sanitize(ev.Worker))

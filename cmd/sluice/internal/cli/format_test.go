@@ -93,11 +93,11 @@ func TestDescribe(t *testing.T) {
 	}{
 		{"pending", contracts.StateEvent(testJob(contracts.StatePending)), contracts.Job{}, "pending    claim 0"},
 		{"running", contracts.StateEvent(testJob(contracts.StateRunning)), contracts.Job{}, "running    claim 1  on worker-01"},
-		{"failed with run time and error", contracts.StateEvent(done), done, "failed     runs 1/3  claim 1  on worker-01  ran 2.0s  handler: exit status 3"},
+		{"failed with run time and error", contracts.StateEvent(done), done, "failed     attempt 1/3  claim 1  on worker-01  ran 2.0s  handler: exit status 3"},
 		{"progress", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 42.4, Stage: "copy", Message: "3 of 7"}}, contracts.Job{}, "progress   42.4% copy: 3 of 7"},
 		{"progress to a tenth", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 30.0003138}}, contracts.Job{}, "progress   30%"},
 		{"progress without stage", contracts.Event{Type: contracts.EventProgress, Progress: &contracts.Progress{Percent: 5, Message: "m"}}, contracts.Job{}, "progress   5% m"},
-		{"hostile worker name", contracts.Event{Type: contracts.EventState, State: contracts.StateRunning, Attempt: 1, Worker: "w\x1b[2J"}, contracts.Job{}, "running    claim 1  on w?[2J"},
+		{"hostile worker name", contracts.Event{Type: contracts.EventState, State: contracts.StateRunning, Claim: 1, Worker: "w\x1b[2J"}, contracts.Job{}, "running    claim 1  on w?[2J"},
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.want, describe(tc.ev, tc.job), tc.name)
@@ -138,7 +138,7 @@ func TestWriteJobTable(t *testing.T) {
 	now := testTime.Add(3 * time.Second)
 	failed := testJob(contracts.StateFailed)
 	failed.Error = "handler: " + strings.Repeat("x", 100)
-	failed.Attempt = 7 // claims that never ran count too
+	failed.Claim = 7 // claims that never ran count too
 	pending := testJob(contracts.StatePending)
 	pending.ID = "01a20614-0000-7000-8000-000000000002"
 	pending.CancelRequested = true
@@ -146,9 +146,9 @@ func TestWriteJobTable(t *testing.T) {
 	writeJobTable(&buf, []contracts.Job{failed, pending}, now, 20)
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	require.Len(t, lines, 3)
-	require.Regexp(t, `^ID\s+KIND\s+STATE\s+RUNS\s+CLAIM\s+WORKER\s+AGE\s+WAIT\s+RUN\s+ERROR$`, lines[0])
+	require.Regexp(t, `^ID\s+KIND\s+STATE\s+ATTEMPT\s+CLAIM\s+WORKER\s+AGE\s+WAIT\s+RUN\s+ERROR$`, lines[0])
 	require.Regexp(t, `^`+testID+`\s+sleep\s+failed\s+1/3\s+7\s+worker-01\s+3\.0s\s+10ms\s+2\.0s\s+handler: xxxxxxxxxx…$`, lines[1],
-		"runs of max attempts, then the claim counter")
+		"attempt of max attempts, then the claim counter")
 	require.Regexp(t, `\s+pending\*\s+0/3\s+0\s+-\s+3\.0s\s+3\.0s\s+-$`, lines[2], "no trailing spaces for an empty error")
 	for _, l := range lines {
 		require.Equal(t, strings.TrimRight(l, " "), l)
@@ -167,7 +167,7 @@ func TestWriteJobView(t *testing.T) {
 	for _, want := range []string{
 		"id:         " + testID + "\n",
 		"state:      succeeded\n",
-		"runs:       1 of at most 3\n",
+		"attempt:    1 of at most 3 (the run number)\n",
 		"claim:      1 (dispatch claims so far; it fences stale results, it is not a run count)\n",
 		"worker:     worker-01\n",
 		"key:        report-42\n",

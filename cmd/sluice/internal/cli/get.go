@@ -60,8 +60,8 @@ func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
 		state += " (cancel requested)"
 	}
 	row("state", state)
-	row("runs", fmt.Sprintf("%d of at most %d", j.Runs, j.MaxAttempts))
-	row("claim", fmt.Sprintf("%d (dispatch claims so far; it fences stale results, it is not a run count)", j.Attempt))
+	row("attempt", fmt.Sprintf("%d of at most %d (the run number)", j.Attempt, j.MaxAttempts))
+	row("claim", fmt.Sprintf("%d (dispatch claims so far; it fences stale results, it is not a run count)", j.Claim))
 	if j.Worker != "" {
 		row("worker", sanitize(j.Worker))
 	}
@@ -107,10 +107,10 @@ func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
 		row("error", sanitize(j.Error))
 	}
 	for _, e := range j.Errors {
-		if e.Error == j.Error && e.Run == j.Runs && j.State.Final() {
+		if e.Error == j.Error && e.Attempt == j.Attempt && j.State.Final() {
 			continue // the final error, already shown
 		}
-		row(fmt.Sprintf("run %d", e.Run), sanitize(e.Error))
+		row(fmt.Sprintf("run %d", e.Attempt), sanitize(e.Error))
 	}
 	if len(j.Payload) > 0 {
 		row("payload", sanitize(strings.TrimSpace(string(j.Payload))))

@@ -23,13 +23,14 @@ var cmdLs = &command{
 	usage:   "ls [--state STATE] [--kind KIND] [--parent ID] [--limit N] [--cursor C | --all] [--json]",
 	help: `
 Lists the jobs of your tenant, newest first, as a table: id, kind, state,
-runs (how many times it went running, of its max attempts), claim (the
+attempt (the run number: how many times it went running, of its max
+attempts), claim (the
 dispatch claim counter that fences stale results: not a run count), worker,
 age (since it was submitted), wait (until a worker started it), run (how
 long it ran or has been running) and error. A '*' after the state means a
 cancel was requested and the worker has not stopped yet.
 
-A fan-out parent is one row (its runs column shows its children finished
+A fan-out parent is one row (its attempt column shows its children finished
 of the total); --parent ID lists that parent's children instead.
 
 One page at a time: when there are more, stderr shows the --cursor of the
@@ -117,7 +118,7 @@ func runLs(ctx context.Context, inv *invocation, args []string) (int, error) {
 // column to that many characters.
 func writeJobTable(w io.Writer, jobs []contracts.Job, now time.Time, errWidth int) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tRUNS\tCLAIM\tWORKER\tAGE\tWAIT\tRUN\tERROR")
+	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tATTEMPT\tCLAIM\tWORKER\tAGE\tWAIT\tRUN\tERROR")
 	for _, j := range jobs {
 		errText := sanitize(j.Error)
 		if errWidth > 0 {
@@ -127,15 +128,15 @@ func writeJobTable(w io.Writer, jobs []contracts.Job, now time.Time, errWidth in
 		if j.CancelRequested && !j.State.Final() {
 			state += "*"
 		}
-		runs, total := j.Runs, j.MaxAttempts
+		attempt, total := j.Attempt, j.MaxAttempts
 		worker := orDash(sanitize(j.Worker))
 		if j.Children != nil {
 			// A fan-out parent runs nothing itself: its children finished.
-			runs, total = j.Children.Finished(), j.Children.Total
+			attempt, total = j.Children.Finished(), j.Children.Total
 			worker = fmt.Sprintf("(%d running)", j.Children.Running)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			j.ID, sanitize(j.Kind), state, runs, total, j.Attempt, worker,
+			j.ID, sanitize(j.Kind), state, attempt, total, j.Claim, worker,
 			durationOr(now.Sub(j.CreatedAt), !j.CreatedAt.IsZero()),
 			durationOr(waitTime(j, now)), durationOr(runTime(j, now)),
 			strings.TrimSpace(errText))

@@ -324,7 +324,7 @@ func TestRunSubmitWaitOnTerminal(t *testing.T) {
 	require.True(t, strings.HasPrefix(out, testID+"\n"), out)
 	require.Contains(t, out, "[############------------]  50%  sleeping: 1s of 2s", "the bar is drawn")
 	require.Contains(t, out, "\r\x1b[K", "the bar is redrawn in place")
-	require.Regexp(t, `succeeded  runs 1/3  claim 1  on worker-01  ran 2\.0s\n$`, out, "the bar gives way to the final line")
+	require.Regexp(t, `succeeded  attempt 1/3  claim 1  on worker-01  ran 2\.0s\n$`, out, "the bar gives way to the final line")
 
 	// --json: only the final job on stdout, the bar on the terminal's stderr.
 	te = newTestEnv(f.srv.URL, true, nil)

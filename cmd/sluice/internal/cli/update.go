@@ -64,7 +64,7 @@ func decodeEvent(typ, data string) (contracts.Event, error) {
 // apply changes job as ev says and reports whether ev belongs to it and is
 // not older than what the job already shows.
 func apply(job *contracts.Job, ev contracts.Event) bool {
-	if ev.JobID != job.ID || ev.Attempt < job.Attempt {
+	if ev.JobID != job.ID || ev.Claim < job.Claim {
 		return false
 	}
 	at := ev.At
@@ -76,15 +76,18 @@ func apply(job *contracts.Job, ev contracts.Event) bool {
 		if job.State.Final() {
 			return false // nothing leaves a final state
 		}
-		if ev.State == contracts.StateRunning && (job.State != contracts.StateRunning || ev.Attempt != job.Attempt) {
+		if ev.State == contracts.StateRunning && (job.State != contracts.StateRunning || ev.Claim != job.Claim) {
 			job.StartedAt = &at
 			job.Progress = nil
-			job.Runs++ // a new run; events do not carry the count
+			job.Attempt++ // a new run (an earlier release's events carry no attempt)
 		}
 		if ev.State.Final() {
 			job.FinishedAt = &at
 		}
-		job.State, job.Attempt, job.Worker, job.Error = ev.State, ev.Attempt, ev.Worker, ev.Error
+		if ev.Attempt > 0 {
+			job.Attempt = ev.Attempt
+		}
+		job.State, job.Claim, job.Worker, job.Error = ev.State, ev.Claim, ev.Worker, ev.Error
 		job.UpdatedAt = at
 	case contracts.EventProgress:
 		if ev.Progress == nil {
@@ -92,7 +95,7 @@ func apply(job *contracts.Job, ev contracts.Event) bool {
 		}
 		p := *ev.Progress
 		job.Progress = &p
-		job.Attempt = ev.Attempt
+		job.Claim = ev.Claim
 	default:
 		return false
 	}
@@ -103,7 +106,7 @@ func apply(job *contracts.Job, ev contracts.Event) bool {
 // events that would have said so, oldest first.
 func diff(prev, cur contracts.Job) []contracts.Event {
 	var out []contracts.Event
-	if prev.State != cur.State || prev.Attempt != cur.Attempt || prev.Worker != cur.Worker || prev.Error != cur.Error {
+	if prev.State != cur.State || prev.Claim != cur.Claim || prev.Worker != cur.Worker || prev.Error != cur.Error {
 		out = append(out, contracts.StateEvent(cur))
 	}
 	if cur.Progress != nil && !cur.State.Final() && (prev.Progress == nil || *prev.Progress != *cur.Progress) {

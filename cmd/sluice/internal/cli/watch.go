@@ -98,8 +98,8 @@ type tenantWatcher struct {
 
 // shownState is what the watcher last showed of a job.
 type shownState struct {
-	state   contracts.JobState
-	attempt int64
+	state contracts.JobState
+	claim int64
 }
 
 // maxShown bounds tenantWatcher.shown; past it the memory starts over.
@@ -111,7 +111,7 @@ func (tw *tenantWatcher) fresh(e contracts.Event) bool {
 	if tw.shown == nil || len(tw.shown) >= maxShown {
 		tw.shown = map[string]shownState{}
 	}
-	s := shownState{state: e.State, attempt: e.Attempt}
+	s := shownState{state: e.State, claim: e.Claim}
 	if prev, ok := tw.shown[e.JobID]; ok && (prev == s || prev.state.Final()) {
 		return false
 	}

@@ -195,6 +195,6 @@ func TestCancelOfAJobWhoseWorkerFreezesEndsCancelled(t *testing.T) {
 	done := b.waitFinal(j.ID, 20*time.Second)
 	require.Equal(t, contracts.StateCancelled, done.State, done.Error)
 	require.Equal(t, contracts.CancelledByRequest, done.Error)
-	require.Equal(t, running.Attempt, done.Attempt, "not dispatched again")
-	require.Equal(t, 1, done.Runs)
+	require.Equal(t, running.Claim, done.Claim, "not dispatched again")
+	require.Equal(t, 1, done.Attempt)
 }

@@ -92,7 +92,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// A short job submitted through the API runs to succeeded in the table.
 	short := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":300}}`)
 	waitFor(t, ctx, jobRow(short, "succeeded"), "the short job never showed succeeded")
-	require.Equal(t, "1 / 3", evalJS[string](t, ctx, `document.querySelector('[data-job-id="`+short+`"] .runs').textContent`), "runs of max attempts, not the claim counter")
+	require.Equal(t, "1 / 3", evalJS[string](t, ctx, `document.querySelector('[data-job-id="`+short+`"] .attempt').textContent`), "attempt of max attempts, not the claim counter")
 	require.Equal(t, "1", evalJS[string](t, ctx, `document.querySelector('[data-job-id="`+short+`"] .claim').textContent`), "the claim counter, in a column of its own")
 
 	// The stream drops: the page reconnects, resuming after the last event
@@ -216,7 +216,7 @@ func TestDashboardNoCap(t *testing.T) {
 	require.Empty(t, problems(), "the page reported errors")
 }
 
-// TestDashboardFoldsAFanout: a fan-out is one row whose runs column counts
+// TestDashboardFoldsAFanout: a fan-out is one row whose attempt column counts
 // its children and whose bar is their progress; its children have no rows
 // of their own and unfold under it with its button.
 func TestDashboardFoldsAFanout(t *testing.T) {
@@ -233,7 +233,7 @@ func TestDashboardFoldsAFanout(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr[data-job-id="`+id+`"] button.fold`))))
 	waitTrue(t, ctx, `document.querySelectorAll('tr.kids-row li.kid').length === 6`, "the children never unfolded")
 	waitFor(t, ctx, jobRow(id, "succeeded"), "the parent never showed succeeded")
-	waitTrue(t, ctx, `document.querySelector('tr[data-job-id="`+id+`"] .runs').textContent === '6 / 6'`, "the runs column never counted the children")
+	waitTrue(t, ctx, `document.querySelector('tr[data-job-id="`+id+`"] .attempt').textContent === '6 / 6'`, "the attempt column never counted the children")
 	waitTrue(t, ctx, `document.querySelectorAll('tr.kids-row li.kid[data-state="succeeded"]').length === 6`, "the unfolded children never all succeeded")
 	require.Zero(t, evalJS[int](t, ctx, `document.querySelectorAll('tr[data-job-id^="`+id+`-"]').length`), "a child got a row of its own")
 	require.Equal(t, "100%", evalJS[string](t, ctx, `document.querySelector('tr[data-job-id="`+id+`"] .progress .pct').textContent`))

@@ -283,7 +283,7 @@ func TestFanoutSurvivesAKilledWorker(t *testing.T) {
 	requeued := 0
 	for _, c := range kids {
 		require.Equal(t, contracts.StateSucceeded, c.State)
-		if c.Runs > 1 {
+		if c.Attempt > 1 {
 			requeued++
 		}
 	}

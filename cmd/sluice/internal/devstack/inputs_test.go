@@ -52,7 +52,7 @@ func TestInputFetchRefused(t *testing.T) {
 		failed := b.waitFinal(j.ID, 30*time.Second)
 		require.Equal(t, contracts.StateFailed, failed.State, uri)
 		require.True(t, strings.HasPrefix(failed.Error, want), "%s: %s", uri, failed.Error)
-		require.Equal(t, 1, failed.Runs, "a refusal cannot get better: no retry")
+		require.Equal(t, 1, failed.Attempt, "a refusal cannot get better: no retry")
 	}
 	require.Zero(t, hits.Load(), "nothing reached the worker's loopback")
 }
@@ -114,7 +114,7 @@ func TestPinnedInputs(t *testing.T) {
 	require.Equal(t, contracts.ClassInput, contracts.ClassOf(failed.Error), failed.Error)
 	require.Contains(t, failed.Error, "pinned")
 	require.NotContains(t, failed.Error, sum("ACGT\n"), "the error never tells the digest of what was fetched")
-	require.Equal(t, 1, failed.Runs, "a wrong digest cannot get better: no retry")
+	require.Equal(t, 1, failed.Attempt, "a wrong digest cannot get better: no retry")
 
 	// Malformed inputs are refused at submit.
 	for _, in := range [][]contracts.InputRef{

@@ -174,10 +174,10 @@ func TestFailedRunsRetryWithBackoff(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	got := b.waitFinal(j.ID, 30*time.Second)
 	require.Equal(t, contracts.StateFailed, got.State)
-	require.Equal(t, 3, got.Runs, "max_attempts counts runs")
+	require.Equal(t, 3, got.Attempt, "max_attempts counts runs")
 	require.Len(t, got.Errors, 3)
 	for i, e := range got.Errors {
-		require.Equal(t, i+1, e.Run)
+		require.Equal(t, i+1, e.Attempt)
 		require.Equal(t, contracts.ClassHandler, contracts.ClassOf(e.Error), e.Error)
 	}
 	require.Equal(t, got.Errors[2].Error, got.Error)
@@ -190,7 +190,7 @@ func TestFailedRunsRetryWithBackoff(t *testing.T) {
 	_, j = b.submit(once)
 	got = b.waitFinal(j.ID, 30*time.Second)
 	require.Equal(t, contracts.StateSucceeded, got.State)
-	require.Equal(t, 2, got.Runs)
+	require.Equal(t, 2, got.Attempt)
 	require.Len(t, got.Errors, 1)
 	require.Empty(t, got.Error)
 
@@ -199,7 +199,7 @@ func TestFailedRunsRetryWithBackoff(t *testing.T) {
 	_, j = b.submit(contracts.SubmitRequest{Kind: "exec", MaxAttempts: 3, Payload: json.RawMessage(`{"argv":["/bin/false"]}`)})
 	got = b.waitFinal(j.ID, 30*time.Second)
 	require.Equal(t, contracts.StateFailed, got.State)
-	require.Equal(t, 1, got.Runs)
+	require.Equal(t, 1, got.Attempt)
 }
 
 // TestRunAtDelaysTheJob: a job is not offered before run_at, and the

@@ -103,14 +103,14 @@ func TestOverflowRunsWhenAWorkerFreesUp(t *testing.T) {
 
 	require.Never(t, func() bool {
 		seen := b.job(second.ID)
-		return seen.State != contracts.StatePending || seen.Attempt != 0
+		return seen.State != contracts.StatePending || seen.Claim != 0
 	}, 300*time.Millisecond, 10*time.Millisecond, "no room: the job waits pending, no claim spent")
 
 	f := b.waitFinal(first.ID, 5*time.Second)
 	s := b.waitFinal(second.ID, 10*time.Second)
 	require.Equal(t, contracts.StateSucceeded, f.State)
 	require.Equal(t, contracts.StateSucceeded, s.State)
-	require.Equal(t, int64(1), s.Attempt, "one claim, taken when the slot was free")
+	require.Equal(t, int64(1), s.Claim, "one claim, taken when the slot was free")
 	// The first handler ran 700 ms after its start was recorded; the second
 	// could only start once that slot was free. (Its start may be recorded
 	// before the first job's result is: the slot frees before the result
@@ -166,5 +166,5 @@ func TestRunningOnAcceptance(t *testing.T) {
 	require.NoError(t, json.Unmarshal(done.Result, &res))
 	require.Equal(t, "running", res["seen"])
 	require.NotEmpty(t, done.Worker)
-	require.Equal(t, 1, done.Runs)
+	require.Equal(t, 1, done.Attempt)
 }

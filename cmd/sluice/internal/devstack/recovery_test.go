@@ -112,8 +112,8 @@ func TestOrphanRecovery(t *testing.T) {
 	done := b.waitFinal(j.ID, 15*time.Second)
 	require.Equal(t, contracts.StateSucceeded, done.State, done.Error)
 	require.Equal(t, "worker-01", done.Worker)
-	require.Greater(t, done.Attempt, running.Attempt)
-	require.GreaterOrEqual(t, done.Runs, 2)
+	require.Greater(t, done.Claim, running.Claim)
+	require.GreaterOrEqual(t, done.Attempt, 2)
 
 	// The dead attempt's result arrives late: it is ignored.
 	nc, err := nats.Connect(b.stack.NATSURL)
@@ -121,12 +121,12 @@ func TestOrphanRecovery(t *testing.T) {
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	late := contracts.Result{JobID: j.ID, Attempt: running.Attempt, WorkerID: "worker-00",
+	late := contracts.Result{JobID: j.ID, Claim: running.Claim, WorkerID: "worker-00",
 		State: contracts.StateFailed, Error: contracts.JobError(contracts.ClassHandler, "late")}
 	require.NoError(t, bus.Publish(context.Background(), js, contracts.SubjectResult, late, ""))
 	// And a heartbeat for it is told the lease is lost.
-	ack := heartbeat(t, nc, "worker-00", contracts.Lease{JobID: j.ID, Attempt: running.Attempt})
-	require.Equal(t, []contracts.Lease{{JobID: j.ID, Attempt: running.Attempt}}, ack.Lost)
+	ack := heartbeat(t, nc, "worker-00", contracts.Lease{JobID: j.ID, Claim: running.Claim})
+	require.Equal(t, []contracts.Lease{{JobID: j.ID, Claim: running.Claim}}, ack.Lost)
 	require.Eventually(t, func() bool {
 		// The late result has been consumed once the consumer has nothing pending.
 		info, err := js.Consumer(context.Background(), contracts.StreamName, contracts.ConsumerResult)
@@ -138,7 +138,7 @@ func TestOrphanRecovery(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 	after := b.job(j.ID)
 	require.Equal(t, contracts.StateSucceeded, after.State)
-	require.Equal(t, done.Attempt, after.Attempt)
+	require.Equal(t, done.Claim, after.Claim)
 	require.Empty(t, after.Error)
 }
 

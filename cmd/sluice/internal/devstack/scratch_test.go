@@ -116,7 +116,7 @@ func TestExecRunsInAScratchDirOnLeastPrivilege(t *testing.T) {
 		j := b.waitFinal(sh(`echo ran`, extra).ID, 20*time.Second)
 		require.Equal(t, contracts.StateFailed, j.State, name)
 		require.Equal(t, contracts.ClassInput, contracts.ClassOf(j.Error), "%s: %s", name, j.Error)
-		require.Equal(t, 1, j.Runs, "%s: an input error is not retried", name)
+		require.Equal(t, 1, j.Attempt, "%s: an input error is not retried", name)
 	}
 
 	// Filling the scratch directory past its bound stops the run.

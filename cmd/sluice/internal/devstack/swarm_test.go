@@ -243,13 +243,13 @@ func (s *swarm) offer(w *simWorker, m *nats.Msg) {
 			st = contracts.OfferRefused
 		} else if len(w.leases) < w.slots {
 			st = contracts.OfferAccepted
-			l := &simLease{lease: contracts.Lease{JobID: j.ID, Attempt: j.Attempt}, acked: now, runFor: sleepOf(j.Payload)}
+			l := &simLease{lease: contracts.Lease{JobID: j.ID, Claim: j.Claim}, acked: now, runFor: sleepOf(j.Payload)}
 			w.leases[j.ID] = l
 			started = append(started, l.lease)
 			reply.Status = contracts.OfferAccepted
 		}
 		if batch {
-			reply.Results = append(reply.Results, contracts.OfferResult{JobID: j.ID, Attempt: j.Attempt, Status: st})
+			reply.Results = append(reply.Results, contracts.OfferResult{JobID: j.ID, Claim: j.Claim, Status: st})
 		} else if st == contracts.OfferRefused {
 			reply.Status = st
 		}
@@ -307,7 +307,7 @@ func (s *swarm) heartbeat(w *simWorker, leases []contracts.Lease, start bool) {
 		defer w.mu.Unlock()
 		for _, l := range leases {
 			cur := w.leases[l.JobID]
-			if cur == nil || cur.lease.Attempt != l.Attempt {
+			if cur == nil || cur.lease.Claim != l.Claim {
 				continue
 			}
 			if lost[l.JobID] {
@@ -336,7 +336,7 @@ func (s *swarm) finish(w *simWorker, l *simLease) {
 	}
 	delete(w.leases, l.lease.JobID)
 	w.mu.Unlock()
-	b, _ := json.Marshal(contracts.Result{JobID: l.lease.JobID, Attempt: l.lease.Attempt, WorkerID: w.id,
+	b, _ := json.Marshal(contracts.Result{JobID: l.lease.JobID, Claim: l.lease.Claim, WorkerID: w.id,
 		State: contracts.StateSucceeded})
 	s.results <- b
 	s.completed.Add(1)

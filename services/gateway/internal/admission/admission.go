@@ -221,7 +221,7 @@ func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now 
 		Priority:         sub.Priority,
 		MaxAttempts:      sub.MaxAttempts,
 		State:            contracts.StatePending,
-		Attempt:          0,
+		Claim:            0,
 		CreatedAt:        now,
 		UpdatedAt:        now,
 		NextDispatchAt:   &now,

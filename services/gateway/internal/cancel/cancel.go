@@ -99,7 +99,7 @@ func (c *Canceller) Cancel(ctx context.Context, tenant, id string) (contracts.Jo
 		case contracts.StatePending:
 			reason := contracts.CancelledByRequest
 			out, err := c.store.Transition(ctx,
-				store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: job.Attempt},
+				store.Expect{ID: job.ID, State: contracts.StatePending, Claim: job.Claim},
 				store.Change{Now: c.now().UTC(), State: contracts.StateCancelled, Error: &reason})
 			if isMiss(err) {
 				continue
@@ -114,7 +114,7 @@ func (c *Canceller) Cancel(ctx context.Context, tenant, id string) (contracts.Jo
 			if !job.CancelRequested {
 				yes := true
 				out, err = c.store.Transition(ctx,
-					store.Expect{ID: job.ID, State: contracts.StateRunning, Attempt: job.Attempt},
+					store.Expect{ID: job.ID, State: contracts.StateRunning, Claim: job.Claim},
 					store.Change{Now: c.now().UTC(), State: contracts.StateRunning, CancelRequested: &yes})
 				if isMiss(err) {
 					continue
@@ -161,7 +161,7 @@ func (c *Canceller) tellWorker(job contracts.Job) {
 		return
 	}
 	subject := contracts.WorkerCancelSubject(job.Worker)
-	data, err := json.Marshal(contracts.CancelJob{JobID: job.ID, Attempt: job.Attempt})
+	data, err := json.Marshal(contracts.CancelJob{JobID: job.ID, Claim: job.Claim})
 	if err == nil {
 		err = c.nc.Publish(subject, data)
 	}

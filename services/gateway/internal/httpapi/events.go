@@ -239,7 +239,7 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 					continue
 				}
 				cur = ev
-			} else if ev.Attempt < cur.Attempt || !laterProgress(ev, lastProgress) {
+			} else if ev.Claim < cur.Claim || !laterProgress(ev, lastProgress) {
 				continue
 			} else {
 				lastProgress = ev
@@ -253,7 +253,7 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 				continue
 			}
 			ev := contracts.StateEvent(now)
-			if now.State == cur.State && now.Attempt == cur.Attempt {
+			if now.State == cur.State && now.Claim == cur.Claim {
 				continue
 			}
 			cur = ev
@@ -312,10 +312,10 @@ func resuming(r *http.Request) bool {
 // newer reports whether a state event says something the stream has not
 // sent yet: a change after the one last sent, not the same one again.
 func newer(ev, cur contracts.Event) bool {
-	if ev.Attempt < cur.Attempt || ev.At.Before(cur.At) {
+	if ev.Claim < cur.Claim || ev.At.Before(cur.At) {
 		return false
 	}
-	same := ev.State == cur.State && ev.Attempt == cur.Attempt && ev.Worker == cur.Worker && ev.Error == cur.Error
+	same := ev.State == cur.State && ev.Claim == cur.Claim && ev.Worker == cur.Worker && ev.Error == cur.Error
 	return !same
 }
 
@@ -326,7 +326,7 @@ func newer(ev, cur contracts.Event) bool {
 // publish later. Going back to an older report would show the reader its
 // job's progress moving backwards.
 func laterProgress(ev, last contracts.Event) bool {
-	return ev.Attempt > last.Attempt || !ev.At.Before(last.At)
+	return ev.Claim > last.Claim || !ev.At.Before(last.At)
 }
 
 // tenantEvents is GET /v1/events: every state and progress event of the

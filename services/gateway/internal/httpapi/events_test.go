@@ -15,7 +15,7 @@ func TestLaterProgress(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(attempt int64, d time.Duration) contracts.Event {
-		return contracts.Event{Type: contracts.EventProgress, Attempt: attempt, At: t0.Add(d)}
+		return contracts.Event{Type: contracts.EventProgress, Claim: attempt, At: t0.Add(d)}
 	}
 	tests := []struct {
 		name     string

@@ -115,7 +115,7 @@ func (s *Sweeper) Run(ctx context.Context) (Report, error) {
 		if busDown {
 			continue // counted as found; the next sweep publishes it
 		}
-		rq := contracts.Requeue{JobID: j.ID, Attempt: j.Attempt, State: j.State, Reason: reason}
+		rq := contracts.Requeue{JobID: j.ID, Claim: j.Claim, State: j.State, Reason: reason}
 		if err := s.pub.Requeue(ctx, rq); err != nil {
 			errs = append(errs, fmt.Errorf("publish requeue for job %s: %w", j.ID, err))
 			busDown = true // the bus is down; the next sweep tries again

@@ -86,15 +86,15 @@ func setup(t *testing.T, jobs *fakeJobs) (*Sweeper, *fakePub) {
 func TestSweepPublishesRequeues(t *testing.T) {
 	t.Parallel()
 	jobs := &fakeJobs{stale: []contracts.Job{
-		{ID: "a", State: contracts.StateRunning, Attempt: 2, StartedAt: at(-time.Minute), HeartbeatAt: at(-time.Minute)},
-		{ID: "b", State: contracts.StatePending, Attempt: 0, NextDispatchAt: at(-time.Hour)},
-		{ID: "c", State: contracts.StateRunning, Attempt: 1, StartedAt: at(-time.Minute), HeartbeatAt: at(0)}, // renewed since the query
+		{ID: "a", State: contracts.StateRunning, Claim: 2, StartedAt: at(-time.Minute), HeartbeatAt: at(-time.Minute)},
+		{ID: "b", State: contracts.StatePending, Claim: 0, NextDispatchAt: at(-time.Hour)},
+		{ID: "c", State: contracts.StateRunning, Claim: 1, StartedAt: at(-time.Minute), HeartbeatAt: at(0)}, // renewed since the query
 	}, purgeLeft: 5, drift: 3}
 	s, pub := setup(t, jobs)
 	rep, err := s.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []contracts.Requeue{
-		{JobID: "a", Attempt: 2, State: contracts.StateRunning, Reason: contracts.ReasonStale},
+		{JobID: "a", Claim: 2, State: contracts.StateRunning, Reason: contracts.ReasonStale},
 	}, pub.sent, "a pending job is never requeued")
 	require.Equal(t, map[contracts.RequeueReason]int{contracts.ReasonStale: 1}, rep.Requeued)
 	require.Equal(t, 5, rep.Purged)

@@ -67,9 +67,9 @@ func (b *bundle) running(id, w string, maxAttempts int) contracts.Job {
 	_, _, err := b.store.Admit(ctx, j, store.Caps{})
 	require.NoError(b.t, err)
 	claim := b.now.Add(time.Minute)
-	_, err = b.store.Transition(ctx, store.Expect{ID: id, State: contracts.StatePending}, store.Change{Now: b.now, State: contracts.StatePending, Attempt: 1, ClaimUntil: &claim})
+	_, err = b.store.Transition(ctx, store.Expect{ID: id, State: contracts.StatePending}, store.Change{Now: b.now, State: contracts.StatePending, Claim: 1, ClaimUntil: &claim})
 	require.NoError(b.t, err)
-	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: id, Attempt: 1}}, b.now)
+	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: id, Claim: 1}}, b.now)
 	require.NoError(b.t, err)
 	require.Len(b.t, out.Promoted, 1)
 	return b.get(id)
@@ -96,11 +96,11 @@ func TestCurrent(t *testing.T) {
 		worker  string
 		want    bool
 	}{
-		{"running, same attempt and worker", contracts.Job{State: contracts.StateRunning, Attempt: 2, Worker: "w"}, 2, "w", true},
-		{"running, other worker", contracts.Job{State: contracts.StateRunning, Attempt: 2, Worker: "w"}, 2, "x", false},
-		{"running, old attempt", contracts.Job{State: contracts.StateRunning, Attempt: 3, Worker: "w"}, 2, "w", false},
-		{"pending claim at that attempt", contracts.Job{State: contracts.StatePending, Attempt: 2}, 2, "w", true},
-		{"finished", contracts.Job{State: contracts.StateSucceeded, Attempt: 2, Worker: "w"}, 2, "w", false},
+		{"running, same attempt and worker", contracts.Job{State: contracts.StateRunning, Claim: 2, Worker: "w"}, 2, "w", true},
+		{"running, other worker", contracts.Job{State: contracts.StateRunning, Claim: 2, Worker: "w"}, 2, "x", false},
+		{"running, old attempt", contracts.Job{State: contracts.StateRunning, Claim: 3, Worker: "w"}, 2, "w", false},
+		{"pending claim at that attempt", contracts.Job{State: contracts.StatePending, Claim: 2}, 2, "w", true},
+		{"finished", contracts.Job{State: contracts.StateSucceeded, Claim: 2, Worker: "w"}, 2, "w", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestResultAppliedOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.running("j1", "w1", 3)
-	res := contracts.Result{JobID: "j1", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded, Result: json.RawMessage(`{"ok":true}`)}
+	res := contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded, Result: json.RawMessage(`{"ok":true}`)}
 	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StateSucceeded, got.State)
@@ -137,10 +137,10 @@ func TestResultBatchAppliesEach(t *testing.T) {
 	b.running("j2", "w1", 1)
 	b.running("j3", "w1", 3)
 	batch := contracts.ResultBatch{Results: []contracts.Result{
-		{JobID: "j1", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded, Result: json.RawMessage(`1`)},
-		{JobID: "j2", Attempt: 1, WorkerID: "w1", State: contracts.StateFailed, Error: "handler: boom"},
-		{JobID: "j3", Attempt: 7, WorkerID: "w1", State: contracts.StateSucceeded},
-		{JobID: "gone", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded},
+		{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded, Result: json.RawMessage(`1`)},
+		{JobID: "j2", Claim: 1, WorkerID: "w1", State: contracts.StateFailed, Error: "handler: boom"},
+		{JobID: "j3", Claim: 7, WorkerID: "w1", State: contracts.StateSucceeded},
+		{JobID: "gone", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded},
 	}}
 	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, batch), nil))
 	require.Equal(t, contracts.StateSucceeded, b.get("j1").State)
@@ -162,7 +162,7 @@ func TestResultBatchComesBackWhenTheStoreIsDown(t *testing.T) {
 	b := setup(t)
 	b.running("j1", "w1", 3)
 	batch := contracts.ResultBatch{Results: []contracts.Result{
-		{JobID: "j1", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded},
+		{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded},
 	}}
 	require.NoError(t, b.store.Close())
 	got := b.a.Result(context.Background(), enc(t, batch), nil)
@@ -175,9 +175,9 @@ func TestResultFromWrongAttemptOrWorkerIgnored(t *testing.T) {
 	b := setup(t)
 	b.running("j1", "w1", 3)
 	for _, res := range []contracts.Result{
-		{JobID: "j1", Attempt: 2, WorkerID: "w1", State: contracts.StateSucceeded},
-		{JobID: "j1", Attempt: 1, WorkerID: "w2", State: contracts.StateSucceeded},
-		{JobID: "missing", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded},
+		{JobID: "j1", Claim: 2, WorkerID: "w1", State: contracts.StateSucceeded},
+		{JobID: "j1", Claim: 1, WorkerID: "w2", State: contracts.StateSucceeded},
+		{JobID: "missing", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded},
 	} {
 		require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
 	}
@@ -189,7 +189,7 @@ func TestRequeueStaleRunning(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.running("j1", "w1", 3)
-	rq := contracts.Requeue{JobID: "j1", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
+	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
 
 	// Not stale yet: the event is checked again and ignored.
 	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
@@ -199,18 +199,18 @@ func TestRequeueStaleRunning(t *testing.T) {
 	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StatePending, got.State)
-	require.Equal(t, int64(2), got.Attempt)
+	require.Equal(t, int64(2), got.Claim)
 	require.Empty(t, got.Worker)
 	require.Equal(t, []string{"j1"}, b.n.due)
 
 	// The old worker's heartbeat is now told its lease is lost.
-	out, err := b.store.Heartbeat(context.Background(), "w1", []contracts.Lease{{JobID: "j1", Attempt: 1}}, b.now)
+	out, err := b.store.Heartbeat(context.Background(), "w1", []contracts.Lease{{JobID: "j1", Claim: 1}}, b.now)
 	require.NoError(t, err)
 	require.Len(t, out.Lost, 1)
 
 	// Applying the same event again does nothing.
 	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
-	require.Equal(t, int64(2), b.get("j1").Attempt)
+	require.Equal(t, int64(2), b.get("j1").Claim)
 }
 
 func TestRequeueStaleAtMaxAttemptsFails(t *testing.T) {
@@ -218,7 +218,7 @@ func TestRequeueStaleAtMaxAttemptsFails(t *testing.T) {
 	b := setup(t)
 	b.running("j1", "w1", 1)
 	b.now = b.now.Add(2 * time.Second)
-	rq := contracts.Requeue{JobID: "j1", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
+	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
 	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StateFailed, got.State)
@@ -229,13 +229,13 @@ func TestRequeueTimeoutFailsAndCancels(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.running("j1", "w1", 3)
-	rq := contracts.Requeue{JobID: "j1", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonTimeout}
+	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonTimeout}
 	b.now = b.now.Add(2 * time.Hour)
 	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StateFailed, got.State)
 	require.Equal(t, contracts.ClassTimeout, contracts.ClassOf(got.Error))
-	require.Equal(t, []contracts.Lease{{JobID: "j1", Attempt: 1}}, b.n.cancels)
+	require.Equal(t, []contracts.Lease{{JobID: "j1", Claim: 1}}, b.n.cancels)
 }
 
 // TestRequeueOfACancelRequestedJobCancels: a running job a user asked to
@@ -251,18 +251,18 @@ func TestRequeueOfACancelRequestedJobCancels(t *testing.T) {
 				b := setup(t)
 				b.running("j1", "w1", maxAttempts)
 				yes := true
-				_, err := b.store.Transition(context.Background(), store.Expect{ID: "j1", State: contracts.StateRunning, Attempt: 1},
+				_, err := b.store.Transition(context.Background(), store.Expect{ID: "j1", State: contracts.StateRunning, Claim: 1},
 					store.Change{Now: b.now, State: contracts.StateRunning, CancelRequested: &yes})
 				require.NoError(t, err)
 				b.now = b.now.Add(2 * time.Hour) // stale and past the maximum runtime
-				rq := contracts.Requeue{JobID: "j1", Attempt: 1, State: contracts.StateRunning, Reason: reason}
+				rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: reason}
 				require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
 				got := b.get("j1")
 				require.Equal(t, contracts.StateCancelled, got.State)
 				require.Equal(t, contracts.CancelledByRequest, got.Error)
-				require.Equal(t, int64(1), got.Attempt, "not dispatched again")
+				require.Equal(t, int64(1), got.Claim, "not dispatched again")
 				require.Empty(t, b.n.due)
-				require.Equal(t, []contracts.Lease{{JobID: "j1", Attempt: 1}}, b.n.cancels, "its worker is told to stop")
+				require.Equal(t, []contracts.Lease{{JobID: "j1", Claim: 1}}, b.n.cancels, "its worker is told to stop")
 			})
 		}
 	}
@@ -275,11 +275,11 @@ func TestRequeueLostPendingRedelivers(t *testing.T) {
 		CreatedAt: b.now, UpdatedAt: b.now, NextDispatchAt: &b.now, DispatchDeadline: b.now.Add(time.Hour)}
 	_, _, err := b.store.Admit(context.Background(), j, store.Caps{})
 	require.NoError(t, err)
-	rq := contracts.Requeue{JobID: "p1", Attempt: 0, State: contracts.StatePending, Reason: contracts.ReasonLost}
+	rq := contracts.Requeue{JobID: "p1", Claim: 0, State: contracts.StatePending, Reason: contracts.ReasonLost}
 	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
 	require.Equal(t, []string{"p1"}, b.n.due)
 	// A stale event (the job moved on) is dropped.
-	rq.Attempt = 7
+	rq.Claim = 7
 	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
 	require.Len(t, b.n.due, 1)
 }
@@ -288,9 +288,9 @@ func TestHeartbeatReplies(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.running("j1", "w1", 3)
-	ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(context.Background(), enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "j1", Attempt: 1}, {JobID: "gone", Attempt: 1}}})))
+	ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(context.Background(), enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "j1", Claim: 1}, {JobID: "gone", Claim: 1}}})))
 	require.NoError(t, err)
-	require.Equal(t, []contracts.Lease{{JobID: "gone", Attempt: 1}}, ack.Lost)
+	require.Equal(t, []contracts.Lease{{JobID: "gone", Claim: 1}}, ack.Lost)
 	require.Empty(t, ack.Error)
 
 	ack, err = contracts.DecodeHeartbeatAck(b.a.Heartbeat(context.Background(), []byte(`{"worker_id":"bad id"}`)))

@@ -29,7 +29,7 @@ func (a *Applier) Heartbeat(ctx context.Context, data []byte) []byte {
 		a.ev.State(j)
 	}
 	for _, l := range out.Lost {
-		a.log.Info().Str(observe.FieldWorkerID, hb.WorkerID).Str(observe.FieldJobID, l.JobID).Int64(observe.FieldAttempt, l.Attempt).Msg("lease lost; worker told to stop")
+		a.log.Info().Str(observe.FieldWorkerID, hb.WorkerID).Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).Msg("lease lost; worker told to stop")
 	}
 	return encodeAck(contracts.HeartbeatAck{Lost: out.Lost, Cancel: out.Cancel})
 }

@@ -73,10 +73,10 @@ func TestHeartbeatPromotionObservesQueueWait(t *testing.T) {
 	require.NoError(t, err)
 	claim := b.now.Add(time.Minute)
 	_, err = b.store.Transition(ctx, store.Expect{ID: "q1", State: contracts.StatePending},
-		store.Change{Now: b.now, State: contracts.StatePending, Attempt: 1, ClaimUntil: &claim})
+		store.Change{Now: b.now, State: contracts.StatePending, Claim: 1, ClaimUntil: &claim})
 	require.NoError(t, err)
 
-	hb := enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "q1", Attempt: 1}}})
+	hb := enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "q1", Claim: 1}}})
 	b.a.Heartbeat(ctx, hb) // promotes: submit → running took 1.5s
 	b.now = b.now.Add(time.Second)
 	b.a.Heartbeat(ctx, hb) // renews: no second observation
@@ -100,10 +100,10 @@ func TestAppliedResultObservesRunTimeByState(t *testing.T) {
 	b.running("r1", "w1", 3)
 	b.running("r2", "w1", 3)
 	b.now = b.now.Add(2 * time.Second)
-	ok := contracts.Result{JobID: "r1", Attempt: 1, WorkerID: "w1", State: contracts.StateSucceeded}
+	ok := contracts.Result{JobID: "r1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}
 	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, ok), nil))
 	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, ok), nil)) // duplicate: stale
-	cancelled := contracts.Result{JobID: "r2", Attempt: 1, WorkerID: "w1", State: contracts.StateCancelled, Error: "cancelled: by request"}
+	cancelled := contracts.Result{JobID: "r2", Claim: 1, WorkerID: "w1", State: contracts.StateCancelled, Error: "cancelled: by request"}
 	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, cancelled), nil))
 
 	requireSeries(t, reg, 1, "sluice_scheduler_run_duration_seconds", map[string]string{"state": "succeeded"})
@@ -124,7 +124,7 @@ func TestRequeuesCountedByReasonAndOutcome(t *testing.T) {
 	b.running("gone", "w1", 3)
 	b.running("asked", "w1", 3)
 	yes := true
-	_, err := b.store.Transition(ctx, store.Expect{ID: "asked", State: contracts.StateRunning, Attempt: 1},
+	_, err := b.store.Transition(ctx, store.Expect{ID: "asked", State: contracts.StateRunning, Claim: 1},
 		store.Change{Now: b.now, State: contracts.StateRunning, CancelRequested: &yes})
 	require.NoError(t, err)
 	p := contracts.Job{ID: "lost", Tenant: "t", Kind: "sleep", State: contracts.StatePending, MaxAttempts: 3,
@@ -134,13 +134,13 @@ func TestRequeuesCountedByReasonAndOutcome(t *testing.T) {
 
 	b.now = b.now.Add(2 * time.Hour) // stale and past the max runtime
 	for _, rq := range []contracts.Requeue{
-		{JobID: "stale", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
-		{JobID: "last", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
-		{JobID: "long", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonTimeout},
-		{JobID: "gone", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonShutdown},
-		{JobID: "asked", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
-		{JobID: "lost", Attempt: 0, State: contracts.StatePending, Reason: contracts.ReasonLost},
-		{JobID: "stale", Attempt: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}, // moved on: not counted
+		{JobID: "stale", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
+		{JobID: "last", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
+		{JobID: "long", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonTimeout},
+		{JobID: "gone", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonShutdown},
+		{JobID: "asked", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale},
+		{JobID: "lost", Claim: 0, State: contracts.StatePending, Reason: contracts.ReasonLost},
+		{JobID: "stale", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}, // moved on: not counted
 	} {
 		require.Equal(t, consume.Ack(), b.a.Requeue(ctx, enc(t, rq), nil))
 	}

@@ -27,12 +27,12 @@ func (a *Applier) Progress(ctx context.Context, data []byte) {
 		a.m.Progress.WithLabelValues(outcomeOf(err)).Inc()
 		return
 	}
-	if job.State != contracts.StateRunning || !Current(job, rep.Attempt, rep.WorkerID) {
+	if job.State != contracts.StateRunning || !Current(job, rep.Claim, rep.WorkerID) {
 		a.m.Progress.WithLabelValues("stale").Inc()
 		return
 	}
 	p := rep.Progress
-	_, err = a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Attempt: job.Attempt},
+	_, err = a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Claim: job.Claim},
 		store.Change{Now: a.now(), State: contracts.StateRunning, Progress: &p})
 	if err != nil {
 		a.m.Progress.WithLabelValues(outcomeOf(err)).Inc()
@@ -41,7 +41,7 @@ func (a *Applier) Progress(ctx context.Context, data []byte) {
 	a.m.Progress.WithLabelValues("applied").Inc()
 	a.ev.Publish(contracts.Event{
 		Type: contracts.EventProgress, JobID: job.ID, Tenant: job.Tenant, Kind: job.Kind, Parent: job.Parent,
-		Attempt: job.Attempt, Worker: job.Worker, Progress: &p, At: a.now().UTC(),
+		Attempt: job.Attempt, Claim: job.Claim, Worker: job.Worker, Progress: &p, At: a.now().UTC(),
 	})
 }
 

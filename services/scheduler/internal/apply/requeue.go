@@ -24,7 +24,7 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectRequeue).Msg("malformed requeue dropped")
 		return consume.Poison()
 	}
-	log := a.log.With().Str(observe.FieldJobID, rq.JobID).Int64(observe.FieldAttempt, rq.Attempt).Str("reason", string(rq.Reason)).Logger()
+	log := a.log.With().Str(observe.FieldJobID, rq.JobID).Int64(observe.FieldClaim, rq.Claim).Str("reason", string(rq.Reason)).Logger()
 	job, err := a.jobs.Get(ctx, rq.JobID)
 	if errors.Is(err, store.ErrNotFound) {
 		return consume.Ack()
@@ -33,7 +33,7 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 		log.Warn().Err(err).Msg("store unavailable; requeue retried")
 		return consume.RetryIn(storeRetry)
 	}
-	if job.State != rq.State || job.Attempt != rq.Attempt {
+	if job.State != rq.State || job.Claim != rq.Claim {
 		return consume.Ack() // the job moved on; the event is stale
 	}
 	now := a.now()
@@ -61,7 +61,7 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 			fmt.Sprintf("ran longer than the maximum runtime %s", a.cfg.MaxRuntime)), rq.Reason, log)
 	case contracts.ReasonStale:
 		msg := contracts.JobError(contracts.ClassStale, fmt.Sprintf(
-			"worker %s stopped heartbeating; the job ran %d times (max_attempts %d)", job.Worker, job.Runs, job.MaxAttempts))
+			"worker %s stopped heartbeating; the job ran %d times (max_attempts %d)", job.Worker, job.Attempt, job.MaxAttempts))
 		if !contracts.RunsAgain(job, msg, false) {
 			return a.end(ctx, job, now, contracts.StateFailed, msg, rq.Reason, log)
 		}
@@ -92,8 +92,8 @@ func (a *Applier) redeliver(ctx context.Context, job contracts.Job, now time.Tim
 // requeueRunning takes the attempt back (attempt + 1) and dispatches again.
 func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now time.Time, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
 	none := ""
-	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Attempt: job.Attempt},
-		store.Change{Now: now, State: contracts.StatePending, Attempt: job.Attempt + 1, Worker: &none, NextDispatchAt: &now, ClearClaim: true})
+	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Claim: job.Claim},
+		store.Change{Now: now, State: contracts.StatePending, Claim: job.Claim + 1, Worker: &none, NextDispatchAt: &now, ClearClaim: true})
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		return consume.Ack()
@@ -114,7 +114,7 @@ func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now tim
 // end ends the job in state (failed or cancelled) with msg for a requeue
 // event of reason.
 func (a *Applier) end(ctx context.Context, job contracts.Job, now time.Time, state contracts.JobState, msg string, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
-	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Attempt: job.Attempt},
+	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Claim: job.Claim},
 		store.Change{Now: now, State: state, Error: &msg})
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
@@ -131,7 +131,7 @@ func (a *Applier) end(ctx context.Context, job contracts.Job, now time.Time, sta
 		log.Info().Str("error", msg).Msg("job failed")
 	}
 	if job.Worker != "" {
-		_ = a.notify.Cancel(job.Worker, contracts.Lease{JobID: job.ID, Attempt: job.Attempt})
+		_ = a.notify.Cancel(job.Worker, contracts.Lease{JobID: job.ID, Claim: job.Claim})
 	}
 	return consume.Ack()
 }

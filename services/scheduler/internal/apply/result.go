@@ -33,7 +33,7 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 	updated, err := a.jobs.UpdateEach(ctx, ids, func(i int, job contracts.Job) (store.Change, error) {
 		res := results[i]
 		befores[i] = job
-		if !Current(job, res.Attempt, res.WorkerID) {
+		if !Current(job, res.Claim, res.WorkerID) {
 			return store.Change{}, errStale
 		}
 		changes[i] = a.resultChange(job, res)
@@ -60,7 +60,7 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before contracts.Job, ch store.Change, u store.Updated) consume.Settle {
 	// The result's fields go on each event: no child logger per result.
 	fields := func(e *zerolog.Event) *zerolog.Event {
-		return e.Str(observe.FieldJobID, res.JobID).Int64(observe.FieldAttempt, res.Attempt).Str(observe.FieldWorkerID, res.WorkerID)
+		return e.Str(observe.FieldJobID, res.JobID).Int64(observe.FieldClaim, res.Claim).Str(observe.FieldWorkerID, res.WorkerID)
 	}
 	switch err := u.Err; {
 	case errors.Is(err, store.ErrNotFound):
@@ -68,7 +68,7 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 		return consume.Ack()
 	case errors.Is(err, errStale):
 		a.m.Results.WithLabelValues("stale").Inc()
-		fields(a.log.Info()).Str("state", string(before.State)).Int64("current_attempt", before.Attempt).Msg("result for an old attempt ignored")
+		fields(a.log.Info()).Str("state", string(before.State)).Int64("current_claim", before.Claim).Msg("result for an old claim ignored")
 		return consume.Ack()
 	case errors.Is(err, store.ErrConflict):
 		return consume.RetryIn(0)
@@ -92,7 +92,7 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 }
 
 // errStale is the decision on a result that no longer speaks for its job.
-var errStale = errors.New("result for an old attempt")
+var errStale = errors.New("result for an old claim")
 
 // resultChange is the change a current result makes to job: its final
 // state, or a retry when the run failed and may run again. A failed run of
@@ -103,20 +103,20 @@ func (a *Applier) resultChange(job contracts.Job, res contracts.Result) store.Ch
 	now := a.now()
 	// A run counts from its start heartbeat; a result that beats it
 	// still ends a run.
-	ch := store.Change{Now: now, State: res.State, Result: res.Result, IncRuns: job.State == contracts.StatePending}
+	ch := store.Change{Now: now, State: res.State, Result: res.Result, IncAttempt: job.State == contracts.StatePending}
 	if res.Error != "" {
 		ch.Error = &res.Error
 	}
 	if res.State != contracts.StateFailed {
 		return ch
 	}
-	runs := job.Runs
+	runs := job.Attempt
 	if job.State == contracts.StatePending {
 		runs++
 	}
-	ch.Errors = contracts.AppendRunError(job.Errors, contracts.RunError{Run: runs, Attempt: job.Attempt, Error: res.Error, At: now})
+	ch.Errors = contracts.AppendRunError(job.Errors, contracts.RunError{Attempt: runs, Claim: job.Claim, Error: res.Error, At: now})
 	counted := job
-	counted.Runs = runs
+	counted.Attempt = runs
 	switch {
 	case job.CancelRequested:
 		cancelled := contracts.CancelledByRequest
@@ -132,7 +132,7 @@ func (a *Applier) resultChange(job contracts.Job, res contracts.Result) store.Ch
 // on that worker. (A pending job at that attempt holds the dispatch claim
 // the worker accepted; its start heartbeat has not landed yet.)
 func Current(job contracts.Job, attempt int64, workerID string) bool {
-	if !job.State.Active() || job.Attempt != attempt {
+	if !job.State.Active() || job.Claim != attempt {
 		return false
 	}
 	return job.State == contracts.StatePending || job.Worker == workerID
@@ -144,6 +144,6 @@ func Current(job contracts.Job, attempt int64, workerID string) bool {
 func (a *Applier) retryChange(job contracts.Job, runs int, final store.Change) store.Change {
 	next := final.Now.Add(RetryDelay(runs, a.cfg.RetryBackoff, a.cfg.RetryBackoffMax))
 	none := ""
-	return store.Change{Now: final.Now, State: contracts.StatePending, Attempt: job.Attempt + 1, Worker: &none,
-		IncRuns: final.IncRuns, ClearClaim: true, NextDispatchAt: &next, Errors: final.Errors}
+	return store.Change{Now: final.Now, State: contracts.StatePending, Claim: job.Claim + 1, Worker: &none,
+		IncAttempt: final.IncAttempt, ClearClaim: true, NextDispatchAt: &next, Errors: final.Errors}
 }

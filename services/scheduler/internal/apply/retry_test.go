@@ -47,7 +47,7 @@ func setupRetry(t *testing.T) *bundle {
 // fail reports a failed run of j's current attempt from worker w.
 func (b *bundle) fail(j contracts.Job, w, msg string, permanent bool) contracts.Job {
 	b.t.Helper()
-	res := contracts.Result{JobID: j.ID, Attempt: j.Attempt, WorkerID: w, State: contracts.StateFailed, Error: msg, Permanent: permanent}
+	res := contracts.Result{JobID: j.ID, Claim: j.Claim, WorkerID: w, State: contracts.StateFailed, Error: msg, Permanent: permanent}
 	require.Equal(b.t, consume.Ack(), b.a.Result(context.Background(), enc(b.t, res), nil))
 	return b.get(j.ID)
 }
@@ -57,10 +57,10 @@ func (b *bundle) rerun(j contracts.Job, w string) contracts.Job {
 	b.t.Helper()
 	ctx := context.Background()
 	claim := b.now.Add(time.Minute)
-	_, err := b.store.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending, Attempt: j.Attempt},
-		store.Change{Now: b.now, State: contracts.StatePending, Attempt: j.Attempt + 1, ClaimUntil: &claim})
+	_, err := b.store.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending, Claim: j.Claim},
+		store.Change{Now: b.now, State: contracts.StatePending, Claim: j.Claim + 1, ClaimUntil: &claim})
 	require.NoError(b.t, err)
-	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: j.ID, Attempt: j.Attempt + 1}}, b.now)
+	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: j.ID, Claim: j.Claim + 1}}, b.now)
 	require.NoError(b.t, err)
 	require.Len(b.t, out.Promoted, 1)
 	return b.get(j.ID)
@@ -73,12 +73,12 @@ func TestFailedRunsRetryWithBackoffUntilMaxAttempts(t *testing.T) {
 
 	j = b.fail(j, "w1", "handler: boom 1", false)
 	require.Equal(t, contracts.StatePending, j.State, "run 1 of 3 failed: another run")
-	require.Equal(t, int64(2), j.Attempt)
+	require.Equal(t, int64(2), j.Claim)
 	require.Empty(t, j.Worker)
 	require.Empty(t, j.Error, "the job has not failed")
-	require.Equal(t, 1, j.Runs)
+	require.Equal(t, 1, j.Attempt)
 	require.Len(t, j.Errors, 1)
-	require.Equal(t, contracts.RunError{Run: 1, Attempt: 1, Error: "handler: boom 1", At: j.Errors[0].At}, j.Errors[0])
+	require.Equal(t, contracts.RunError{Attempt: 1, Claim: 1, Error: "handler: boom 1", At: j.Errors[0].At}, j.Errors[0])
 	wait := j.NextDispatchAt.Sub(b.now)
 	require.GreaterOrEqual(t, wait, 500*time.Millisecond)
 	require.LessOrEqual(t, wait, 1500*time.Millisecond)
@@ -87,7 +87,7 @@ func TestFailedRunsRetryWithBackoffUntilMaxAttempts(t *testing.T) {
 	b.now = *j.NextDispatchAt
 	j = b.fail(b.rerun(j, "w2"), "w2", "timeout: too slow", false)
 	require.Equal(t, contracts.StatePending, j.State, "timeouts retry too")
-	require.Equal(t, 2, j.Runs)
+	require.Equal(t, 2, j.Attempt)
 	require.Len(t, j.Errors, 2)
 	wait = j.NextDispatchAt.Sub(b.now)
 	require.GreaterOrEqual(t, wait, time.Second, "the backoff grows")
@@ -96,9 +96,9 @@ func TestFailedRunsRetryWithBackoffUntilMaxAttempts(t *testing.T) {
 	j = b.fail(b.rerun(j, "w1"), "w1", "handler: boom 3", false)
 	require.Equal(t, contracts.StateFailed, j.State, "three runs of max_attempts 3")
 	require.Equal(t, "handler: boom 3", j.Error)
-	require.Equal(t, 3, j.Runs)
+	require.Equal(t, 3, j.Attempt)
 	require.Len(t, j.Errors, 3)
-	require.Equal(t, []int{1, 2, 3}, []int{j.Errors[0].Run, j.Errors[1].Run, j.Errors[2].Run})
+	require.Equal(t, []int{1, 2, 3}, []int{j.Errors[0].Attempt, j.Errors[1].Attempt, j.Errors[2].Attempt})
 }
 
 // TestAFailedRunOfACancelRequestedJobCancels: a run that fails after a
@@ -111,18 +111,18 @@ func TestAFailedRunOfACancelRequestedJobCancels(t *testing.T) {
 	yes := true
 	for id, want := range map[string]contracts.JobState{"fails": contracts.StateCancelled, "succeeds": contracts.StateSucceeded} {
 		j := b.running(id, "w1", 3)
-		_, err := b.store.Transition(context.Background(), store.Expect{ID: id, State: contracts.StateRunning, Attempt: j.Attempt},
+		_, err := b.store.Transition(context.Background(), store.Expect{ID: id, State: contracts.StateRunning, Claim: j.Claim},
 			store.Change{Now: b.now, State: contracts.StateRunning, CancelRequested: &yes})
 		require.NoError(t, err)
-		res := contracts.Result{JobID: id, Attempt: j.Attempt, WorkerID: "w1", State: contracts.StateSucceeded}
+		res := contracts.Result{JobID: id, Claim: j.Claim, WorkerID: "w1", State: contracts.StateSucceeded}
 		if want == contracts.StateCancelled {
 			res.State, res.Error = contracts.StateFailed, "handler: exit status 143"
 		}
 		require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
 		j = b.get(id)
 		require.Equal(t, want, j.State, id)
-		require.Equal(t, 1, j.Runs)
-		require.Equal(t, int64(1), j.Attempt, "not dispatched again")
+		require.Equal(t, 1, j.Attempt)
+		require.Equal(t, int64(1), j.Claim, "not dispatched again")
 		if want == contracts.StateCancelled {
 			require.Equal(t, contracts.CancelledByRequest, j.Error)
 			require.Len(t, j.Errors, 1)

@@ -236,5 +236,5 @@ func (d *Dispatcher) done(kind string) {
 // jobFields adds a job's fields to a log event (nil when the level is off,
 // which zerolog's events accept): no child logger per dispatch.
 func jobFields(e *zerolog.Event, j contracts.Job) *zerolog.Event {
-	return e.Str(observe.FieldJobID, j.ID).Int64(observe.FieldAttempt, j.Attempt)
+	return e.Str(observe.FieldJobID, j.ID).Int(observe.FieldAttempt, j.Attempt).Int64(observe.FieldClaim, j.Claim)
 }

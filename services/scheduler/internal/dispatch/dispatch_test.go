@@ -142,7 +142,7 @@ func (b *bundle) workerLoaded(id string, capacity, inFlight int, status contract
 			if answer == contracts.OfferAccepted {
 				running++
 			}
-			out.Results = append(out.Results, contracts.OfferResult{JobID: spec.ID, Attempt: spec.Attempt, Status: answer})
+			out.Results = append(out.Results, contracts.OfferResult{JobID: spec.ID, Claim: spec.Claim, Status: answer})
 			if answer == contracts.OfferAccepted || out.Status == contracts.OfferRefused {
 				out.Status = answer
 			}
@@ -221,7 +221,7 @@ func TestOfferRotatesPastBusyAndNoResponders(t *testing.T) {
 	require.Equal(t, []string{"w1", "w3"}, b.offered(), "w1 busy, w2 no responders, w3 accepts, w4 never asked")
 	got := b.get(j.ID)
 	require.Equal(t, contracts.StatePending, got.State, "running is recorded by the worker's start heartbeat")
-	require.Equal(t, int64(1), got.Attempt)
+	require.Equal(t, int64(1), got.Claim)
 	require.NotNil(t, got.ClaimUntil, "the claim keeps other schedulers off until the heartbeat lands")
 	require.Equal(t, 1, b.picker.Failures("w2"))
 
@@ -251,7 +251,7 @@ func TestNoRoomNoClaim(t *testing.T) {
 	require.Empty(t, b.round(), "no room: nothing claimed")
 	got := b.get(j.ID)
 	require.Equal(t, contracts.StatePending, got.State)
-	require.Equal(t, int64(0), got.Attempt, "no claim was spent")
+	require.Equal(t, int64(0), got.Claim, "no claim was spent")
 	require.Nil(t, got.ClaimUntil)
 	require.Empty(t, b.offered())
 
@@ -266,7 +266,7 @@ func TestAllBusyReleasesTheClaim(t *testing.T) {
 	j := b.admit(time.Minute)
 	require.Len(t, b.round(), 1)
 	got := b.get(j.ID)
-	require.Equal(t, int64(1), got.Attempt)
+	require.Equal(t, int64(1), got.Claim)
 	require.Nil(t, got.ClaimUntil, "overflow releases the claim")
 	require.Equal(t, contracts.StatePending, got.State)
 	require.False(t, got.NextDispatchAt.After(time.Now()), "a busy worker is no failure: ready again at once")
@@ -370,7 +370,7 @@ func TestDispatchesByPriorityWhenWorkersAreScarce(t *testing.T) {
 	b.worker("w1", 1, contracts.OfferAccepted)
 	got := b.round()
 	require.Equal(t, []string{high.ID}, jobIDs(got), "one slot: the higher priority goes first")
-	require.Equal(t, int64(0), b.get(low.ID).Attempt)
+	require.Equal(t, int64(0), b.get(low.ID).Claim)
 }
 
 func TestFreedSlotWakesTheDispatcher(t *testing.T) {
@@ -385,7 +385,7 @@ func TestFreedSlotWakesTheDispatcher(t *testing.T) {
 	// poll interval is an hour).
 	b.roster.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"sleep"}, Capacity: 1, InFlight: 0, IntervalMS: 60000})
 	require.Eventually(t, func() bool { return len(b.offered()) == 1 }, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, int64(1), b.get(j.ID).Attempt)
+	require.Equal(t, int64(1), b.get(j.ID).Claim)
 }
 
 func TestConcurrentOffersReserveDistinctSlots(t *testing.T) {
@@ -432,7 +432,7 @@ func TestJobTooLargeForTheBusFailsWithoutBlamingWorkers(t *testing.T) {
 	got := b.get(big.ID)
 	require.Equal(t, contracts.StateFailed, got.State)
 	require.Equal(t, contracts.ClassInput, contracts.ClassOf(got.Error))
-	require.Zero(t, got.Attempt, "no dispatch attempt spent")
+	require.Zero(t, got.Claim, "no dispatch attempt spent")
 	require.Empty(t, b.offered(), "no offer was attempted")
 	require.Zero(t, b.picker.Failures("w1"))
 	require.Zero(t, b.picker.Failures("w2"))
@@ -446,7 +446,7 @@ func TestJobTooLargeForTheBusFailsWithoutBlamingWorkers(t *testing.T) {
 	small := b.admit(time.Minute)
 	require.Len(t, b.round(), 2)
 	require.Equal(t, contracts.StateFailed, b.get(big2.ID).State)
-	require.Equal(t, int64(1), b.get(small.ID).Attempt, "claimed and accepted")
+	require.Equal(t, int64(1), b.get(small.ID).Claim, "claimed and accepted")
 	require.Equal(t, []string{"w1"}, b.offered())
 	require.Zero(t, b.picker.Failures("w1"))
 }

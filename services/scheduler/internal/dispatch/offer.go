@@ -249,7 +249,7 @@ func (d *Dispatcher) release(ctx context.Context, job contracts.Job, failed bool
 		next := NextAttemptAt(now, d.cfg.RetryInterval, d.jitter(), job.DispatchDeadline)
 		ch.NextDispatchAt = &next
 	}
-	_, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: job.Attempt}, ch)
+	_, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StatePending, Claim: job.Claim}, ch)
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		// A worker's start heartbeat won (an offer that timed out was
@@ -264,7 +264,7 @@ func (d *Dispatcher) release(ctx context.Context, job contracts.Job, failed bool
 // fail ends a pending job failed with msg; outcome labels the dispatch. A
 // missed compare-and-set means the job moved on; nothing to do.
 func (d *Dispatcher) fail(ctx context.Context, job contracts.Job, msg, outcome string) bool {
-	failed, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StatePending, Attempt: job.Attempt},
+	failed, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StatePending, Claim: job.Claim},
 		store.Change{Now: d.now(), State: contracts.StateFailed, Error: &msg})
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
@@ -285,7 +285,7 @@ func (d *Dispatcher) fail(ctx context.Context, job contracts.Job, msg, outcome s
 func capacityError(job contracts.Job) string {
 	return contracts.JobError(contracts.ClassCapacity, fmt.Sprintf(
 		"no worker accepted the job before its dispatch deadline %s (%d dispatch attempts)",
-		job.DispatchDeadline.UTC().Format(time.RFC3339), job.Attempt))
+		job.DispatchDeadline.UTC().Format(time.RFC3339), job.Claim))
 }
 
 // offerTo sends one offer and classifies the outcome.

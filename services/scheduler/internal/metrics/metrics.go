@@ -18,7 +18,7 @@ const (
 
 // Requeue outcome label values of sluice_scheduler_requeues_total.
 const (
-	// RequeueRequeued: a running job went back to pending (attempt + 1).
+	// RequeueRequeued: a running job went back to pending (claim + 1).
 	RequeueRequeued = "requeued"
 	// RequeueRedelivered: a pending job whose due message was lost got a new one.
 	RequeueRedelivered = "redelivered"
@@ -101,7 +101,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 		}, []string{"state"}),
 		Results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_results_total",
-			Help: "Worker results, by outcome (applied, retried: a failed run that goes back to pending for another after a backoff, stale: for an old attempt and ignored).",
+			Help: "Worker results, by outcome (applied, retried: a failed run that goes back to pending for another after a backoff, stale: for an old claim and ignored).",
 		}, []string{"outcome"}),
 		requeues: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_requeues_total",

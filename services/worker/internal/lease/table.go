@@ -84,7 +84,7 @@ func (t *Table) lookupLocked(l contracts.Lease) Status {
 	switch {
 	case !ok:
 		return Free
-	case e.attempt == l.Attempt:
+	case e.attempt == l.Claim:
 		return Held
 	default:
 		return Conflict
@@ -100,13 +100,13 @@ func (t *Table) Add(l contracts.Lease, cancel context.CancelCauseFunc, now time.
 	if t.lookupLocked(l) != Free {
 		return false
 	}
-	t.m[l.JobID] = &entry{attempt: l.Attempt, cancel: cancel, lastAck: now}
+	t.m[l.JobID] = &entry{attempt: l.Claim, cancel: cancel, lastAck: now}
 	return true
 }
 
 func (t *Table) get(l contracts.Lease) *entry {
 	e, ok := t.m[l.JobID]
-	if !ok || e.attempt != l.Attempt {
+	if !ok || e.attempt != l.Claim {
 		return nil
 	}
 	return e
@@ -140,7 +140,7 @@ func (t *Table) Active() []contracts.Lease {
 	out := make([]contracts.Lease, 0, len(t.m))
 	for id, e := range t.m {
 		if !e.done && !e.fenced {
-			out = append(out, contracts.Lease{JobID: id, Attempt: e.attempt})
+			out = append(out, contracts.Lease{JobID: id, Claim: e.attempt})
 		}
 	}
 	slices.SortFunc(out, func(a, b contracts.Lease) int { return strings.Compare(a.JobID, b.JobID) })
@@ -211,7 +211,7 @@ func (t *Table) Unacknowledged(now time.Time, maxAge time.Duration) []contracts.
 	var out []contracts.Lease
 	for id, e := range t.m {
 		if !e.done && !e.fenced && now.Sub(e.lastAck) > maxAge {
-			out = append(out, contracts.Lease{JobID: id, Attempt: e.attempt})
+			out = append(out, contracts.Lease{JobID: id, Claim: e.attempt})
 		}
 	}
 	slices.SortFunc(out, func(a, b contracts.Lease) int { return strings.Compare(a.JobID, b.JobID) })

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func lz(id string, attempt int64) contracts.Lease {
-	return contracts.Lease{JobID: id, Attempt: attempt}
+	return contracts.Lease{JobID: id, Claim: attempt}
 }
 
 func TestLookup(t *testing.T) {

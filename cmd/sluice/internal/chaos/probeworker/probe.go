@@ -97,7 +97,7 @@ func (p *probe) handle(ctx context.Context, job worker.Job) (worker.Result, erro
 // harness then reports a run with no end).
 func (p *probe) record(job worker.Job, event string, at time.Time, ctxErr string) {
 	err := p.journal.Write(journal.Entry{
-		JobID: job.ID, Attempt: job.Attempt, WorkerID: p.workerID,
+		JobID: job.ID, Attempt: job.Claim, WorkerID: p.workerID,
 		Event: event, T: at.UnixNano(), CtxErr: ctxErr, PID: p.pid,
 	})
 	if err != nil {

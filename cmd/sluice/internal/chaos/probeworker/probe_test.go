@@ -43,7 +43,7 @@ func events(t *testing.T, dir string) []string {
 func TestProbeRunsAndJournals(t *testing.T) {
 	t.Parallel()
 	p, dir := newProbe(t)
-	res, err := p.handle(context.Background(), worker.Job{ID: "job1", Attempt: 3, Payload: []byte(`{"ms":5}`)})
+	res, err := p.handle(context.Background(), worker.Job{ID: "job1", Claim: 3, Payload: []byte(`{"ms":5}`)})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"slept_ms":5}`, string(res))
 	require.Equal(t, []string{"start:", "end:"}, events(t, dir))
@@ -55,7 +55,7 @@ func TestProbeStopsWhenFenced(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	fenced := errors.New("lease lost")
 	time.AfterFunc(5*time.Millisecond, func() { cancel(fenced) })
-	_, err := p.handle(ctx, worker.Job{ID: "job1", Attempt: 3, Payload: []byte(`{"ms":60000}`)})
+	_, err := p.handle(ctx, worker.Job{ID: "job1", Claim: 3, Payload: []byte(`{"ms":60000}`)})
 	require.ErrorIs(t, err, fenced)
 	require.Equal(t, []string{"start:", "ctx_done:lease lost", "end:lease lost"}, events(t, dir))
 }
@@ -63,7 +63,7 @@ func TestProbeStopsWhenFenced(t *testing.T) {
 func TestProbeBadPayload(t *testing.T) {
 	t.Parallel()
 	p, dir := newProbe(t)
-	_, err := p.handle(context.Background(), worker.Job{ID: "job1", Attempt: 3, Payload: []byte(`{"ms":-1}`)})
+	_, err := p.handle(context.Background(), worker.Job{ID: "job1", Claim: 3, Payload: []byte(`{"ms":-1}`)})
 	var ce *contracts.ClassedError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, contracts.ClassInput, ce.Class)

@@ -299,11 +299,11 @@
   // rows maps a job id to its model and table row.
   const rows = new Map();
 
-  function order(attempt, state) { return (attempt || 0) * 10 + (RANK[state] || 0); }
+  function order(claim, state) { return (claim || 0) * 10 + (RANK[state] || 0); }
 
   function newRow(id) {
     const r = {
-      id, kind: '', state: '', attempt: 0, runs: 0, maxAttempts: 0, runAttempt: -1, worker: '', error: '',
+      id, kind: '', state: '', claim: 0, attempt: 0, maxAttempts: 0, runClaim: -1, worker: '', error: '',
       created: null, started: null, finished: null, progress: null, cancelRequested: false,
       children: null, open: false, kids: null,
       tr: null, cells: null, fetched: false,
@@ -314,23 +314,23 @@
 
   // mergeJob applies a whole job (list, get, cancel answer or snapshot
   // event). Jobs only move forward: an older view never overwrites a newer
-  // one (by attempt, then pending < running < final).
+  // one (by claim, then pending < running < final).
   function mergeJob(j) {
     if (!j || !j.id) return;
     const r = rows.get(j.id) || newRow(j.id);
     r.kind = j.kind || r.kind;
     r.created = parseTime(j.created_at) || r.created;
     r.maxAttempts = j.max_attempts || r.maxAttempts; // never changes: taken from any view
-    if (!r.state || order(j.attempt, j.state) >= order(r.attempt, r.state)) {
+    if (!r.state || order(j.claim, j.state) >= order(r.claim, r.state)) {
       r.state = j.state;
-      r.attempt = j.attempt || 0;
-      r.runs = j.runs || 0;
-      // The attempt whose run r.runs already counts (none while pending).
-      r.runAttempt = j.state === 'pending' ? -1 : r.attempt;
+      r.claim = j.claim || 0;
+      r.attempt = j.attempt || 0; // the run number
+      // The claim whose run r.attempt already counts (none while pending).
+      r.runClaim = j.state === 'pending' ? -1 : r.claim;
       r.worker = j.worker || '';
       r.error = j.error || '';
       r.started = j.state === 'pending' ? null : (parseTime(j.started_at) || r.started);
-      r.startedAttempt = r.attempt;
+      r.startedClaim = r.claim;
       r.finished = parseTime(j.finished_at) || (FINAL.has(j.state) ? r.finished : null);
       r.cancelRequested = !!j.cancel_requested;
       if (j.children) r.children = j.children;
@@ -346,23 +346,26 @@
     const known = !!r;
     if (!r) r = newRow(ev.job_id);
     if (ev.kind) r.kind = ev.kind;
-    if (!r.created && ev.state === 'pending' && (ev.attempt || 0) === 0) r.created = parseTime(ev.at);
-    if (r.state && order(ev.attempt, ev.state) < order(r.attempt, r.state)) {
+    if (!r.created && ev.state === 'pending' && (ev.claim || 0) === 0) r.created = parseTime(ev.at);
+    if (r.state && order(ev.claim, ev.state) < order(r.claim, r.state)) {
       render(r);
       return; // stale: the row already shows a later change
     }
-    if ((ev.attempt || 0) !== r.attempt) r.progress = null;
+    if ((ev.claim || 0) !== r.claim) r.progress = null;
     r.state = ev.state;
-    r.attempt = ev.attempt || 0;
+    r.claim = ev.claim || 0;
     r.worker = ev.worker || '';
     r.error = ev.error || '';
-    if (ev.state === 'running' && (!r.started || r.startedAttempt !== r.attempt)) {
+    if (ev.state === 'running' && (!r.started || r.startedClaim !== r.claim)) {
       r.started = parseTime(ev.at);
-      r.startedAttempt = r.attempt;
+      r.startedClaim = r.claim;
     }
-    if (ev.state === 'running' && r.runAttempt !== r.attempt) {
-      r.runs++; // a new run; the next read of the job corrects it if need be
-      r.runAttempt = r.attempt;
+    if (ev.attempt) {
+      r.attempt = ev.attempt; // the run number, which state events carry
+      if (ev.state !== 'pending') r.runClaim = r.claim;
+    } else if (ev.state === 'running' && r.runClaim !== r.claim) {
+      r.attempt++; // a new run; the next read of the job corrects it if need be
+      r.runClaim = r.claim;
     }
     if (ev.state === 'pending') r.started = null;
     if (FINAL.has(ev.state)) r.finished = parseTime(ev.at);
@@ -376,10 +379,10 @@
     let r = rows.get(ev.job_id);
     if (!r) {
       r = newRow(ev.job_id);
-      r.attempt = ev.attempt || 0;
+      r.claim = ev.claim || 0;
       fillFromAPI(r);
     }
-    if ((ev.attempt || 0) < r.attempt || FINAL.has(r.state) && r.state !== 'succeeded') return;
+    if ((ev.claim || 0) < r.claim || FINAL.has(r.state) && r.state !== 'succeeded') return;
     r.progress = ev.progress || null;
     render(r);
   }
@@ -454,7 +457,7 @@
       id: el('td', { className: 'id', title: r.id, textContent: shortID(r.id) }),
       kind: el('td', { className: 'kind' }),
       state: el('td', { className: 'state' }),
-      runs: el('td', { className: 'runs num' }),
+      attempt: el('td', { className: 'attempt num' }),
       claim: el('td', { className: 'claim num' }),
       worker: el('td', { className: 'worker-id mono' }),
       wait: el('td', { className: 'wait num' }),
@@ -473,7 +476,7 @@
     c.act.append(c.fold);
     r.cells = c;
     r.tr = el('tr', { className: listed ? 'job fresh' : 'job', dataset: { jobId: r.id } },
-      c.id, c.kind, c.state, c.runs, c.claim, c.worker, c.wait, c.run, c.progress, c.error, c.act);
+      c.id, c.kind, c.state, c.attempt, c.claim, c.worker, c.wait, c.run, c.progress, c.error, c.act);
     placeRow(r);
   }
 
@@ -548,24 +551,24 @@
     setText(c.kind, r.kind);
     c.badge.dataset.state = r.state;
     setText(c.badge, r.state === 'running' && r.cancelRequested ? 'running · cancelling' : r.state || '…');
-    // Runs (what max_attempts counts) and, apart, the claim counter, which
-    // also counts dispatch claims that never ran.
+    // The attempt (the run number, what max_attempts limits) and, apart,
+    // the claim counter, which also counts dispatch claims that never ran.
     const k = r.children;
     if (k) {
       // A fan-out parent runs nothing itself: its children's counts.
       const done = (k.succeeded || 0) + (k.failed || 0) + (k.cancelled || 0);
-      setText(c.runs, done + ' / ' + k.total);
-      c.runs.title = 'children: ' + k.succeeded + ' succeeded, ' + k.failed + ' failed, ' + k.cancelled +
+      setText(c.attempt, done + ' / ' + k.total);
+      c.attempt.title = 'children: ' + k.succeeded + ' succeeded, ' + k.failed + ' failed, ' + k.cancelled +
         ' cancelled, ' + k.running + ' running, ' + k.pending + ' waiting';
       r.worker = k.running ? k.running + ' running' : '';
       c.fold.hidden = false;
       c.fold.textContent = r.open ? 'fold' : 'children';
     } else {
-      setText(c.runs, r.maxAttempts ? r.runs + ' / ' + r.maxAttempts : String(r.runs));
-      c.runs.title = 'ran ' + r.runs + (r.maxAttempts ? ' of at most ' + r.maxAttempts : '') + ' times';
+      setText(c.attempt, r.maxAttempts ? r.attempt + ' / ' + r.maxAttempts : String(r.attempt));
+      c.attempt.title = 'run ' + r.attempt + (r.maxAttempts ? ' of at most ' + r.maxAttempts : '');
     }
-    setText(c.claim, String(r.attempt));
-    c.claim.title = 'dispatch claim ' + r.attempt + ' (fencing token; not a run count)';
+    setText(c.claim, String(r.claim));
+    c.claim.title = 'dispatch claim ' + r.claim + ' (fencing token; not a run count)';
     setText(c.worker, r.worker);
     setText(c.error, r.error);
     c.error.title = r.error;
