@@ -7,10 +7,10 @@ import (
 	"strconv"
 )
 
-// The run number and the claim. Until release 0.12 the JSON "attempt" of
+// The run number and the claim. Until release 0.13 the JSON "attempt" of
 // a job and of its events was the fencing counter, bumped on every
 // dispatch claim, while "runs" counted the runs that max_attempts limits.
-// Since 0.12 a job's "attempt" is its run number (what "runs" was) and the
+// Since 0.13 a job's "attempt" is its run number (what "runs" was) and the
 // fencing counter is "claim", in the API (jobs, run errors, events) and in
 // the Go names of every message.
 //

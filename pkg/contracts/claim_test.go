@@ -44,7 +44,7 @@ func TestJobJSONAttemptIsTheRunClaimTheFence(t *testing.T) {
 
 func TestJobJSONOfAnEarlierRelease(t *testing.T) {
 	t.Parallel()
-	// Before 0.12 "attempt" was the claim and "runs" the run number; a
+	// Before 0.13 "attempt" was the claim and "runs" the run number; a
 	// client of this release reads such a server's jobs the same way.
 	old := `{"id":"j1","tenant":"acme","kind":"sleep","state":"running","attempt":5,"runs":2,"max_attempts":3,
 		"worker":"w1","errors":[{"run":1,"attempt":3,"error":"handler: boom","at":"2026-11-27T10:00:00Z"}],

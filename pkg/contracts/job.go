@@ -17,7 +17,7 @@ type Job struct {
 	// Attempt is the job's run number: 1 during and after its first run,
 	// one more for every run that starts (a retry, a requeue that ran
 	// again); 0 while it never ran. MaxAttempts limits it. (Until release
-	// 0.12 the JSON "attempt" was the claim, and "runs" this number; "runs"
+	// 0.13 the JSON "attempt" was the claim, and "runs" this number; "runs"
 	// is still written, as a deprecated alias, for one release.)
 	Attempt     int `json:"attempt"`
 	MaxAttempts int `json:"max_attempts"`

@@ -24,7 +24,7 @@ func TestStoredNamesOfAttemptAndClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.Admitted, adm)
 
-	// A row as 0.11 left it: its fifth claim, its second run, the first
+	// A row as 0.12 left it: its fifth claim, its second run, the first
 	// run's error at claim 3.
 	_, err = s.w.ExecContext(ctx, `UPDATE jobs SET attempt = 5, runs = 2,
 		errors = '[{"run":1,"attempt":3,"error":"handler: boom","at":"2026-11-27T10:00:00Z"}]' WHERE id = ?`, j.ID)

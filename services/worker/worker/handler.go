@@ -18,7 +18,7 @@ type Job struct {
 	// Claim is the job's dispatch claim this run holds: the fencing token
 	// of its heartbeats and result (the API's "claim"). It is not the run
 	// number: claims that never ran (a busy worker, a lost offer) count
-	// too. (Named Attempt until 0.12.)
+	// too. (Named Attempt before 0.13.)
 	Claim    int64
 	Payload  json.RawMessage
 	Key      string
