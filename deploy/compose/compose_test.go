@@ -142,7 +142,7 @@ func TestEnvVarsReflectsTheConfigs(t *testing.T) {
 	}
 	require.False(t, w["SLUICE_STORE"], "workers need no database")
 	g := envVars(reflect.TypeFor[gateway.Config]())
-	for _, v := range []string{"SLUICE_STORE", "SLUICE_DATA_DIR", "SLUICE_NATS_USER", "SLUICE_HTTP_ADDR", "SLUICE_API_TOKENS"} {
+	for _, v := range []string{"SLUICE_STORE", "SLUICE_DATA_DIR", "SLUICE_NATS_USER", "SLUICE_GATEWAY_HTTP_ADDR", "SLUICE_GATEWAY_API_TOKENS"} {
 		require.True(t, g[v], v)
 	}
 }
@@ -223,7 +223,7 @@ func TestComposeServices(t *testing.T) {
 			port := "9090"
 			addrVar := "SLUICE_" + strings.ToUpper(name) + "_HTTP_ADDR"
 			if name == "gateway" {
-				port, addrVar = "8080", "SLUICE_HTTP_ADDR"
+				port, addrVar = "8080", "SLUICE_GATEWAY_HTTP_ADDR"
 			}
 			require.Equal(t, "0.0.0.0:"+port, env[addrVar])
 			require.Equal(t, types.HealthCheckTest{"CMD", "/usr/local/bin/healthprobe", "http://127.0.0.1:" + port + "/readyz"}, s.HealthCheck.Test)

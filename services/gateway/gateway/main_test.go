@@ -52,15 +52,15 @@ func openMode() option { return func(c *gateway.Config) { c.APITokens = "" } }
 
 // caps sets the global and per-tenant caps.
 func caps(global, tenant int) option {
-	return func(c *gateway.Config) { c.MaxActive, c.TenantMaxActive = global, tenant }
+	return func(c *gateway.Config) { c.MaxActive, c.MaxActivePerTenant = global, tenant }
 }
 
-// itemLimits sets SLUICE_MAX_ITEMS_PER_REQUEST and SLUICE_TENANT_MAX_ITEMS.
+// itemLimits sets SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST and SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT.
 func itemLimits(perRequest, tenant int) option {
-	return func(c *gateway.Config) { c.MaxItemsPerRequest, c.TenantMaxItems = perRequest, tenant }
+	return func(c *gateway.Config) { c.MaxItemsPerRequest, c.MaxItemsPerTenant = perRequest, tenant }
 }
 
-// maxBody sets SLUICE_MAX_BODY_BYTES.
+// maxBody sets SLUICE_GATEWAY_MAX_BODY_BYTES.
 func maxBody(n int64) option { return func(c *gateway.Config) { c.MaxBodyBytes = n } }
 
 // rateLimits sets the per-tenant and per-IP rate limits (0 = off).
@@ -71,9 +71,9 @@ func rateLimits(tenant float64, tenantBurst int, ip float64, ipBurst int) option
 	}
 }
 
-// streams sets SLUICE_MAX_STREAMS and SLUICE_TENANT_MAX_STREAMS.
+// streams sets SLUICE_GATEWAY_MAX_STREAMS and SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT.
 func streams(pool, tenant int) option {
-	return func(c *gateway.Config) { c.MaxStreams, c.TenantMaxStreams = pool, tenant }
+	return func(c *gateway.Config) { c.MaxStreams, c.MaxStreamsPerTenant = pool, tenant }
 }
 
 // readRateLimit sets the per-tenant read rate limit (0 = off).
@@ -81,7 +81,7 @@ func readRateLimit(perSecond float64, burst int) option {
 	return func(c *gateway.Config) { c.RateLimitTenantRead, c.RateLimitTenantReadBurst = perSecond, burst }
 }
 
-// operatorTenants sets SLUICE_OPERATOR_TENANTS.
+// operatorTenants sets SLUICE_GATEWAY_OPERATOR_TENANTS.
 func operatorTenants(tenants ...string) option {
 	return func(c *gateway.Config) { c.OperatorTenants = tenants }
 }
@@ -136,7 +136,7 @@ func setupWith(tb testing.TB, h hooks, opts ...option) *bundle {
 	cfg.Store.DataDir = dir
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.APITokens = tenantA + ":" + tokenA + "," + tenantB + ":" + tokenB
-	cfg.RetryInterval = 1500 * time.Millisecond
+	cfg.RetryAfter = 1500 * time.Millisecond
 	cfg.ShutdownTimeout = 5 * time.Second
 	for _, o := range opts {
 		o(&cfg)

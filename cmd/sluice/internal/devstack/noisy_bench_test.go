@@ -27,7 +27,7 @@ const (
 
 // largestBatchBody is the heaviest batch the default limits allow: fan-out
 // parents (concurrency 1) whose jobs and items together make
-// SLUICE_MAX_ITEMS_PER_REQUEST, the cost of a request.
+// SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST, the cost of a request.
 func largestBatchBody() ([]byte, int) {
 	total := gateway.DefaultConfig().MaxItemsPerRequest
 	const parents = 4
@@ -81,10 +81,10 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 	b.Run("defaults", func(b *testing.B) {
 		// Both tenants send from 127.0.0.1 here: the per-IP limit, which
 		// would mix them, stays off.
-		noisyNeighbour(b, map[string]string{"SLUICE_RATE_LIMIT_TENANT": fmt.Sprint(def.RateLimitTenant)})
+		noisyNeighbour(b, map[string]string{"SLUICE_GATEWAY_RATE_LIMIT_TENANT": fmt.Sprint(def.RateLimitTenant)})
 	})
 	b.Run("store-worst-case", func(b *testing.B) {
-		noisyNeighbour(b, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_TENANT_MAX_ITEMS": "0"})
+		noisyNeighbour(b, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "0", "SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT": "0"})
 	})
 }
 
@@ -93,8 +93,8 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 func noisyNeighbour(b *testing.B, extra map[string]string) {
 	o := Options{Workers: -1, NATSListen: "127.0.0.1:0", Log: zerolog.Nop()}
 	env := map[string]string{
-		"SLUICE_API_TOKENS":        "noisy:" + noisyToken + ",quiet:" + quietToken,
-		"SLUICE_DISPATCH_DEADLINE": "1h",
+		"SLUICE_GATEWAY_API_TOKENS":        "noisy:" + noisyToken + ",quiet:" + quietToken,
+		"SLUICE_GATEWAY_DISPATCH_DEADLINE": "1h",
 	}
 	for k, v := range extra {
 		env[k] = v

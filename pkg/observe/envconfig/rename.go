@@ -1,0 +1,107 @@
+package envconfig
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+)
+
+// OldTag is the struct tag that lists a variable's former names,
+// comma-separated, next to its env tag:
+//
+//	HTTPAddr string `env:"SLUICE_GATEWAY_HTTP_ADDR" envOld:"SLUICE_HTTP_ADDR"`
+//
+// A former name keeps working for one release: Parse reads its value when
+// the new name is not set, and reports a Deprecation either way.
+const OldTag = "envOld"
+
+// Deprecation is a former variable name found set in the environment.
+type Deprecation struct {
+	// Old is the former name that was set; New is the variable that
+	// replaces it.
+	Old, New string
+	// Ignored is true when New was set too: New wins and Old's value is
+	// not used.
+	Ignored bool
+}
+
+// Message is the warning a service logs for d; it names the new variable.
+func (d Deprecation) Message() string {
+	if d.Ignored {
+		return fmt.Sprintf("%s is deprecated and ignored: %s is set too and wins; remove %s", d.Old, d.New, d.Old)
+	}
+	return fmt.Sprintf("%s is deprecated: rename it %s (its value is used for now; the old name goes in the next release)", d.Old, d.New)
+}
+
+// Rename is one entry of a Config's table of former names.
+type Rename struct {
+	// Old is the former name, New the variable that replaces it.
+	Old, New string
+}
+
+// Renames lists the former names of the variables of t (a struct type,
+// nested structs included), read from their envOld tags, in field order.
+func Renames(t reflect.Type) []Rename {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []Rename
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Type.Kind() == reflect.Struct && name == "" {
+			out = append(out, Renames(f.Type)...)
+			continue
+		}
+		for old := range strings.SplitSeq(f.Tag.Get(OldTag), ",") {
+			if old = strings.TrimSpace(old); old != "" && name != "" {
+				out = append(out, Rename{Old: old, New: name})
+			}
+		}
+	}
+	return out
+}
+
+// applyRenames returns the environment Parse reads (environ, or the
+// process environment when nil) with the value of each former name of
+// renames copied to its new name when the new one is not set, and the
+// deprecations found. A variable set to "" counts as not set, as it does
+// for the env tags' defaults.
+func applyRenames(environ map[string]string, renames []Rename) (map[string]string, []Deprecation) {
+	if len(renames) == 0 {
+		return environ, nil
+	}
+	out := make(map[string]string, len(environ))
+	if environ == nil {
+		for _, kv := range os.Environ() {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				out[k] = v
+			}
+		}
+	} else {
+		for k, v := range environ {
+			out[k] = v
+		}
+	}
+	var found []Deprecation
+	for _, r := range renames {
+		old := out[r.Old]
+		if old == "" {
+			continue
+		}
+		if out[r.New] != "" {
+			found = append(found, Deprecation{Old: r.Old, New: r.New, Ignored: true})
+			continue
+		}
+		out[r.New] = old
+		found = append(found, Deprecation{Old: r.Old, New: r.New})
+	}
+	return out, found
+}
