@@ -109,8 +109,14 @@ func envVars(t reflect.Type) map[string]bool {
 	}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if name, _, _ := strings.Cut(f.Tag.Get("env"), ","); name != "" {
+		if name, _, _ := strings.Cut(f.Tag.Get("env"), ","); name != "" && name != "-" {
 			out[name] = true
+		}
+		// A former name (envOld) is read too, for one release.
+		for old := range strings.SplitSeq(f.Tag.Get("envOld"), ",") {
+			if old = strings.TrimSpace(old); old != "" {
+				out[old] = true
+			}
 		}
 		ft := f.Type
 		for ft.Kind() == reflect.Pointer {
@@ -221,10 +227,10 @@ func TestComposeServices(t *testing.T) {
 			require.NotNil(t, s.HealthCheck)
 			require.Equal(t, "/usr/local/bin/healthprobe", s.HealthCheck.Test[1])
 			port := "9090"
-			addrVar := "SLUICE_" + strings.ToUpper(name) + "_HTTP_ADDR"
 			if name == "gateway" {
-				port, addrVar = "8080", "SLUICE_GATEWAY_HTTP_ADDR"
+				port = "8080"
 			}
+			addrVar := "SLUICE_" + strings.ToUpper(name) + "_HTTP_ADDR"
 			require.Equal(t, "0.0.0.0:"+port, env[addrVar])
 			require.Equal(t, types.HealthCheckTest{"CMD", "/usr/local/bin/healthprobe", "http://127.0.0.1:" + port + "/readyz"}, s.HealthCheck.Test)
 		})
@@ -329,6 +335,37 @@ func TestComposePasswordsFromEnvironment(t *testing.T) {
 	require.Equal(t, "s3cret-g", environment(p.Services["gateway"])["SLUICE_NATS_PASSWORD"])
 	require.Equal(t, environment(defaultProject.Services["reaper"])["SLUICE_NATS_PASSWORD"],
 		environment(p.Services["reaper"])["SLUICE_NATS_PASSWORD"], "unset: the default")
+}
+
+// TestComposeFormerNames: a deployment upgraded with the former names in
+// its shell or .env keeps its tokens and limits for one release, and the
+// services are given the former names so that they warn about them.
+func TestComposeFormerNames(t *testing.T) {
+	t.Parallel()
+	p, err := loadProject(t.Context(), map[string]string{
+		"SLUICE_API_TOKENS":                  "acme:s3cret-token",
+		"SLUICE_MAX_ACTIVE":                  "77",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "5",
+	})
+	require.NoError(t, err)
+	g, err := gateway.LoadConfig(environment(p.Services["gateway"]))
+	require.NoError(t, err)
+	require.Equal(t, "acme:s3cret-token", g.APITokens, "the tokens survive the rename: never open mode")
+	require.Equal(t, 77, g.MaxActive)
+	require.Len(t, g.Deprecated, 2, "a warning for each former name")
+	w, err := worker.LoadConfig(environment(p.Services["worker"]))
+	require.NoError(t, err)
+	require.Equal(t, 5, w.MaxConcurrent)
+
+	// Unset, the new names take the services' defaults.
+	g, err = gateway.LoadConfig(environment(defaultProject.Services["gateway"]))
+	require.NoError(t, err)
+	require.Equal(t, gateway.DefaultConfig().MaxActive, g.MaxActive)
+	require.Empty(t, g.APITokens)
+	require.Empty(t, g.Deprecated)
+	w, err = worker.LoadConfig(environment(defaultProject.Services["worker"]))
+	require.NoError(t, err)
+	require.Equal(t, 2, w.MaxConcurrent)
 }
 
 // TestDockerfile checks the image: static binaries of every service (and

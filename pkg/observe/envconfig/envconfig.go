@@ -22,7 +22,7 @@ func Parse(dst any, environ map[string]string) ([]Deprecation, error) {
 	t := reflect.TypeOf(dst).Elem()
 	environ, deprecated := applyRenames(environ, Renames(t))
 	if err := env.ParseWithOptions(dst, env.Options{Environment: environ}); err != nil {
-		return deprecated, nameVariables(err, t)
+		return deprecated, Explain(nameVariables(err, t), deprecated)
 	}
 	return deprecated, nil
 }

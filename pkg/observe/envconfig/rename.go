@@ -34,6 +34,45 @@ func (d Deprecation) Message() string {
 	return fmt.Sprintf("%s is deprecated: rename it %s (its value is used for now; the old name goes in the next release)", d.Old, d.New)
 }
 
+// Explain returns err, when not nil, with a note for each variable it
+// names that was read from a former name: a user who set SLUICE_OLD must
+// not be left wondering about an error that names only SLUICE_NEW. (The
+// warnings are logged once the configuration loads; an error stops that.)
+func Explain(err error, deprecated []Deprecation) error {
+	if err == nil {
+		return nil
+	}
+	var notes []string
+	for _, d := range deprecated {
+		if !d.Ignored && namesVariable(err.Error(), d.New) {
+			notes = append(notes, fmt.Sprintf("%s was read from its former name %s", d.New, d.Old))
+		}
+	}
+	if len(notes) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w\n(%s)", err, strings.Join(notes, "; "))
+}
+
+// namesVariable reports whether text holds name as a whole variable name,
+// not as the start of a longer one.
+func namesVariable(text, name string) bool {
+	for i := strings.Index(text, name); i >= 0; {
+		end := i + len(name)
+		if (i == 0 || !varChar(text[i-1])) && (end == len(text) || !varChar(text[end])) {
+			return true
+		}
+		next := strings.Index(text[end:], name)
+		if next < 0 {
+			return false
+		}
+		i = end + next
+	}
+	return false
+}
+
+func varChar(c byte) bool { return c == '_' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+
 // Rename is one entry of a Config's table of former names.
 type Rename struct {
 	// Old is the former name, New the variable that replaces it.

@@ -1,6 +1,7 @@
 package envconfig
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -96,4 +97,19 @@ func TestDeprecationMessageNamesTheNewVariable(t *testing.T) {
 	require.Contains(t, used, "value is used")
 	ignored := Deprecation{Old: "TEST_WAIT", New: "TEST_SVC_WAIT", Ignored: true}.Message()
 	require.Contains(t, ignored, "TEST_SVC_WAIT is set too and wins")
+}
+
+func TestExplainNamesTheFormerName(t *testing.T) {
+	t.Parallel()
+	used := []Deprecation{{Old: "TEST_MAX", New: "TEST_SVC_MAX"}, {Old: "TEST_X", New: "TEST_SVC_X", Ignored: true}}
+	require.NoError(t, Explain(nil, used))
+	err := Explain(errors.New("TEST_SVC_MAX: must be positive, got 0"), used)
+	require.EqualError(t, err, "TEST_SVC_MAX: must be positive, got 0\n(TEST_SVC_MAX was read from its former name TEST_MAX)")
+	// A longer name that starts alike, or an ignored former name, gets no note.
+	plain := errors.New("TEST_SVC_MAX_PER_TENANT: must be positive; TEST_SVC_X: bad")
+	require.Equal(t, plain, Explain(plain, used))
+
+	var c renamed
+	_, err = Parse(&c, map[string]string{"TEST_WAIT": "soon"})
+	require.ErrorContains(t, err, "TEST_SVC_WAIT was read from its former name TEST_WAIT")
 }

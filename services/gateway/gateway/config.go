@@ -197,7 +197,7 @@ func LoadConfig(environ map[string]string) (Config, error) {
 		return Config{}, err
 	}
 	cfg.Deprecated = deprecated
-	if err := cfg.Validate(); err != nil {
+	if err := envconfig.Explain(cfg.Validate(), deprecated); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil

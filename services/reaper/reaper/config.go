@@ -64,7 +64,7 @@ func LoadConfig(environ map[string]string) (Config, error) {
 	}
 	c.Deprecated = deprecated
 	c = c.withDefaults()
-	return c, c.Validate()
+	return c, envconfig.Explain(c.Validate(), deprecated)
 }
 
 func (c Config) withDefaults() Config {

@@ -98,7 +98,7 @@ func LoadConfig(environ map[string]string) (Config, error) {
 		return c, err
 	}
 	c.Deprecated = deprecated
-	return c, c.Validate()
+	return c, envconfig.Explain(c.Validate(), deprecated)
 }
 
 // Validate checks the settings and names the variable at fault.

@@ -123,7 +123,7 @@ func LoadConfig(environ map[string]string) (Config, error) {
 	}
 	c.Deprecated = deprecated
 	c = c.withDefaults()
-	if err := c.Validate(); err != nil {
+	if err := envconfig.Explain(c.Validate(), deprecated); err != nil {
 		return c, err
 	}
 	return c, nil

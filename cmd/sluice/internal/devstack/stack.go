@@ -109,6 +109,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	service.LogDeprecations(svcLog(o.Log, "gateway"), gcfg.Deprecated)
+	service.LogDeprecations(svcLog(o.Log, "scheduler"), scfg.Deprecated)
+	service.LogDeprecations(svcLog(o.Log, "worker"), wcfg.Deprecated)
+	service.LogDeprecations(svcLog(o.Log, "reaper"), rcfg.Deprecated)
 	s := &Stack{opts: o, Registry: observe.NewRegistry()}
 	defer func() {
 		if err != nil {

@@ -1,0 +1,230 @@
+// Package configdoc writes docs/configuration.md from the services'
+// Config types: every SLUICE_* variable with its type, default and
+// description (the env, envDefault and doc struct tags), the variables
+// every service shares once, each service's own, and the former names that
+// still work for one release (the envOld tags). The document is generated,
+// never edited: a test fails when it differs from what Render writes
+// ("make docs-config" writes it again).
+package configdoc
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/observe/envconfig"
+	"github.com/sluicehq/sluice/services/gateway/gateway"
+	"github.com/sluicehq/sluice/services/reaper/reaper"
+	"github.com/sluicehq/sluice/services/scheduler/scheduler"
+	"github.com/sluicehq/sluice/services/worker/worker"
+)
+
+// Path is where the document lives, from the repository's root.
+const Path = "docs/configuration.md"
+
+// Service is one service binary and the Config type it reads.
+type Service struct {
+	// Name is the service's name, and its variables' prefix in upper case.
+	Name string
+	// Config is the service's Config type.
+	Config reflect.Type
+}
+
+// Prefix is what the name of a variable only this service reads starts
+// with: SLUICE_GATEWAY_ for the gateway.
+func (s Service) Prefix() string { return "SLUICE_" + strings.ToUpper(s.Name) + "_" }
+
+// Services are the four service binaries, in the order the document
+// lists them.
+var Services = []Service{
+	{Name: "gateway", Config: reflect.TypeFor[gateway.Config]()},
+	{Name: "scheduler", Config: reflect.TypeFor[scheduler.Config]()},
+	{Name: "worker", Config: reflect.TypeFor[worker.Config]()},
+	{Name: "reaper", Config: reflect.TypeFor[reaper.Config]()},
+}
+
+// Variable is one environment variable of a Config type.
+type Variable struct {
+	// Name is the variable (the env tag).
+	Name string
+	// Type is what its value is: duration, integer, number, boolean,
+	// string or list.
+	Type string
+	// Default is its envDefault tag; empty when it has none.
+	Default string
+	// Doc is its description (the doc tag).
+	Doc string
+	// Field is the Go field that holds it, for messages.
+	Field string
+}
+
+// Variables lists the variables of a Config type t, nested structs (the
+// shared bus, store and log settings) included, in field order.
+func Variables(t reflect.Type) []Variable {
+	var out []Variable
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		switch {
+		case name == "-":
+			continue
+		case name == "" && f.Type.Kind() == reflect.Struct:
+			out = append(out, Variables(f.Type)...)
+			continue
+		case name == "":
+			continue
+		}
+		out = append(out, Variable{Name: name, Type: typeName(f), Default: f.Tag.Get("envDefault"),
+			Doc: f.Tag.Get("doc"), Field: t.Name() + "." + f.Name})
+	}
+	return out
+}
+
+// typeName is how the document names a field's value.
+func typeName(f reflect.StructField) string {
+	switch {
+	case f.Type == reflect.TypeFor[time.Duration]():
+		return "duration"
+	case f.Type.Kind() == reflect.Slice:
+		if sep := f.Tag.Get("envSeparator"); sep == " " {
+			return "list (space-separated)"
+		}
+		return "list"
+	}
+	switch f.Type.Kind() {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "integer"
+	case reflect.Float64:
+		return "number"
+	case reflect.Bool:
+		return "boolean"
+	default:
+		return "string"
+	}
+}
+
+// Readers maps every variable to the services that read it, in the order
+// of Services.
+func Readers() map[string][]string {
+	out := map[string][]string{}
+	for _, s := range Services {
+		for _, v := range Variables(s.Config) {
+			out[v.Name] = append(out[v.Name], s.Name)
+		}
+	}
+	return out
+}
+
+// Render writes the whole document.
+func Render() []byte {
+	var b bytes.Buffer
+	readers := Readers()
+	b.WriteString(intro)
+
+	b.WriteString("\n## Shared by the services\n\n")
+	b.WriteString("One meaning wherever they are read; set them alike for every service of a deployment.\n\n")
+	b.WriteString("| Variable | Type | Default | Read by | Description |\n|---|---|---|---|---|\n")
+	seen := map[string]bool{}
+	for _, s := range Services {
+		for _, v := range Variables(s.Config) {
+			if len(readers[v.Name]) < 2 || seen[v.Name] {
+				continue
+			}
+			seen[v.Name] = true
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", v.Name, v.Type, def(v.Default), strings.Join(readers[v.Name], ", "), cell(v.Doc))
+		}
+	}
+
+	for _, s := range Services {
+		fmt.Fprintf(&b, "\n## %s\n\n", strings.ToUpper(s.Name[:1])+s.Name[1:])
+		fmt.Fprintf(&b, "Read by the %s only (`%s…`), besides the shared variables above.\n\n", s.Name, s.Prefix())
+		b.WriteString("| Variable | Type | Default | Description |\n|---|---|---|---|\n")
+		for _, v := range Variables(s.Config) {
+			if len(readers[v.Name]) > 1 {
+				continue
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.Name, v.Type, def(v.Default), cell(v.Doc))
+		}
+	}
+
+	b.WriteString(deprecatedIntro)
+	b.WriteString("| Former name | New name | Service |\n|---|---|---|\n")
+	type row struct{ old, new, svc string }
+	var rows []row
+	for _, s := range Services {
+		for _, r := range envconfig.Renames(s.Config) {
+			rows = append(rows, row{r.Old, r.New, s.Name})
+		}
+	}
+	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.old+" "+a.svc, b.old+" "+b.svc) })
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", r.old, r.new, r.svc)
+	}
+	b.WriteString(others)
+	return b.Bytes()
+}
+
+// def is a default as the tables show it.
+func def(d string) string {
+	if d == "" {
+		return "—"
+	}
+	return "`" + d + "`"
+}
+
+// cell makes text safe inside a table cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+const intro = `# Configuration
+
+<!-- Generated from the services' Config types by ` + "`make docs-config`" + `; do not edit by hand. -->
+
+Every Sluice service reads its configuration from ` + "`SLUICE_*`" + ` environment
+variables when it starts. Durations use Go's syntax (` + "`500ms`, `2s`, `10m`, `168h`" + `),
+lists are comma-separated, and a variable set to the empty string counts
+as unset (its default applies). A service with an invalid value refuses to
+start, with an error that names the variable. ` + "`sluice dev`" + ` runs every
+service in one process and reads the same variables.
+
+## Naming rule
+
+- A variable read by **one service only** starts with that service's name:
+  ` + "`SLUICE_GATEWAY_…`, `SLUICE_SCHEDULER_…`, `SLUICE_WORKER_…`, `SLUICE_REAPER_…`" + `.
+- A variable read by **several services** has no service prefix and means the
+  same thing in each of them (the NATS connection, the store, the data
+  directory, logging, the stale threshold, the runtime bound, the shutdown
+  timeout).
+- A limit is ` + "`MAX_<what>`" + ` (` + "`MAX_ACTIVE`, `MAX_CONCURRENT`, `MAX_BODY_BYTES`" + `), a per-tenant
+  limit ` + "`MAX_<what>_PER_TENANT`" + `, a lower bound ` + "`MIN_<what>`" + `, and the value a
+  job gets when it asks for none ` + "`DEFAULT_<field>`" + `.
+- A name has one meaning everywhere, and a former name is never given a new
+  meaning.
+
+The tests of ` + "`cmd/sluice/internal/configdoc`" + ` check the rule on every variable.
+`
+
+const deprecatedIntro = `
+## Former names
+
+The names below were renamed to follow the rule above. They still work in
+this release: when a former name is set and its new name is not, the service
+uses its value and logs a warning naming the new variable; when both are
+set, the new name wins and the warning says the former one was ignored.
+They will be removed in the next release.
+
+`
+
+const others = `
+## Variables outside the services
+
+Not read by the services, so not in the tables above:
+
+- ` + "`SLUICE_URL`, `SLUICE_TOKEN`" + `: the ` + "`sluice`" + ` CLI's server address (default
+  ` + "`http://127.0.0.1:8080`" + `) and API token.
+- ` + "`SLUICE_DEV_WORKERS`" + `: how many workers ` + "`sluice dev`" + ` starts (default 2).
+- Set **by** Sluice for the programs it runs: ` + "`SLUICE_SCALE_KIND`, `SLUICE_SCALE_READY`,\n  `SLUICE_SCALE_OLDEST_WAIT_MS`" + ` for ` + "`SLUICE_SCHEDULER_SPAWN_COMMAND`" + `;
+  ` + "`SLUICE_SCRATCH_DIR`" + ` and ` + "`SLUICE_INPUT_<NAME>`" + ` for an exec job.
+`
