@@ -134,7 +134,7 @@ func Render() []byte {
 				continue
 			}
 			seen[v.Name] = true
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", v.Name, v.Type, def(v.Default), strings.Join(readers[v.Name], ", "), cell(v.Doc))
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", v.Name, v.Type, def(v), strings.Join(readers[v.Name], ", "), cell(v.Doc))
 		}
 	}
 
@@ -146,7 +146,7 @@ func Render() []byte {
 			if len(readers[v.Name]) > 1 {
 				continue
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.Name, v.Type, def(v.Default), cell(v.Doc))
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.Name, v.Type, def(v), cell(v.Doc))
 		}
 	}
 
@@ -167,8 +167,13 @@ func Render() []byte {
 	return b.Bytes()
 }
 
-// def is a default as the tables show it.
-func def(d string) string {
+// def is a variable's default as the tables show it: without an
+// envDefault tag, its type's zero value (0s, 0, false), or a dash.
+func def(v Variable) string {
+	d := v.Default
+	if d == "" {
+		d = map[string]string{"duration": "0s", "integer": "0", "number": "0", "boolean": "false"}[v.Type]
+	}
 	if d == "" {
 		return "—"
 	}
