@@ -66,14 +66,14 @@ func startStack(t *testing.T, workers int, extra map[string]string) *stack {
 	}
 	env := map[string]string{
 		"SLUICE_DATA_DIR":                       t.TempDir(),
-		"SLUICE_GATEWAY_HTTP_ADDR":              "127.0.0.1:0",
-		"SLUICE_SCHEDULER_REOFFER_INTERVAL":     "100ms",
+		"SLUICE_HTTP_ADDR":                      "127.0.0.1:0",
+		"SLUICE_RETRY_INTERVAL":                 "100ms",
 		"SLUICE_GATEWAY_RETRY_AFTER":            "100ms",
 		"SLUICE_SCHEDULER_RETRY_BACKOFF":        "50ms",
-		"SLUICE_WORKER_HEARTBEAT_INTERVAL":      "100ms",
+		"SLUICE_HEARTBEAT_INTERVAL":             "100ms",
 		"SLUICE_STALE_THRESHOLD":                "2s",
 		"SLUICE_SHUTDOWN_TIMEOUT":               "2s",
-		"SLUICE_WORKER_MAX_CONCURRENT":          "4",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS":    "4",
 		"SLUICE_WORKER_EXEC_ALLOW":              "sh",
 		"SLUICE_LOG_LEVEL":                      "warn",
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT":      "0",
@@ -85,7 +85,7 @@ func startStack(t *testing.T, workers int, extra map[string]string) *stack {
 	}
 	// The first tenant is the operator: readiness waits on the workers,
 	// which only the operator's /v1/stats shows.
-	if first, _, _ := strings.Cut(env["SLUICE_GATEWAY_API_TOKENS"], ":"); first != "" && env["SLUICE_GATEWAY_OPERATOR_TENANTS"] == "" {
+	if first, _, _ := strings.Cut(env["SLUICE_API_TOKENS"], ":"); first != "" && env["SLUICE_GATEWAY_OPERATOR_TENANTS"] == "" {
 		env["SLUICE_GATEWAY_OPERATOR_TENANTS"] = first
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -113,7 +113,7 @@ func startStack(t *testing.T, workers int, extra map[string]string) *stack {
 		}
 	})
 	st := &stack{t: t, base: "http://" + s.HTTPAddr}
-	first, _, _ := strings.Cut(env["SLUICE_GATEWAY_API_TOKENS"], ",")
+	first, _, _ := strings.Cut(env["SLUICE_API_TOKENS"], ",")
 	_, token, _ := strings.Cut(first, ":")
 	require.Eventually(t, func() bool {
 		var stats contracts.Stats

@@ -247,7 +247,7 @@ func TestCLIExitCodes(t *testing.T) {
 // TestCLIRejected: a submit shed at admission exits 4 and says which cap.
 func TestCLIRejected(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, -1, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "1"})
+	s := startStack(t, -1, map[string]string{"SLUICE_MAX_ACTIVE": "1"})
 	r := s.run("submit", "sleep")
 	require.Equal(t, 0, r.code, r.stderr)
 
@@ -274,7 +274,7 @@ func TestCLIRejected(t *testing.T) {
 // SLUICE_TOKEN or --token, and following a job uses it too.
 func TestCLIToken(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, 1, map[string]string{"SLUICE_GATEWAY_API_TOKENS": "acme:tok-acme,globex:tok-globex"})
+	s := startStack(t, 1, map[string]string{"SLUICE_API_TOKENS": "acme:tok-acme,globex:tok-globex"})
 
 	r := s.run("stats")
 	require.Equal(t, 1, r.code)

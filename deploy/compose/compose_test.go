@@ -148,7 +148,7 @@ func TestEnvVarsReflectsTheConfigs(t *testing.T) {
 	}
 	require.False(t, w["SLUICE_STORE"], "workers need no database")
 	g := envVars(reflect.TypeFor[gateway.Config]())
-	for _, v := range []string{"SLUICE_STORE", "SLUICE_DATA_DIR", "SLUICE_NATS_USER", "SLUICE_GATEWAY_HTTP_ADDR", "SLUICE_GATEWAY_API_TOKENS"} {
+	for _, v := range []string{"SLUICE_STORE", "SLUICE_DATA_DIR", "SLUICE_NATS_USER", "SLUICE_HTTP_ADDR", "SLUICE_API_TOKENS"} {
 		require.True(t, g[v], v)
 	}
 }
@@ -337,25 +337,31 @@ func TestComposePasswordsFromEnvironment(t *testing.T) {
 		environment(p.Services["reaper"])["SLUICE_NATS_PASSWORD"], "unset: the default")
 }
 
-// TestComposeFormerNames: a deployment upgraded with the former names in
-// its shell or .env keeps its tokens and limits for one release, and the
-// services are given the former names so that they warn about them.
+// TestComposeFormerNames: a deployment upgraded with the contract's names
+// and the gateway's released names in its shell or .env keeps its tokens
+// and limits: the contract's names reach the services as they are, with
+// no warning; a released name that was renamed still works for one
+// release, and the gateway is given it so that it warns.
 func TestComposeFormerNames(t *testing.T) {
 	t.Parallel()
 	p, err := loadProject(t.Context(), map[string]string{
 		"SLUICE_API_TOKENS":                  "acme:s3cret-token",
 		"SLUICE_MAX_ACTIVE":                  "77",
+		"SLUICE_TENANT_MAX_ITEMS":            "500",
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "5",
 	})
 	require.NoError(t, err)
 	g, err := gateway.LoadConfig(environment(p.Services["gateway"]))
 	require.NoError(t, err)
-	require.Equal(t, "acme:s3cret-token", g.APITokens, "the tokens survive the rename: never open mode")
+	require.Equal(t, "acme:s3cret-token", g.APITokens, "never open mode")
 	require.Equal(t, 77, g.MaxActive)
-	require.Len(t, g.Deprecated, 2, "a warning for each former name")
+	require.Equal(t, 500, g.TenantMaxItems)
+	require.Len(t, g.Deprecated, 1, "a warning for the former name only")
+	require.Equal(t, "SLUICE_GATEWAY_TENANT_MAX_ITEMS", g.Deprecated[0].New)
 	w, err := worker.LoadConfig(environment(p.Services["worker"]))
 	require.NoError(t, err)
 	require.Equal(t, 5, w.MaxConcurrent)
+	require.Empty(t, w.Deprecated)
 
 	// Unset, the new names take the services' defaults.
 	g, err = gateway.LoadConfig(environment(defaultProject.Services["gateway"]))

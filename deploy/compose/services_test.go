@@ -34,16 +34,16 @@ import (
 func serviceEnv(service, natsURL, dataDir string) map[string]string {
 	env := environment(defaultProject.Services[service])
 	maps.Copy(env, map[string]string{
-		"SLUICE_NATS_URL":                  natsURL,
-		"SLUICE_STORE":                     "",
-		"SLUICE_DATA_DIR":                  dataDir,
-		"SLUICE_GATEWAY_HTTP_ADDR":         "127.0.0.1:0",
-		"SLUICE_SCHEDULER_HTTP_ADDR":       "",
-		"SLUICE_WORKER_HTTP_ADDR":          "",
-		"SLUICE_REAPER_HTTP_ADDR":          "",
-		"SLUICE_SHUTDOWN_TIMEOUT":          "5s",
-		"SLUICE_WORKER_HEARTBEAT_INTERVAL": "500ms",
-		"SLUICE_STALE_THRESHOLD":           "10s",
+		"SLUICE_NATS_URL":            natsURL,
+		"SLUICE_STORE":               "",
+		"SLUICE_DATA_DIR":            dataDir,
+		"SLUICE_HTTP_ADDR":           "127.0.0.1:0",
+		"SLUICE_SCHEDULER_HTTP_ADDR": "",
+		"SLUICE_WORKER_HTTP_ADDR":    "",
+		"SLUICE_REAPER_HTTP_ADDR":    "",
+		"SLUICE_SHUTDOWN_TIMEOUT":    "5s",
+		"SLUICE_HEARTBEAT_INTERVAL":  "500ms",
+		"SLUICE_STALE_THRESHOLD":     "10s",
 	})
 	return env
 }

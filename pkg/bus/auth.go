@@ -16,7 +16,7 @@ import (
 const InternalUser = "sluice-internal"
 
 // EmbeddedAuth closes an embedded server to anonymous clients, for token
-// mode (SLUICE_GATEWAY_API_TOKENS): the services in its process connect as
+// mode (SLUICE_API_TOKENS): the services in its process connect as
 // InternalUser with a password made at start and never shown; an outside
 // client connects with a tenant's API token (as the password, with any user
 // name, or as the NATS token) and may only call the submit API, receive

@@ -31,7 +31,7 @@ type Client struct {
 type Option func(*Client)
 
 // WithToken sends token as the bearer token of every request (token mode,
-// SLUICE_GATEWAY_API_TOKENS).
+// SLUICE_API_TOKENS).
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
 // WithHTTPClient makes requests with hc instead of a client of its own

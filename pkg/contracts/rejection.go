@@ -10,9 +10,9 @@ const MaxRecentRejections = 50
 // NATS submit reply, GET /v1/stats' recent rejections, the gateway's
 // metrics (the "limit" label), the dashboard and the CLI.
 const (
-	// LimitGlobal is the global admission cap (SLUICE_GATEWAY_MAX_ACTIVE).
+	// LimitGlobal is the global admission cap (SLUICE_MAX_ACTIVE).
 	LimitGlobal = "global"
-	// LimitTenant is the per-tenant admission cap (SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT).
+	// LimitTenant is the per-tenant admission cap (SLUICE_TENANT_MAX_ACTIVE).
 	LimitTenant = "tenant"
 	// LimitTenantRate is the per-tenant rate limit on submits and cancels
 	// (SLUICE_GATEWAY_RATE_LIMIT_TENANT).
@@ -21,14 +21,14 @@ const (
 	// cancels (SLUICE_GATEWAY_RATE_LIMIT_IP).
 	LimitIPRate = "ip_rate"
 	// LimitTenantItems is the per-tenant bound on items in flight
-	// (SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT): its active jobs plus the items of its
+	// (SLUICE_GATEWAY_TENANT_MAX_ITEMS): its active jobs plus the items of its
 	// active fan-outs.
 	LimitTenantItems = "tenant_items"
 	// LimitTenantReadRate is the per-tenant rate limit on the read routes
 	// (SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ).
 	LimitTenantReadRate = "tenant_read_rate"
 	// LimitTenantStreams is the per-tenant share of the gateway's open
-	// event streams (SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT).
+	// event streams (SLUICE_GATEWAY_TENANT_MAX_STREAMS).
 	LimitTenantStreams = "tenant_streams"
 )
 

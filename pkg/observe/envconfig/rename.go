@@ -10,11 +10,22 @@ import (
 // OldTag is the struct tag that lists a variable's former names,
 // comma-separated, next to its env tag:
 //
-//	HTTPAddr string `env:"SLUICE_GATEWAY_HTTP_ADDR" envOld:"SLUICE_HTTP_ADDR"`
+//	MaxStreams int `env:"SLUICE_GATEWAY_MAX_STREAMS" envOld:"SLUICE_MAX_STREAMS"`
 //
 // A former name keeps working for one release: Parse reads its value when
 // the new name is not set, and reports a Deprecation either way.
 const OldTag = "envOld"
+
+// NowTag marks a former name that is, at the same time, a variable of
+// another service with a meaning of its own (a name the design fixes), as
+// "NAME:what it sets now":
+//
+//	RetryAfter time.Duration `env:"SLUICE_GATEWAY_RETRY_AFTER" envOld:"SLUICE_RETRY_INTERVAL" envNow:"SLUICE_RETRY_INTERVAL:the scheduler's re-offer period"`
+//
+// Such a former name is still read while the new name is not set, with a
+// warning that says what it sets now; once the new name is set, it is the
+// other service's variable only and draws no warning.
+const NowTag = "envNow"
 
 // Deprecation is a former variable name found set in the environment.
 type Deprecation struct {
@@ -24,10 +35,16 @@ type Deprecation struct {
 	// Ignored is true when New was set too: New wins and Old's value is
 	// not used.
 	Ignored bool
+	// Now, when not empty, is what Old sets now as another service's
+	// variable (its NowTag).
+	Now string
 }
 
 // Message is the warning a service logs for d; it names the new variable.
 func (d Deprecation) Message() string {
+	if d.Now != "" {
+		return fmt.Sprintf("%s now sets only %s: set %s here (the value of %s is used for it in this release only)", d.Old, d.Now, d.New, d.Old)
+	}
 	if d.Ignored {
 		return fmt.Sprintf("%s is deprecated and ignored: %s is set too and wins; remove %s", d.Old, d.New, d.Old)
 	}
@@ -77,6 +94,9 @@ func varChar(c byte) bool { return c == '_' || c >= 'A' && c <= 'Z' || c >= '0' 
 type Rename struct {
 	// Old is the former name, New the variable that replaces it.
 	Old, New string
+	// Now, when not empty, is what Old sets now as another service's
+	// variable (the field's NowTag).
+	Now string
 }
 
 // Renames lists the former names of the variables of t (a struct type,
@@ -99,9 +119,15 @@ func Renames(t reflect.Type) []Rename {
 			out = append(out, Renames(f.Type)...)
 			continue
 		}
+		now := map[string]string{}
+		for entry := range strings.SplitSeq(f.Tag.Get(NowTag), ";") {
+			if old, meaning, ok := strings.Cut(entry, ":"); ok {
+				now[strings.TrimSpace(old)] = strings.TrimSpace(meaning)
+			}
+		}
 		for old := range strings.SplitSeq(f.Tag.Get(OldTag), ",") {
 			if old = strings.TrimSpace(old); old != "" && name != "" {
-				out = append(out, Rename{Old: old, New: name})
+				out = append(out, Rename{Old: old, New: name, Now: now[old]})
 			}
 		}
 	}
@@ -112,7 +138,8 @@ func Renames(t reflect.Type) []Rename {
 // process environment when nil) with the value of each former name of
 // renames copied to its new name when the new one is not set, and the
 // deprecations found. A variable set to "" counts as not set, as it does
-// for the env tags' defaults.
+// for the env tags' defaults. A former name that is another service's
+// variable now (Rename.Now) draws no deprecation once the new name is set.
 func applyRenames(environ map[string]string, renames []Rename) (map[string]string, []Deprecation) {
 	if len(renames) == 0 {
 		return environ, nil
@@ -136,11 +163,13 @@ func applyRenames(environ map[string]string, renames []Rename) (map[string]strin
 			continue
 		}
 		if out[r.New] != "" {
-			found = append(found, Deprecation{Old: r.Old, New: r.New, Ignored: true})
+			if r.Now == "" {
+				found = append(found, Deprecation{Old: r.Old, New: r.New, Ignored: true})
+			}
 			continue
 		}
 		out[r.New] = old
-		found = append(found, Deprecation{Old: r.Old, New: r.New})
+		found = append(found, Deprecation{Old: r.Old, New: r.New, Now: r.Now})
 	}
 	return out, found
 }

@@ -113,3 +113,32 @@ func TestExplainNamesTheFormerName(t *testing.T) {
 	_, err = Parse(&c, map[string]string{"TEST_WAIT": "soon"})
 	require.ErrorContains(t, err, "TEST_SVC_WAIT was read from its former name TEST_WAIT")
 }
+
+// reused has a former name that another service reads now, with a
+// meaning of its own (envNow).
+type reused struct {
+	Hint time.Duration `env:"TEST_SVC_HINT" envOld:"TEST_INTERVAL" envNow:"TEST_INTERVAL:the other service's period" envDefault:"2s"`
+}
+
+func TestParseFormerNameOfAnotherService(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []Rename{{Old: "TEST_INTERVAL", New: "TEST_SVC_HINT", Now: "the other service's period"}},
+		Renames(reflect.TypeFor[reused]()))
+
+	var c reused
+	warned, err := Parse(&c, map[string]string{"TEST_INTERVAL": "5s"})
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, c.Hint, "still read while the new name is unset")
+	require.Equal(t, []Deprecation{{Old: "TEST_INTERVAL", New: "TEST_SVC_HINT", Now: "the other service's period"}}, warned)
+	msg := warned[0].Message()
+	require.Contains(t, msg, "TEST_INTERVAL now sets only the other service's period")
+	require.Contains(t, msg, "set TEST_SVC_HINT")
+
+	// Both set: the former name is the other service's variable only, and
+	// a deployment that sets it for that service is not told to remove it.
+	c = reused{}
+	warned, err = Parse(&c, map[string]string{"TEST_INTERVAL": "5s", "TEST_SVC_HINT": "7s"})
+	require.NoError(t, err)
+	require.Equal(t, 7*time.Second, c.Hint)
+	require.Empty(t, warned)
+}

@@ -97,7 +97,7 @@ func TestAdmittedJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, j.ID, stored.ID)
 
-	// Defaults: max_attempts from SLUICE_GATEWAY_DEFAULT_MAX_ATTEMPTS, deadline from SLUICE_GATEWAY_DISPATCH_DEADLINE.
+	// Defaults: max_attempts from SLUICE_GATEWAY_DEFAULT_MAX_ATTEMPTS, deadline from SLUICE_DISPATCH_DEADLINE.
 	r = b.submit(tokenA, `{"kind":"plain"}`)
 	require.Equal(t, http.StatusAccepted, r.status, string(r.body))
 	j = r.job(t)

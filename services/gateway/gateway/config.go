@@ -33,26 +33,26 @@ type Config struct {
 	Log observe.Env
 
 	// HTTPAddr is where the HTTP API listens.
-	HTTPAddr string `env:"SLUICE_GATEWAY_HTTP_ADDR" envOld:"SLUICE_HTTP_ADDR" envDefault:"127.0.0.1:8080" doc:"Where the HTTP API (and the dashboard, /healthz, /readyz, /metrics) listens: host:port."`
+	HTTPAddr string `env:"SLUICE_HTTP_ADDR" envDefault:"127.0.0.1:8080" doc:"Where the HTTP API (and the dashboard, /healthz, /readyz, /metrics) listens: host:port."`
 	// MaxActive caps pending + running jobs across all tenants; 0 = no cap.
-	MaxActive int `env:"SLUICE_GATEWAY_MAX_ACTIVE" envOld:"SLUICE_MAX_ACTIVE" envDefault:"1000" doc:"The most active (pending + running) jobs of all tenants together; past it a submit is refused with 429 (limit global). 0 = no cap."`
-	// MaxActivePerTenant caps pending + running jobs per tenant; 0 = no cap.
-	MaxActivePerTenant int `env:"SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT" envOld:"SLUICE_TENANT_MAX_ACTIVE" envDefault:"0" doc:"The most active (pending + running) jobs of one tenant; past it a submit is refused with 429 (limit tenant). 0 = no cap."`
+	MaxActive int `env:"SLUICE_MAX_ACTIVE" envDefault:"1000" doc:"The most active (pending + running) jobs of all tenants together; past it a submit is refused with 429 (limit global). 0 = no cap."`
+	// TenantMaxActive caps pending + running jobs per tenant; 0 = no cap.
+	TenantMaxActive int `env:"SLUICE_TENANT_MAX_ACTIVE" envDefault:"0" doc:"The most active (pending + running) jobs of one tenant; past it a submit is refused with 429 (limit tenant). 0 = no cap."`
 	// TenantWeights is "tenant:weight,…": the tenants' shares in fair
 	// queuing (a tenant not listed has weight 1).
 	TenantWeights string `env:"SLUICE_GATEWAY_TENANT_WEIGHTS" envOld:"SLUICE_TENANT_WEIGHTS" doc:"tenant:weight,…: the tenants' shares when they take turns for workers (fair queuing); a tenant not listed has weight 1."`
 	// APITokens is "tenant:token,…"; empty runs the API open (one
 	// "default" tenant). It is secret: never log or print it.
-	APITokens string `env:"SLUICE_GATEWAY_API_TOKENS" envOld:"SLUICE_API_TOKENS" json:"-" doc:"tenant:token,…: the API tokens and the tenant each acts as (token mode). Empty runs the API open: every request is tenant default. Secret."`
-	// OperatorTenants lists tenants of SLUICE_GATEWAY_API_TOKENS whose
+	APITokens string `env:"SLUICE_API_TOKENS" json:"-" doc:"tenant:token,…: the API tokens and the tenant each acts as (token mode). Empty runs the API open: every request is tenant default. Secret."`
+	// OperatorTenants lists tenants of SLUICE_API_TOKENS whose
 	// tokens see the whole system in GET /v1/stats (every tenant's counts,
 	// the workers, every rejection and scale request). Every other tenant
 	// sees only its own. Empty: no token sees other tenants (open mode
 	// shows everything anyway).
-	OperatorTenants []string `env:"SLUICE_GATEWAY_OPERATOR_TENANTS" envOld:"SLUICE_OPERATOR_TENANTS" envSeparator:"," doc:"Tenants of SLUICE_GATEWAY_API_TOKENS whose tokens see the whole system in GET /v1/stats (every tenant, the workers, every rejection and scale request); any other tenant sees only its own."`
+	OperatorTenants []string `env:"SLUICE_GATEWAY_OPERATOR_TENANTS" envOld:"SLUICE_OPERATOR_TENANTS" envSeparator:"," doc:"Tenants of SLUICE_API_TOKENS whose tokens see the whole system in GET /v1/stats (every tenant, the workers, every rejection and scale request); any other tenant sees only its own."`
 	// DispatchDeadline is the longest a job may wait for a worker, and the
 	// deadline of a job that asks for none.
-	DispatchDeadline time.Duration `env:"SLUICE_GATEWAY_DISPATCH_DEADLINE" envOld:"SLUICE_DISPATCH_DEADLINE" envDefault:"10m" doc:"The longest a job may wait for a worker, and the dispatch deadline of a job that asks for none."`
+	DispatchDeadline time.Duration `env:"SLUICE_DISPATCH_DEADLINE" envDefault:"10m" doc:"The longest a job may wait for a worker, and the dispatch deadline of a job that asks for none."`
 	// DefaultMaxAttempts is the max_attempts of a job that asks for none.
 	DefaultMaxAttempts int `env:"SLUICE_GATEWAY_DEFAULT_MAX_ATTEMPTS" envOld:"SLUICE_MAX_ATTEMPTS" envDefault:"3" doc:"The max_attempts of a job that asks for none."`
 	// DefaultStallTimeout is the stall_timeout of a job that asks for
@@ -62,7 +62,7 @@ type Config struct {
 	// fail a run past it, whatever the job asked.
 	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s" doc:"The longest any run may take: the gateway bounds a job's max_runtime by it, the schedulers and the reaper fail a run past it, whatever the job asked. 0 = no bound."`
 	// RetryAfter is what a rejected client is told to wait (Retry-After).
-	RetryAfter time.Duration `env:"SLUICE_GATEWAY_RETRY_AFTER" envOld:"SLUICE_RETRY_INTERVAL" envDefault:"2s" doc:"What a refused client (429, 503) is told to wait before it tries again: the Retry-After header."`
+	RetryAfter time.Duration `env:"SLUICE_GATEWAY_RETRY_AFTER" envOld:"SLUICE_RETRY_INTERVAL" envNow:"SLUICE_RETRY_INTERVAL:the scheduler's re-offer period" envDefault:"2s" doc:"What a refused client (429, 503) is told to wait before it tries again: the Retry-After header."`
 	// MaxBodyBytes bounds a submit request body, over HTTP and NATS.
 	MaxBodyBytes int64 `env:"SLUICE_GATEWAY_MAX_BODY_BYTES" envOld:"SLUICE_MAX_BODY_BYTES" envDefault:"1048576" doc:"The largest submit body, over HTTP and NATS (413 past it)."`
 	// MaxBatchBytes bounds a batch submit's body, over HTTP and NATS alike:
@@ -74,10 +74,10 @@ type Config struct {
 	// each item of a fan-out one more. It bounds how long one request
 	// holds the store's writer.
 	MaxItemsPerRequest int `env:"SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST" envOld:"SLUICE_MAX_ITEMS_PER_REQUEST" envDefault:"10000" doc:"The most items one request may hold (each job of a batch is one, each item of a fan-out one more); more is a 413 naming request_items."`
-	// MaxItemsPerTenant bounds a tenant's items in flight: its active
+	// TenantMaxItems bounds a tenant's items in flight: its active
 	// jobs, each fan-out counting one plus its items until it ends; 0 = no
-	// bound. Checked in the same atomic step as MaxActivePerTenant.
-	MaxItemsPerTenant int `env:"SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT" envOld:"SLUICE_TENANT_MAX_ITEMS" envDefault:"100000" doc:"The most items one tenant may have in flight: its active jobs, each fan-out counting one plus its items until it ends; past it 429 (limit tenant_items). 0 = no bound."`
+	// bound. Checked in the same atomic step as TenantMaxActive.
+	TenantMaxItems int `env:"SLUICE_GATEWAY_TENANT_MAX_ITEMS" envOld:"SLUICE_TENANT_MAX_ITEMS" envDefault:"100000" doc:"The most items one tenant may have in flight: its active jobs, each fan-out counting one plus its items until it ends; past it 429 (limit tenant_items). 0 = no bound."`
 	// Kinds lists the job kinds the gateway admits; empty admits any. A
 	// job of another kind is refused with 422 instead of waiting for a
 	// worker that will never come.
@@ -89,10 +89,10 @@ type Config struct {
 	// /v1/jobs/{id}/events) of one gateway; past it a stream is refused
 	// with 503.
 	MaxStreams int `env:"SLUICE_GATEWAY_MAX_STREAMS" envOld:"SLUICE_MAX_STREAMS" envDefault:"1000" doc:"The most open event streams (GET /v1/events, GET /v1/jobs/{id}/events) of one gateway; past it a stream is refused with 503."`
-	// MaxStreamsPerTenant is one tenant's share of MaxStreams; past it the
+	// TenantMaxStreams is one tenant's share of MaxStreams; past it the
 	// tenant's next stream is refused with 429 (limit tenant_streams), so
 	// one tenant never takes every stream.
-	MaxStreamsPerTenant int `env:"SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT" envOld:"SLUICE_TENANT_MAX_STREAMS" envDefault:"100" doc:"One tenant's share of SLUICE_GATEWAY_MAX_STREAMS; past it the tenant's next stream is refused with 429 (limit tenant_streams)."`
+	TenantMaxStreams int `env:"SLUICE_GATEWAY_TENANT_MAX_STREAMS" envOld:"SLUICE_TENANT_MAX_STREAMS" envDefault:"100" doc:"One tenant's share of SLUICE_GATEWAY_MAX_STREAMS; past it the tenant's next stream is refused with 429 (limit tenant_streams)."`
 
 	// RateLimitTenant is the token-bucket rate of submits and cancels
 	// (HTTP and NATS) per tenant, in tokens per second; 0 = off. A cancel
@@ -178,7 +178,7 @@ func (c Config) BatchBytes(maxPayload int64) int64 {
 }
 
 // TokenAuth resolves API tokens to tenants, for an embedded NATS server
-// that must let in only the tenants of SLUICE_GATEWAY_API_TOKENS (token mode); nil
+// that must let in only the tenants of SLUICE_API_TOKENS (token mode); nil
 // in open mode.
 func (c Config) TokenAuth() func(token string) (string, bool) {
 	a, err := auth.Parse(c.APITokens)
@@ -222,31 +222,31 @@ func (c Config) Common() service.Common {
 func (c Config) Validate() error {
 	var p envconfig.Problems
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		p.Add("SLUICE_GATEWAY_HTTP_ADDR", "%q is not host:port", c.HTTPAddr)
+		p.Add("SLUICE_HTTP_ADDR", "%q is not host:port", c.HTTPAddr)
 	}
-	envconfig.NotNegative(&p, "SLUICE_GATEWAY_MAX_ACTIVE", c.MaxActive, "no cap")
-	envconfig.NotNegative(&p, "SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT", c.MaxActivePerTenant, "no cap")
+	envconfig.NotNegative(&p, "SLUICE_MAX_ACTIVE", c.MaxActive, "no cap")
+	envconfig.NotNegative(&p, "SLUICE_TENANT_MAX_ACTIVE", c.TenantMaxActive, "no cap")
 	if _, err := admission.ParseWeights(c.TenantWeights); err != nil {
 		p.Wrap("SLUICE_GATEWAY_TENANT_WEIGHTS", err)
 	}
 	if au, err := auth.Parse(c.APITokens); err != nil {
-		p.Wrap("SLUICE_GATEWAY_API_TOKENS", err)
+		p.Wrap("SLUICE_API_TOKENS", err)
 	} else if _, err := operators(au, c.OperatorTenants); err != nil {
 		p.Wrap("SLUICE_GATEWAY_OPERATOR_TENANTS", err)
 	}
 	envconfig.Positive(&p, "SLUICE_GATEWAY_MAX_STREAMS", c.MaxStreams)
-	if c.MaxStreamsPerTenant < 1 || c.MaxStreamsPerTenant > max(c.MaxStreams, 1) {
-		p.Add("SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT", "must be between 1 and SLUICE_GATEWAY_MAX_STREAMS (%d), got %d", c.MaxStreams, c.MaxStreamsPerTenant)
+	if c.TenantMaxStreams < 1 || c.TenantMaxStreams > max(c.MaxStreams, 1) {
+		p.Add("SLUICE_GATEWAY_TENANT_MAX_STREAMS", "must be between 1 and SLUICE_GATEWAY_MAX_STREAMS (%d), got %d", c.MaxStreams, c.TenantMaxStreams)
 	}
 	envconfig.Between(&p, "SLUICE_GATEWAY_DEFAULT_STALL_TIMEOUT", c.DefaultStallTimeout, 0, contracts.MaxRunLimit)
 	envconfig.NotNegative(&p, "SLUICE_MAX_RUNTIME", c.MaxRuntime, "no bound")
-	envconfig.Positive(&p, "SLUICE_GATEWAY_DISPATCH_DEADLINE", c.DispatchDeadline)
+	envconfig.Positive(&p, "SLUICE_DISPATCH_DEADLINE", c.DispatchDeadline)
 	envconfig.Between(&p, "SLUICE_GATEWAY_DEFAULT_MAX_ATTEMPTS", c.DefaultMaxAttempts, 1, contracts.MaxMaxAttempts)
 	envconfig.Positive(&p, "SLUICE_GATEWAY_RETRY_AFTER", c.RetryAfter)
 	envconfig.Between(&p, "SLUICE_GATEWAY_MAX_BODY_BYTES", c.MaxBodyBytes, 1, maxBodyLimit)
 	envconfig.Between(&p, "SLUICE_GATEWAY_MAX_BATCH_BYTES", c.MaxBatchBytes, 1, maxBatchLimit)
 	envconfig.Between(&p, "SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST", c.MaxItemsPerRequest, 1, maxItemsLimit)
-	envconfig.NotNegative(&p, "SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT", c.MaxItemsPerTenant, "no bound")
+	envconfig.NotNegative(&p, "SLUICE_GATEWAY_TENANT_MAX_ITEMS", c.TenantMaxItems, "no bound")
 	for _, k := range c.Kinds {
 		if !contracts.ValidKind(strings.TrimSpace(k)) {
 			p.Add("SLUICE_GATEWAY_KINDS", "%q is not a valid kind", k)
@@ -278,7 +278,7 @@ func (c Config) Validate() error {
 	return p.Err()
 }
 
-// operators reads SLUICE_GATEWAY_OPERATOR_TENANTS: tenants of SLUICE_GATEWAY_API_TOKENS
+// operators reads SLUICE_GATEWAY_OPERATOR_TENANTS: tenants of SLUICE_API_TOKENS
 // (a name no token has would be a typo that silently hides everything).
 // Open mode takes none: every request there is the operator already.
 func operators(au *auth.Authenticator, names []string) (map[string]bool, error) {
@@ -293,9 +293,9 @@ func operators(au *auth.Authenticator, names []string) (map[string]bool, error) 
 		case n == "":
 			continue
 		case au.Open():
-			return nil, errors.New("names operators, but SLUICE_GATEWAY_API_TOKENS is empty (open mode: every request sees everything)")
+			return nil, errors.New("names operators, but SLUICE_API_TOKENS is empty (open mode: every request sees everything)")
 		case !known[n]:
-			return nil, fmt.Errorf("%q is not a tenant of SLUICE_GATEWAY_API_TOKENS", n)
+			return nil, fmt.Errorf("%q is not a tenant of SLUICE_API_TOKENS", n)
 		}
 		out[n] = true
 	}

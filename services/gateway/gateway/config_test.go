@@ -16,7 +16,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8080", cfg.HTTPAddr)
 	require.Equal(t, 1000, cfg.MaxActive)
-	require.Zero(t, cfg.MaxActivePerTenant)
+	require.Zero(t, cfg.TenantMaxActive)
 	require.Empty(t, cfg.APITokens)
 	require.Equal(t, 10*time.Minute, cfg.DispatchDeadline)
 	require.Equal(t, 3, cfg.DefaultMaxAttempts)
@@ -24,14 +24,14 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, int64(1<<20), cfg.MaxBodyBytes)
 	require.Equal(t, int64(1<<20), cfg.MaxBatchBytes)
 	require.Equal(t, 10000, cfg.MaxItemsPerRequest)
-	require.Equal(t, 100000, cfg.MaxItemsPerTenant)
+	require.Equal(t, 100000, cfg.TenantMaxItems)
 	require.Equal(t, int32(1<<20+64<<10), cfg.NATSMaxPayload(), "the largest batch and its headers")
 	require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
 	require.Equal(t, "./.sluice", cfg.Store.DataDir)
 	require.Empty(t, cfg.Bus.URL)
 	require.Equal(t, "info", cfg.Log.LogLevel)
 	require.Equal(t, 1000, cfg.MaxStreams)
-	require.Equal(t, 100, cfg.MaxStreamsPerTenant)
+	require.Equal(t, 100, cfg.TenantMaxStreams)
 	require.Equal(t, 200.0, cfg.RateLimitTenantRead)
 	require.Equal(t, 400, cfg.RateLimitTenantReadBurst)
 	require.Empty(t, cfg.OperatorTenants)
@@ -43,11 +43,11 @@ func TestLoadConfigDefaults(t *testing.T) {
 func TestLoadConfigOverrides(t *testing.T) {
 	t.Parallel()
 	cfg, err := gateway.LoadConfig(map[string]string{
-		"SLUICE_GATEWAY_HTTP_ADDR":                    ":9090",
-		"SLUICE_GATEWAY_MAX_ACTIVE":                   "0",
-		"SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT":        "25",
-		"SLUICE_GATEWAY_API_TOKENS":                   " acme:t1 , acme:t2,globex.eu:t3 ",
-		"SLUICE_GATEWAY_DISPATCH_DEADLINE":            "1h30m",
+		"SLUICE_HTTP_ADDR":                            ":9090",
+		"SLUICE_MAX_ACTIVE":                           "0",
+		"SLUICE_TENANT_MAX_ACTIVE":                    "25",
+		"SLUICE_API_TOKENS":                           " acme:t1 , acme:t2,globex.eu:t3 ",
+		"SLUICE_DISPATCH_DEADLINE":                    "1h30m",
 		"SLUICE_GATEWAY_DEFAULT_MAX_ATTEMPTS":         "7",
 		"SLUICE_GATEWAY_RETRY_AFTER":                  "250ms",
 		"SLUICE_GATEWAY_MAX_BODY_BYTES":               "4096",
@@ -57,14 +57,14 @@ func TestLoadConfigOverrides(t *testing.T) {
 		"SLUICE_LOG_LEVEL":                            "debug",
 		"SLUICE_GATEWAY_OPERATOR_TENANTS":             "globex.eu",
 		"SLUICE_GATEWAY_MAX_STREAMS":                  "50",
-		"SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT":       "50",
+		"SLUICE_GATEWAY_TENANT_MAX_STREAMS":           "50",
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ":       "5",
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ_BURST": "10",
 	})
 	require.NoError(t, err)
 	require.Equal(t, ":9090", cfg.HTTPAddr)
 	require.Zero(t, cfg.MaxActive)
-	require.Equal(t, 25, cfg.MaxActivePerTenant)
+	require.Equal(t, 25, cfg.TenantMaxActive)
 	require.Equal(t, 90*time.Minute, cfg.DispatchDeadline)
 	require.Equal(t, 7, cfg.DefaultMaxAttempts)
 	require.Equal(t, 250*time.Millisecond, cfg.RetryAfter)
@@ -75,7 +75,7 @@ func TestLoadConfigOverrides(t *testing.T) {
 	require.Equal(t, "debug", cfg.Log.LogLevel)
 	require.Equal(t, []string{"globex.eu"}, cfg.OperatorTenants)
 	require.Equal(t, 50, cfg.MaxStreams)
-	require.Equal(t, 50, cfg.MaxStreamsPerTenant)
+	require.Equal(t, 50, cfg.TenantMaxStreams)
 	require.Equal(t, 5.0, cfg.RateLimitTenantRead)
 	require.Equal(t, 10, cfg.RateLimitTenantReadBurst)
 }
@@ -86,18 +86,18 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 	cases := []struct {
 		name, variable, value string
 	}{
-		{"max active not a number", "SLUICE_GATEWAY_MAX_ACTIVE", "lots"},
-		{"max active negative", "SLUICE_GATEWAY_MAX_ACTIVE", "-1"},
-		{"tenant max negative", "SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT", "-2"},
-		{"tokens without colon", "SLUICE_GATEWAY_API_TOKENS", secret},
-		{"tokens empty entry", "SLUICE_GATEWAY_API_TOKENS", "a:" + secret + ",,b:x"},
-		{"tokens bad tenant", "SLUICE_GATEWAY_API_TOKENS", "bad tenant!:" + secret},
-		{"tokens long tenant", "SLUICE_GATEWAY_API_TOKENS", strings.Repeat("t", 65) + ":" + secret},
-		{"tokens empty token", "SLUICE_GATEWAY_API_TOKENS", "acme:"},
-		{"tokens token with space", "SLUICE_GATEWAY_API_TOKENS", "acme:" + secret + " x"},
-		{"tokens shared by two tenants", "SLUICE_GATEWAY_API_TOKENS", "a:" + secret + ",b:" + secret},
-		{"deadline zero", "SLUICE_GATEWAY_DISPATCH_DEADLINE", "0s"},
-		{"deadline words", "SLUICE_GATEWAY_DISPATCH_DEADLINE", "soon"},
+		{"max active not a number", "SLUICE_MAX_ACTIVE", "lots"},
+		{"max active negative", "SLUICE_MAX_ACTIVE", "-1"},
+		{"tenant max negative", "SLUICE_TENANT_MAX_ACTIVE", "-2"},
+		{"tokens without colon", "SLUICE_API_TOKENS", secret},
+		{"tokens empty entry", "SLUICE_API_TOKENS", "a:" + secret + ",,b:x"},
+		{"tokens bad tenant", "SLUICE_API_TOKENS", "bad tenant!:" + secret},
+		{"tokens long tenant", "SLUICE_API_TOKENS", strings.Repeat("t", 65) + ":" + secret},
+		{"tokens empty token", "SLUICE_API_TOKENS", "acme:"},
+		{"tokens token with space", "SLUICE_API_TOKENS", "acme:" + secret + " x"},
+		{"tokens shared by two tenants", "SLUICE_API_TOKENS", "a:" + secret + ",b:" + secret},
+		{"deadline zero", "SLUICE_DISPATCH_DEADLINE", "0s"},
+		{"deadline words", "SLUICE_DISPATCH_DEADLINE", "soon"},
 		{"attempts zero", "SLUICE_GATEWAY_DEFAULT_MAX_ATTEMPTS", "0"},
 		{"attempts too many", "SLUICE_GATEWAY_DEFAULT_MAX_ATTEMPTS", "101"},
 		{"retry negative", "SLUICE_GATEWAY_RETRY_AFTER", "-1s"},
@@ -106,13 +106,13 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"batch over what NATS carries", "SLUICE_GATEWAY_MAX_BATCH_BYTES", "67108864"},
 		{"items per request zero", "SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST", "0"},
 		{"items per request huge", "SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST", "1000000000"},
-		{"tenant items negative", "SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT", "-1"},
+		{"tenant items negative", "SLUICE_GATEWAY_TENANT_MAX_ITEMS", "-1"},
 		{"shutdown zero", "SLUICE_SHUTDOWN_TIMEOUT", "0s"},
-		{"addr without port", "SLUICE_GATEWAY_HTTP_ADDR", "localhost"},
+		{"addr without port", "SLUICE_HTTP_ADDR", "localhost"},
 		{"store scheme", "SLUICE_STORE", "postgres://db"},
 		{"streams zero", "SLUICE_GATEWAY_MAX_STREAMS", "0"},
-		{"tenant share zero", "SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT", "0"},
-		{"tenant share over the pool", "SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT", "1001"},
+		{"tenant share zero", "SLUICE_GATEWAY_TENANT_MAX_STREAMS", "0"},
+		{"tenant share over the pool", "SLUICE_GATEWAY_TENANT_MAX_STREAMS", "1001"},
 		{"read rate negative", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ", "-1"},
 		{"read rate NaN", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ", "NaN"},
 		{"read burst zero", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ_BURST", "0"},
@@ -123,9 +123,9 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"pin bound zero", "SLUICE_GATEWAY_MAX_PIN_BYTES", "0"},
 		{"pin bound huge", "SLUICE_GATEWAY_MAX_PIN_BYTES", "1099511627777"},
 	}
-	// An operator must be a tenant of SLUICE_GATEWAY_API_TOKENS.
+	// An operator must be a tenant of SLUICE_API_TOKENS.
 	for name, env := range map[string]map[string]string{
-		"unknown operator": {"SLUICE_GATEWAY_API_TOKENS": "acme:" + secret, "SLUICE_GATEWAY_OPERATOR_TENANTS": "acme,globex"},
+		"unknown operator": {"SLUICE_API_TOKENS": "acme:" + secret, "SLUICE_GATEWAY_OPERATOR_TENANTS": "acme,globex"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

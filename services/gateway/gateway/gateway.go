@@ -153,13 +153,13 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	}
 	au, err := auth.Parse(cfg.APITokens)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: SLUICE_GATEWAY_API_TOKENS: %w", err)
+		return nil, fmt.Errorf("gateway: SLUICE_API_TOKENS: %w", err)
 	}
 	ops, err := operators(au, cfg.OperatorTenants)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: SLUICE_GATEWAY_OPERATOR_TENANTS: %w", err)
 	}
-	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.MaxActivePerTenant, TenantItems: cfg.MaxItemsPerTenant}
+	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive, TenantItems: cfg.TenantMaxItems}
 	// HTTP and NATS accept the same batches: what the NATS server carries.
 	batchBytes := cfg.BatchBytes(deps.NC.MaxPayload())
 	if batchBytes < cfg.MaxBatchBytes {
@@ -257,7 +257,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 			TenantReadLimit:  readLimit,
 			Operators:        ops,
 			MaxStreams:       cfg.MaxStreams,
-			TenantMaxStreams: cfg.MaxStreamsPerTenant,
+			TenantMaxStreams: cfg.TenantMaxStreams,
 		}),
 		// The NATS API lets through the larger of the two bounds; the
 		// admission applies each to its endpoint.
@@ -286,7 +286,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // and returns the first error. It closes ln.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.auth.Open() {
-		g.log.Warn().Msg("SLUICE_GATEWAY_API_TOKENS is empty: the API is open and every request acts as tenant \"default\"")
+		g.log.Warn().Msg("SLUICE_API_TOKENS is empty: the API is open and every request acts as tenant \"default\"")
 	} else {
 		g.log.Info().Strs("tenants", g.auth.Tenants()).Msg("API tokens configured")
 	}
@@ -308,7 +308,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	})
 	g.log.Info().Str("addr", ln.Addr().String()).Str(observe.FieldSubject, contracts.SubjectSubmit).
-		Int("max_active", g.cfg.MaxActive).Int("tenant_max_active", g.cfg.MaxActivePerTenant).
+		Int("max_active", g.cfg.MaxActive).Int("tenant_max_active", g.cfg.TenantMaxActive).
 		Msg("gateway serving")
 	err := eg.Wait()
 	g.log.Info().Msg("gateway stopped")

@@ -82,7 +82,7 @@ func TestItemsPerRequestBindBeforeAdmission(t *testing.T) {
 }
 
 // TestTenantItemsInFlight: a tenant whose items in flight would pass
-// SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT gets a 429 naming tenant_items, over HTTP and
+// SLUICE_GATEWAY_TENANT_MAX_ITEMS gets a 429 naming tenant_items, over HTTP and
 // NATS; another tenant is not affected.
 func TestTenantItemsInFlight(t *testing.T) {
 	t.Parallel()
@@ -90,7 +90,7 @@ func TestTenantItemsInFlight(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, b.submit(tokenA, fanoutJSON(20)).status) // 21 of 30
 	e := b.submit(tokenA, fanoutJSON(9)).requireError(t, http.StatusTooManyRequests, contracts.CodeTenantCap)
 	require.Equal(t, contracts.LimitTenantItems, e.Limit)
-	require.Contains(t, e.Message, "SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT")
+	require.Contains(t, e.Message, "SLUICE_GATEWAY_TENANT_MAX_ITEMS")
 	nr := b.natsSubmit(map[string]string{contracts.HeaderToken: tokenA}, fanoutJSON(9))
 	require.Equal(t, http.StatusTooManyRequests, nr.Status)
 	require.Equal(t, contracts.LimitTenantItems, nr.Error.Limit)

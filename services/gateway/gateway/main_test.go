@@ -52,12 +52,12 @@ func openMode() option { return func(c *gateway.Config) { c.APITokens = "" } }
 
 // caps sets the global and per-tenant caps.
 func caps(global, tenant int) option {
-	return func(c *gateway.Config) { c.MaxActive, c.MaxActivePerTenant = global, tenant }
+	return func(c *gateway.Config) { c.MaxActive, c.TenantMaxActive = global, tenant }
 }
 
-// itemLimits sets SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST and SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT.
+// itemLimits sets SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST and SLUICE_GATEWAY_TENANT_MAX_ITEMS.
 func itemLimits(perRequest, tenant int) option {
-	return func(c *gateway.Config) { c.MaxItemsPerRequest, c.MaxItemsPerTenant = perRequest, tenant }
+	return func(c *gateway.Config) { c.MaxItemsPerRequest, c.TenantMaxItems = perRequest, tenant }
 }
 
 // maxBody sets SLUICE_GATEWAY_MAX_BODY_BYTES.
@@ -71,9 +71,9 @@ func rateLimits(tenant float64, tenantBurst int, ip float64, ipBurst int) option
 	}
 }
 
-// streams sets SLUICE_GATEWAY_MAX_STREAMS and SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT.
+// streams sets SLUICE_GATEWAY_MAX_STREAMS and SLUICE_GATEWAY_TENANT_MAX_STREAMS.
 func streams(pool, tenant int) option {
-	return func(c *gateway.Config) { c.MaxStreams, c.MaxStreamsPerTenant = pool, tenant }
+	return func(c *gateway.Config) { c.MaxStreams, c.TenantMaxStreams = pool, tenant }
 }
 
 // readRateLimit sets the per-tenant read rate limit (0 = off).

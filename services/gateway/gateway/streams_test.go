@@ -63,7 +63,7 @@ func TestTenantStreamShare(t *testing.T) {
 	}
 	e := refused.requireError(t, http.StatusTooManyRequests, contracts.CodeTenantCap)
 	require.Equal(t, contracts.LimitTenantStreams, e.Limit, string(refused.body))
-	require.Contains(t, e.Message, "SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT")
+	require.Contains(t, e.Message, "SLUICE_GATEWAY_TENANT_MAX_STREAMS")
 	retry, err := strconv.Atoi(refused.header.Get("Retry-After"))
 	require.NoError(t, err, "Retry-After")
 	require.Positive(t, retry)
@@ -92,7 +92,7 @@ func TestTenantStreamShare(t *testing.T) {
 }
 
 // TestStreamPoolIsConfigurable: past SLUICE_GATEWAY_MAX_STREAMS every tenant is
-// refused with 503; within a share of SLUICE_GATEWAY_MAX_STREAMS_PER_TENANT a tenant
+// refused with 503; within a share of SLUICE_GATEWAY_TENANT_MAX_STREAMS a tenant
 // is refused with 429.
 func TestStreamPoolIsConfigurable(t *testing.T) {
 	t.Parallel()

@@ -20,7 +20,7 @@ type Config struct {
 	Log   observe.Env
 
 	// StaleThreshold is the heartbeat age that makes a running job stale.
-	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s" doc:"The heartbeat age that makes a running job stale: the schedulers and the reaper give its run up, and a worker stops a run whose heartbeats went unacknowledged for 2/3 of it. Must exceed twice SLUICE_WORKER_HEARTBEAT_INTERVAL."`
+	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s" doc:"The heartbeat age that makes a running job stale: the schedulers and the reaper give its run up, and a worker stops a run whose heartbeats went unacknowledged for 2/3 of it. Must exceed twice SLUICE_HEARTBEAT_INTERVAL."`
 	// Interval is the time between sweeps; 0 = a third of the stale threshold.
 	Interval time.Duration `env:"SLUICE_REAPER_INTERVAL" envDefault:"0s" doc:"The time between two sweeps. 0 = a third of SLUICE_STALE_THRESHOLD, between 100ms and 30s."`
 	// MaxRuntime fails jobs running longer; 0 = no limit.

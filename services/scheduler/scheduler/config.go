@@ -23,14 +23,14 @@ type Config struct {
 	// ReofferInterval is how long a job whose offers all failed waits
 	// before it is ready again (plus up to 25% jitter), and how often the
 	// dispatcher looks for ready jobs when nothing woke it.
-	ReofferInterval time.Duration `env:"SLUICE_SCHEDULER_REOFFER_INTERVAL" envOld:"SLUICE_RETRY_INTERVAL" envDefault:"2s" doc:"How long a job whose offers all failed (not merely busy) waits before it is offered again (plus up to 25% jitter); also how often the scheduler looks for ready jobs when nothing woke it."`
+	ReofferInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s" doc:"How long a job whose offers all failed (not merely busy) waits before it is offered again (plus up to 25% jitter); also how often the scheduler looks for ready jobs when nothing woke it."`
 	// RetryBackoff is the wait before a failed job's second run; it doubles
 	// with every run (±50% jitter) up to MaxRetryBackoff.
 	RetryBackoff time.Duration `env:"SLUICE_SCHEDULER_RETRY_BACKOFF" envOld:"SLUICE_RETRY_BACKOFF" envDefault:"1s" doc:"The wait before a failed job's second run; it doubles with every run (±50% jitter) up to SLUICE_SCHEDULER_MAX_RETRY_BACKOFF."`
 	// MaxRetryBackoff bounds the wait between two runs of a failed job.
 	MaxRetryBackoff time.Duration `env:"SLUICE_SCHEDULER_MAX_RETRY_BACKOFF" envOld:"SLUICE_RETRY_BACKOFF_MAX" envDefault:"10m" doc:"The longest wait between two runs of a failed job."`
 	// StaleThreshold is the heartbeat age that makes a running job stale.
-	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s" doc:"The heartbeat age that makes a running job stale: the schedulers and the reaper give its run up, and a worker stops a run whose heartbeats went unacknowledged for 2/3 of it. Must exceed twice SLUICE_WORKER_HEARTBEAT_INTERVAL."`
+	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s" doc:"The heartbeat age that makes a running job stale: the schedulers and the reaper give its run up, and a worker stops a run whose heartbeats went unacknowledged for 2/3 of it. Must exceed twice SLUICE_HEARTBEAT_INTERVAL."`
 	// MaxRuntime fails a job running longer than this; 0 = no limit.
 	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s" doc:"The longest any run may take: the gateway bounds a job's max_runtime by it, the schedulers and the reaper fail a run past it, whatever the job asked. 0 = no bound."`
 	// OfferTimeout bounds one offer request to one worker.
@@ -104,7 +104,7 @@ func LoadConfig(environ map[string]string) (Config, error) {
 // Validate checks the settings and names the variable at fault.
 func (c Config) Validate() error {
 	var p envconfig.Problems
-	envconfig.Positive(&p, "SLUICE_SCHEDULER_REOFFER_INTERVAL", c.ReofferInterval)
+	envconfig.Positive(&p, "SLUICE_RETRY_INTERVAL", c.ReofferInterval)
 	envconfig.Positive(&p, "SLUICE_STALE_THRESHOLD", c.StaleThreshold)
 	envconfig.Positive(&p, "SLUICE_SCHEDULER_OFFER_TIMEOUT", c.OfferTimeout)
 	envconfig.Positive(&p, "SLUICE_SCHEDULER_CLAIM_TTL", c.ClaimTTL)

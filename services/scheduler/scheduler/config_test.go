@@ -20,13 +20,13 @@ func TestLoadConfigDefaults(t *testing.T) {
 func TestLoadConfigNamesTheVariable(t *testing.T) {
 	t.Parallel()
 	tests := map[string]map[string]string{
-		"SLUICE_SCHEDULER_REOFFER_INTERVAL": {"SLUICE_SCHEDULER_REOFFER_INTERVAL": "0s"},
-		"SLUICE_STALE_THRESHOLD":            {"SLUICE_STALE_THRESHOLD": "-1s"},
-		"SLUICE_SCHEDULER_MAX_CONCURRENT":   {"SLUICE_SCHEDULER_MAX_CONCURRENT": "0"},
-		"SLUICE_SCHEDULER_CLAIM_TTL":        {"SLUICE_SCHEDULER_CLAIM_TTL": "1s", "SLUICE_SCHEDULER_OFFER_TIMEOUT": "1s"},
-		"SLUICE_MAX_RUNTIME":                {"SLUICE_MAX_RUNTIME": "-5m"},
-		"SLUICE_STORE":                      {"SLUICE_STORE": "postgres://x"},
-		"SLUICE_SCHEDULER_OFFER_TIMEOUT":    {"SLUICE_SCHEDULER_OFFER_TIMEOUT": "soon"},
+		"SLUICE_RETRY_INTERVAL":           {"SLUICE_RETRY_INTERVAL": "0s"},
+		"SLUICE_STALE_THRESHOLD":          {"SLUICE_STALE_THRESHOLD": "-1s"},
+		"SLUICE_SCHEDULER_MAX_CONCURRENT": {"SLUICE_SCHEDULER_MAX_CONCURRENT": "0"},
+		"SLUICE_SCHEDULER_CLAIM_TTL":      {"SLUICE_SCHEDULER_CLAIM_TTL": "1s", "SLUICE_SCHEDULER_OFFER_TIMEOUT": "1s"},
+		"SLUICE_MAX_RUNTIME":              {"SLUICE_MAX_RUNTIME": "-5m"},
+		"SLUICE_STORE":                    {"SLUICE_STORE": "postgres://x"},
+		"SLUICE_SCHEDULER_OFFER_TIMEOUT":  {"SLUICE_SCHEDULER_OFFER_TIMEOUT": "soon"},
 	}
 	for name, env := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -30,12 +30,12 @@ type Config struct {
 	// hostname plus a short random suffix.
 	WorkerID string `env:"SLUICE_WORKER_ID" doc:"The worker's name on NATS subjects: 1-64 letters, digits, - or _. Default: the hostname plus a short random suffix."`
 	// MaxConcurrent is how many jobs may run at once; 0 = no limit.
-	MaxConcurrent int `env:"SLUICE_WORKER_MAX_CONCURRENT" envOld:"SLUICE_WORKER_MAX_CONCURRENT_TASKS" envDefault:"1" doc:"The most jobs the worker runs at once. 0 = no limit."`
+	MaxConcurrent int `env:"SLUICE_WORKER_MAX_CONCURRENT_TASKS" envDefault:"1" doc:"The most jobs the worker runs at once. 0 = no limit."`
 	// HeartbeatInterval is how often leases are renewed and the worker announces itself.
-	HeartbeatInterval time.Duration `env:"SLUICE_WORKER_HEARTBEAT_INTERVAL" envOld:"SLUICE_HEARTBEAT_INTERVAL" envDefault:"5s" doc:"How often the worker renews the leases of its running jobs and announces itself."`
+	HeartbeatInterval time.Duration `env:"SLUICE_HEARTBEAT_INTERVAL" envDefault:"5s" doc:"How often the worker renews the leases of its running jobs and announces itself."`
 	// StaleThreshold is the heartbeat age that makes a job stale; a handler
 	// whose lease went unacknowledged for 2/3 of it is cancelled (self-fencing).
-	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s" doc:"The heartbeat age that makes a running job stale: the schedulers and the reaper give its run up, and a worker stops a run whose heartbeats went unacknowledged for 2/3 of it. Must exceed twice SLUICE_WORKER_HEARTBEAT_INTERVAL."`
+	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s" doc:"The heartbeat age that makes a running job stale: the schedulers and the reaper give its run up, and a worker stops a run whose heartbeats went unacknowledged for 2/3 of it. Must exceed twice SLUICE_HEARTBEAT_INTERVAL."`
 	// IdleTimeout makes the worker exit after this long without jobs; 0 = never.
 	IdleTimeout time.Duration `env:"SLUICE_WORKER_IDLE_TIMEOUT" doc:"The worker exits after this long without a job. 0 = never."`
 	// MaxLifetime makes the worker drain and exit after this long; 0 = never.
@@ -170,10 +170,10 @@ func (c Config) Validate() error {
 	if !contracts.ValidWorkerID(c.WorkerID) {
 		p.Add("SLUICE_WORKER_ID", "%q must be 1-64 letters, digits, '-' or '_'", c.WorkerID)
 	}
-	envconfig.NotNegative(&p, "SLUICE_WORKER_MAX_CONCURRENT", c.MaxConcurrent, "no limit")
-	envconfig.Positive(&p, "SLUICE_WORKER_HEARTBEAT_INTERVAL", c.HeartbeatInterval)
+	envconfig.NotNegative(&p, "SLUICE_WORKER_MAX_CONCURRENT_TASKS", c.MaxConcurrent, "no limit")
+	envconfig.Positive(&p, "SLUICE_HEARTBEAT_INTERVAL", c.HeartbeatInterval)
 	if c.StaleThreshold <= 2*c.HeartbeatInterval {
-		p.Add("SLUICE_STALE_THRESHOLD", "%s must exceed twice SLUICE_WORKER_HEARTBEAT_INTERVAL (%s)", c.StaleThreshold, c.HeartbeatInterval)
+		p.Add("SLUICE_STALE_THRESHOLD", "%s must exceed twice SLUICE_HEARTBEAT_INTERVAL (%s)", c.StaleThreshold, c.HeartbeatInterval)
 	}
 	envconfig.NotNegative(&p, "SLUICE_WORKER_IDLE_TIMEOUT", c.IdleTimeout, "never")
 	envconfig.NotNegative(&p, "SLUICE_WORKER_MAX_LIFETIME", c.MaxLifetime, "never")

@@ -79,10 +79,10 @@ type Config struct {
 	Store   StoreKind
 
 	Gateways, Schedulers, Workers int
-	WorkerLimit                   int // SLUICE_WORKER_MAX_CONCURRENT
-	MaxActive                     int // SLUICE_GATEWAY_MAX_ACTIVE
-	Tenants                       int // tenants with a token each (SLUICE_GATEWAY_API_TOKENS)
-	TenantMaxActive               int // SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT
+	WorkerLimit                   int // SLUICE_WORKER_MAX_CONCURRENT_TASKS
+	MaxActive                     int // SLUICE_MAX_ACTIVE
+	Tenants                       int // tenants with a token each (SLUICE_API_TOKENS)
+	TenantMaxActive               int // SLUICE_TENANT_MAX_ACTIVE
 	HeartbeatInterval             time.Duration
 	StaleThreshold                time.Duration
 	RetryInterval                 time.Duration
@@ -214,17 +214,17 @@ func Start(cfg Config) (*Cluster, error) {
 		"SLUICE_DATA_DIR="+c.DataDir,
 		"SLUICE_STORE="+c.StoreURI,
 		"SLUICE_LOG_LEVEL="+logLevel(),
-		"SLUICE_GATEWAY_API_TOKENS="+strings.Join(tokens, ","),
+		"SLUICE_API_TOKENS="+strings.Join(tokens, ","),
 		// The harness reads the whole system (workers, every tenant's
 		// counts) as the first tenant.
 		"SLUICE_GATEWAY_OPERATOR_TENANTS="+c.Tenants[0].Name,
-		"SLUICE_GATEWAY_MAX_ACTIVE="+fmt.Sprint(cfg.MaxActive),
-		"SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT="+fmt.Sprint(cfg.TenantMaxActive),
-		"SLUICE_WORKER_HEARTBEAT_INTERVAL="+cfg.HeartbeatInterval.String(),
+		"SLUICE_MAX_ACTIVE="+fmt.Sprint(cfg.MaxActive),
+		"SLUICE_TENANT_MAX_ACTIVE="+fmt.Sprint(cfg.TenantMaxActive),
+		"SLUICE_HEARTBEAT_INTERVAL="+cfg.HeartbeatInterval.String(),
 		"SLUICE_STALE_THRESHOLD="+cfg.StaleThreshold.String(),
-		"SLUICE_SCHEDULER_REOFFER_INTERVAL="+cfg.RetryInterval.String(),
+		"SLUICE_RETRY_INTERVAL="+cfg.RetryInterval.String(),
 		"SLUICE_GATEWAY_RETRY_AFTER="+cfg.RetryInterval.String(),
-		"SLUICE_GATEWAY_DISPATCH_DEADLINE="+cfg.DispatchDeadline.String(),
+		"SLUICE_DISPATCH_DEADLINE="+cfg.DispatchDeadline.String(),
 		// Short enough that a killed scheduler's claims and unacked
 		// messages come back within the profile.
 		"SLUICE_SCHEDULER_OFFER_TIMEOUT=500ms",
@@ -259,7 +259,7 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 		c.Gateways = append(c.Gateways, "http://"+addr)
-		add(fmt.Sprintf("gateway-%d", i), "gateway", "gateway", nil, "SLUICE_GATEWAY_HTTP_ADDR="+addr)
+		add(fmt.Sprintf("gateway-%d", i), "gateway", "gateway", nil, "SLUICE_HTTP_ADDR="+addr)
 	}
 	for i := 1; i <= cfg.Schedulers; i++ {
 		addr, err := freeAddr()
@@ -275,7 +275,7 @@ func Start(cfg Config) (*Cluster, error) {
 		name := fmt.Sprintf("worker-%d", i)
 		p := add(name, "worker", "probeworker", []string{"-journal", filepath.Join(c.JournalDir, name+journal.Ext)},
 			"SLUICE_WORKER_ID="+id, "SLUICE_WORKER_KINDS=sleep",
-			fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT=%d", cfg.WorkerLimit))
+			fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT_TASKS=%d", cfg.WorkerLimit))
 		p.workerID = id
 	}
 	add("reaper", "reaper", "reaper", nil, "SLUICE_REAPER_INTERVAL="+cfg.ReaperInterval.String())

@@ -81,7 +81,7 @@ func (c *Cluster) spawnLoop(ctx context.Context, logf func(string, ...any)) {
 			p := c.newProc(name, "worker", "probeworker", []string{"-journal", filepath.Join(c.JournalDir, name+journal.Ext)},
 				"SLUICE_WORKER_ID="+id, "SLUICE_WORKER_KINDS=sleep", "SLUICE_WORKER_SPAWNED=true",
 				"SLUICE_WORKER_IDLE_TIMEOUT="+spawnIdle.String(),
-				fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT=%d", c.cfg.WorkerLimit))
+				fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT_TASKS=%d", c.cfg.WorkerLimit))
 			p.workerID, p.transient = id, true
 			if err := p.start(); err != nil {
 				logf("chaos: start %s: %v", name, err)

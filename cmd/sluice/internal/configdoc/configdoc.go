@@ -46,6 +46,27 @@ var Services = []Service{
 	{Name: "reaper", Config: reflect.TypeFor[reaper.Config]()},
 }
 
+// Fixed are the names the design's configuration contract fixes, with
+// their meanings: they keep them, even where the naming rule would name
+// them otherwise (no service prefix on the gateway's SLUICE_MAX_ACTIVE,
+// the word TASKS in SLUICE_WORKER_MAX_CONCURRENT_TASKS).
+var Fixed = []string{
+	"SLUICE_MAX_ACTIVE",
+	"SLUICE_TENANT_MAX_ACTIVE",
+	"SLUICE_WORKER_MAX_CONCURRENT_TASKS",
+	"SLUICE_RETRY_INTERVAL",
+	"SLUICE_DISPATCH_DEADLINE",
+	"SLUICE_STALE_THRESHOLD",
+	"SLUICE_HEARTBEAT_INTERVAL",
+	"SLUICE_WORKER_IDLE_TIMEOUT",
+	"SLUICE_WORKER_MAX_LIFETIME",
+	"SLUICE_NATS_URL",
+	"SLUICE_STORE",
+	"SLUICE_DATA_DIR",
+	"SLUICE_HTTP_ADDR",
+	"SLUICE_API_TOKENS",
+}
+
 // Variable is one environment variable of a Config type.
 type Variable struct {
 	// Name is the variable (the env tag).
@@ -123,6 +144,10 @@ func Render() []byte {
 	var b bytes.Buffer
 	readers := Readers()
 	b.WriteString(intro)
+	for _, name := range Fixed {
+		fmt.Fprintf(&b, "   - `%s` (%s)\n", name, strings.Join(readers[name], ", "))
+	}
+	b.WriteString(rule)
 
 	b.WriteString("\n## Shared by the services\n\n")
 	b.WriteString("One meaning wherever they are read; set them alike for every service of a deployment.\n\n")
@@ -140,7 +165,7 @@ func Render() []byte {
 
 	for _, s := range Services {
 		fmt.Fprintf(&b, "\n## %s\n\n", strings.ToUpper(s.Name[:1])+s.Name[1:])
-		fmt.Fprintf(&b, "Read by the %s only (`%s…`), besides the shared variables above.\n\n", s.Name, s.Prefix())
+		fmt.Fprintf(&b, "Read by the %s only (`%s…`, or a name the design fixes), besides the shared variables above.\n\n", s.Name, s.Prefix())
 		b.WriteString("| Variable | Type | Default | Description |\n|---|---|---|---|\n")
 		for _, v := range Variables(s.Config) {
 			if len(readers[v.Name]) > 1 {
@@ -152,16 +177,33 @@ func Render() []byte {
 
 	b.WriteString(deprecatedIntro)
 	b.WriteString("| Former name | New name | Service |\n|---|---|---|\n")
-	type row struct{ old, new, svc string }
+	type row struct{ old, new, svc, note string }
 	var rows []row
 	for _, s := range Services {
 		for _, r := range envconfig.Renames(s.Config) {
-			rows = append(rows, row{r.Old, r.New, s.Name})
+			var note string
+			if r.Now != "" {
+				note = fmt.Sprintf("`%s` now sets only %s. The %s still reads it, with a warning, while `%s` is unset.",
+					r.Old, r.Now, s.Name, r.New)
+			}
+			rows = append(rows, row{r.Old, r.New, s.Name, note})
 		}
 	}
 	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.old+" "+a.svc, b.old+" "+b.svc) })
+	var notes []string
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", r.old, r.new, r.svc)
+		mark := ""
+		if r.note != "" {
+			notes = append(notes, r.note)
+			mark = fmt.Sprintf(" (note %d)", len(notes))
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s`%s | %s |\n", r.old, r.new, mark, r.svc)
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+	}
+	for i, n := range notes {
+		fmt.Fprintf(&b, "Note %d: %s\n", i+1, n)
 	}
 	b.WriteString(others)
 	return b.Bytes()
@@ -196,17 +238,28 @@ service in one process and reads the same variables.
 
 ## Naming rule
 
-- A variable read by **one service only** starts with that service's name:
-  ` + "`SLUICE_GATEWAY_…`, `SLUICE_SCHEDULER_…`, `SLUICE_WORKER_…`, `SLUICE_REAPER_…`" + `.
-- A variable read by **several services** has no service prefix and means the
-  same thing in each of them (the NATS connection, the store, the data
-  directory, logging, the stale threshold, the runtime bound, the shutdown
-  timeout).
-- A limit is ` + "`MAX_<what>`" + ` (` + "`MAX_ACTIVE`, `MAX_CONCURRENT`, `MAX_BODY_BYTES`" + `), a per-tenant
-  limit ` + "`MAX_<what>_PER_TENANT`" + `, a lower bound ` + "`MIN_<what>`" + `, and the value a
-  job gets when it asks for none ` + "`DEFAULT_<field>`" + `.
-- A name has one meaning everywhere, and a former name is never given a new
-  meaning.
+1. **The names the design's configuration contract fixes keep their names
+   and meanings**, even where the rules below would name them otherwise
+   (no service prefix on a variable one service reads, the word ` + "`TASKS`" + `):
+`
+
+// rule is the naming rule after its list of fixed names.
+const rule = `2. Every other variable read by **one service only** starts with that
+   service's prefix: ` + "`SLUICE_GATEWAY_…`, `SLUICE_SCHEDULER_…`, `SLUICE_WORKER_…`, `SLUICE_REAPER_…`" + `.
+3. A variable read by **several services** has no service prefix and one
+   meaning: one type, one default, one description (the NATS connection,
+   the store, the data directory, logging, the stale threshold, the runtime
+   bound, the shutdown timeout).
+4. A limit is ` + "`MAX_<what>`" + ` (` + "`SLUICE_GATEWAY_MAX_STREAMS`" + `), a per-tenant limit
+   ` + "`TENANT_MAX_<what>`" + ` (` + "`SLUICE_GATEWAY_TENANT_MAX_STREAMS`" + `), a lower bound
+   ` + "`MIN_<what>`" + `, and the value a job gets when it asks for none
+   ` + "`DEFAULT_<field>`" + `. No name says ` + "`CONCURRENCY`" + ` or ` + "`TASKS`" + `, except the contract's
+   ` + "`SLUICE_WORKER_MAX_CONCURRENT_TASKS`" + `.
+5. A name has one meaning everywhere, and a former name is never given a
+   new meaning. One exception, for one release: ` + "`SLUICE_RETRY_INTERVAL`" + ` is the
+   scheduler's re-offer period (the contract's meaning); the gateway, which
+   read it as its Retry-After hint, still does while
+   ` + "`SLUICE_GATEWAY_RETRY_AFTER`" + ` is unset, and warns (see Former names).
 
 The tests of ` + "`cmd/sluice/internal/configdoc`" + ` check the rule on every variable.
 `
@@ -218,7 +271,9 @@ The names below were renamed to follow the rule above. They still work in
 this release: when a former name is set and its new name is not, the service
 uses its value and logs a warning naming the new variable; when both are
 set, the new name wins and the warning says the former one was ignored.
-They will be removed in the next release.
+They will be removed in the next release. A former name that another
+service reads now, with a meaning of its own (see its note), draws no
+warning once the new name is set: it is then that service's variable only.
 
 `
 

@@ -28,8 +28,8 @@ func benchStack(b *testing.B, workers int, extra map[string]string) (*Stack, str
 	b.Helper()
 	o := Options{Workers: workers, NATSListen: "127.0.0.1:0", Log: zerolog.Nop()}
 	// The benchmarks hold more jobs in flight than a tenant should.
-	o.Environ = testEnv(b.TempDir(), map[string]string{"SLUICE_WORKER_HEARTBEAT_INTERVAL": "1s", "SLUICE_STALE_THRESHOLD": "10s", "SLUICE_SCHEDULER_REOFFER_INTERVAL": "100ms", "SLUICE_GATEWAY_RETRY_AFTER": "100ms",
-		"SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT": "0"})
+	o.Environ = testEnv(b.TempDir(), map[string]string{"SLUICE_HEARTBEAT_INTERVAL": "1s", "SLUICE_STALE_THRESHOLD": "10s", "SLUICE_RETRY_INTERVAL": "100ms", "SLUICE_GATEWAY_RETRY_AFTER": "100ms",
+		"SLUICE_GATEWAY_TENANT_MAX_ITEMS": "0"})
 	for k, v := range extra {
 		o.Environ[k] = v
 	}
@@ -119,14 +119,14 @@ func sleepBody(ms int) func() []byte {
 // and rejected separately.
 func BenchmarkAdmission(b *testing.B) {
 	b.Run("accepted", func(b *testing.B) {
-		_, base := benchStack(b, -1, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "0"})
+		_, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0"})
 		counts, took := hammer(base, 32, 3*time.Second, 0, sleepBody(0))
 		rate := float64(counts[http.StatusAccepted]) / took.Seconds()
 		b.ReportMetric(rate, "accepted/s")
 		fmt.Printf("admission, single submits, accepted: %.0f decisions/s (%d in %s, other answers %v; target ≥ 10,000)\n", rate, counts[http.StatusAccepted], took.Round(time.Millisecond), others(counts, http.StatusAccepted))
 	})
 	b.Run("rejected", func(b *testing.B) {
-		_, base := benchStack(b, -1, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "1"})
+		_, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "1"})
 		hammer(base, 1, time.Second, 1, sleepBody(0))
 		counts, took := hammer(base, 32, 3*time.Second, 0, sleepBody(0))
 		rate := float64(counts[http.StatusTooManyRequests]) / took.Seconds()
@@ -151,7 +151,7 @@ func others(counts map[int]int64, except int) map[int]int64 {
 // paced 500 and 2,000 jobs/s with free capacity, and the process's peak
 // RSS.
 func BenchmarkEndToEnd(b *testing.B) {
-	s, base := benchStack(b, 4, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT": "64", "SLUICE_GATEWAY_MAX_ACTIVE": "0"})
+	s, base := benchStack(b, 4, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "64", "SLUICE_MAX_ACTIVE": "0"})
 	const jobs = 30000
 	start := time.Now()
 	counts, _ := hammer(base, 64, 5*time.Minute, jobs, sleepBody(0))

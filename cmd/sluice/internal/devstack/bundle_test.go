@@ -33,12 +33,12 @@ type bundle struct {
 func testEnv(dataDir string, extra map[string]string) map[string]string {
 	env := map[string]string{
 		"SLUICE_DATA_DIR":                       dataDir,
-		"SLUICE_GATEWAY_HTTP_ADDR":              "127.0.0.1:0",
-		"SLUICE_SCHEDULER_REOFFER_INTERVAL":     "100ms",
+		"SLUICE_HTTP_ADDR":                      "127.0.0.1:0",
+		"SLUICE_RETRY_INTERVAL":                 "100ms",
 		"SLUICE_GATEWAY_RETRY_AFTER":            "100ms",
-		"SLUICE_WORKER_HEARTBEAT_INTERVAL":      "100ms",
+		"SLUICE_HEARTBEAT_INTERVAL":             "100ms",
 		"SLUICE_STALE_THRESHOLD":                "2s",
-		"SLUICE_WORKER_MAX_CONCURRENT":          "1",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS":    "1",
 		"SLUICE_SHUTDOWN_TIMEOUT":               "2s",
 		"SLUICE_SCHEDULER_CLAIM_TTL":            "5s",
 		"SLUICE_LOG_LEVEL":                      "warn",

@@ -81,7 +81,7 @@ func submitBatches(b *testing.B, base string, total, size, conc int) (int64, tim
 // POST /v1/jobs/batch (batches of 1,000 from 8 clients), every admission
 // fsynced.
 func BenchmarkBatchAdmission(b *testing.B) {
-	_, base := benchStack(b, -1, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "0"})
+	_, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0"})
 	const total = 100_000
 	admitted, took := submitBatches(b, base, total, 1000, 8)
 	rate := float64(admitted) / took.Seconds()
@@ -100,7 +100,7 @@ func startWorkers(b *testing.B, s *Stack, n, slots int) {
 // before any worker exists, then starts 4 workers × 256 slots and reports
 // how fast the backlog completes.
 func BenchmarkBurnDown(b *testing.B) {
-	s, base := benchStack(b, -1, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_NO_WORKER_GRACE": "0", "SLUICE_SCHEDULER_MAX_CONCURRENT": "256"})
+	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_NO_WORKER_GRACE": "0", "SLUICE_SCHEDULER_MAX_CONCURRENT": "256"})
 	const total = 100_000
 	admitted, took := submitBatches(b, base, total, 1000, 8)
 	if admitted != total {
@@ -127,7 +127,7 @@ func BenchmarkBurnDown(b *testing.B) {
 // and the roster's view of who is full keeps offers from going to busy
 // ones.
 func BenchmarkManyWorkers(b *testing.B) {
-	s, base := benchStack(b, -1, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_MAX_CONCURRENT": "256"})
+	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_MAX_CONCURRENT": "256"})
 	const workers = 1000
 	startWorkersShared(b, s, workers, 1, 8)
 	deadline := time.Now().Add(30 * time.Second)
@@ -179,10 +179,10 @@ func startWorkersShared(b *testing.B, s *Stack, n, slots, conns int) {
 	dir := b.TempDir()
 	for i := range n {
 		cfg, err := worker.LoadConfig(map[string]string{
-			"SLUICE_WORKER_ID":                 fmt.Sprintf("w-%04d", i+1),
-			"SLUICE_WORKER_MAX_CONCURRENT":     fmt.Sprint(slots),
-			"SLUICE_WORKER_HEARTBEAT_INTERVAL": "1s",
-			"SLUICE_DATA_DIR":                  dir,
+			"SLUICE_WORKER_ID":                   fmt.Sprintf("w-%04d", i+1),
+			"SLUICE_WORKER_MAX_CONCURRENT_TASKS": fmt.Sprint(slots),
+			"SLUICE_HEARTBEAT_INTERVAL":          "1s",
+			"SLUICE_DATA_DIR":                    dir,
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -96,7 +96,7 @@ func TestCancelReachesTheExecProcessGroupAndFreesTheSlot(t *testing.T) {
 
 func TestCancelRacingCompletionEndsInOneFinalState(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 2}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT": "4"})
+	b := setup(t, Options{Workers: 2}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4"})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ch, resp := b.openSSE(ctx, "/v1/events", nil)

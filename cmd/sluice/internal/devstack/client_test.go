@@ -16,7 +16,7 @@ import (
 // (404, 409, 422, 429 with its limit and Retry-After).
 func TestGoClientAgainstTheStack(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "1"})
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_MAX_ACTIVE": "1"})
 	c, err := client.New(b.base)
 	require.NoError(t, err)
 	ctx := t.Context()

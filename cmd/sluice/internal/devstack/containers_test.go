@@ -57,9 +57,9 @@ func TestEndToEndOnRealServers(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	env := testEnv(t.TempDir(), map[string]string{
-		"SLUICE_STORE":                 mongoURI,
-		"SLUICE_NATS_URL":              natsURL,
-		"SLUICE_WORKER_MAX_CONCURRENT": "2",
+		"SLUICE_STORE":                       mongoURI,
+		"SLUICE_NATS_URL":                    natsURL,
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
 	})
 	s, err := Start(ctx, Options{Environ: env, Workers: 3, Schedulers: 2, HTTPListener: ln, Log: zerolog.Nop()})
 	require.NoError(t, err)

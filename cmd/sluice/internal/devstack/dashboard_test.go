@@ -65,10 +65,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
 	chromium := needChromium(t)
 	b := startTokenStack(t, Options{Workers: 3}, map[string]string{
-		"SLUICE_GATEWAY_API_TOKENS":            dashTenant + ":" + dashToken,
-		"SLUICE_GATEWAY_MAX_ACTIVE":            "4",
-		"SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT": "4",
-		"SLUICE_WORKER_MAX_CONCURRENT":         "2",
+		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken,
+		"SLUICE_MAX_ACTIVE":                  "4",
+		"SLUICE_TENANT_MAX_ACTIVE":           "4",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
 	})
 	proxy := newStreamProxy(t, b.base)
 	ctx := newBrowser(t, chromium)
@@ -182,7 +182,7 @@ func TestDashboardOpenModeAndTenantView(t *testing.T) {
 	t.Run("tenant", func(t *testing.T) {
 		t.Parallel()
 		b := startTokenStack(t, Options{Workers: 1}, map[string]string{
-			"SLUICE_GATEWAY_API_TOKENS":       dashTenant + ":" + dashToken + ",ops:ops-token-0123",
+			"SLUICE_API_TOKENS":               dashTenant + ":" + dashToken + ",ops:ops-token-0123",
 			"SLUICE_GATEWAY_OPERATOR_TENANTS": "ops",
 		})
 		ctx, problems := openDashboard(t, chromium, b)
@@ -200,9 +200,9 @@ func TestDashboardNoCap(t *testing.T) {
 	t.Parallel()
 	chromium := needChromium(t)
 	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_GATEWAY_API_TOKENS":            dashTenant + ":" + dashToken,
-		"SLUICE_GATEWAY_MAX_ACTIVE":            "0",
-		"SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT": "0",
+		"SLUICE_API_TOKENS":        dashTenant + ":" + dashToken,
+		"SLUICE_MAX_ACTIVE":        "0",
+		"SLUICE_TENANT_MAX_ACTIVE": "0",
 	})
 	ctx, problems := openDashboard(t, chromium, b)
 
@@ -223,8 +223,8 @@ func TestDashboardFoldsAFanout(t *testing.T) {
 	t.Parallel()
 	chromium := needChromium(t)
 	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_GATEWAY_API_TOKENS":    dashTenant + ":" + dashToken,
-		"SLUICE_WORKER_MAX_CONCURRENT": "4",
+		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken,
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
 	})
 	ctx, problems := openDashboard(t, chromium, b)
 

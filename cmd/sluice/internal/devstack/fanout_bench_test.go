@@ -71,7 +71,7 @@ func waitParent(b *testing.B, base, id string, within time.Duration) contracts.J
 // reports how fast its children complete (to compare with the burn-down
 // of as many plain jobs).
 func BenchmarkFanout(b *testing.B) {
-	s, base := benchStack(b, -1, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_NO_WORKER_GRACE": "0",
+	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_NO_WORKER_GRACE": "0",
 		"SLUICE_SCHEDULER_MAX_CONCURRENT": "256", "SLUICE_GATEWAY_MAX_BODY_BYTES": "4194304", "SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST": "100001"})
 	const total = 100_000
 	p, took := submitFanout(b, base, fanoutBody(total, 0, 1000))
@@ -93,7 +93,7 @@ func BenchmarkFanout(b *testing.B) {
 // BenchmarkFanoutWindow runs a fan-out of 20 ms items with a window of 8
 // on one worker of 64 free slots and samples how many children run.
 func BenchmarkFanoutWindow(b *testing.B) {
-	_, base := benchStack(b, 1, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "0", "SLUICE_WORKER_MAX_CONCURRENT": "64"})
+	_, base := benchStack(b, 1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_WORKER_MAX_CONCURRENT_TASKS": "64"})
 	p, _ := submitFanout(b, base, fanoutBody(1500, 20, 8))
 	var (
 		hist    = map[int]int{}

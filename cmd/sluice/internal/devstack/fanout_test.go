@@ -93,7 +93,7 @@ func peakOverlap(t *testing.T, kids []contracts.Job) int {
 // the parent ends succeeded with its counts.
 func TestFanoutWindowHoldsAndRefills(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 2}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT": "8"})
+	b := setup(t, Options{Workers: 2}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "8"})
 	p := b.fanout(sleepItems(24, 60), 3, false)
 	require.Equal(t, &contracts.ChildCounts{Total: 24, Pending: 24}, p.Children)
 	require.Equal(t, 3, p.Concurrency)
@@ -140,7 +140,7 @@ func TestFanoutWindowHoldsAndRefills(t *testing.T) {
 // waiting are cancelled at the first failure.
 func TestFanoutFailureModes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT": "4"})
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4"})
 
 	p := b.fanout(sleepItems(8, 20, 2), 2, false)
 	par := b.waitFinal(p.ID, 30*time.Second)
@@ -170,7 +170,7 @@ func TestFanoutFailureModes(t *testing.T) {
 // cancelling one child cancels only that child.
 func TestFanoutCancelCascades(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT": "4"})
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4"})
 	api := b.api()
 	ctx := context.Background()
 
@@ -200,7 +200,7 @@ func TestFanoutCancelCascades(t *testing.T) {
 // write nothing; a parent is admitted whole under the cap.
 func TestFanoutParentEventsAndValidation(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT": "4", "SLUICE_GATEWAY_MAX_ACTIVE": "5"})
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4", "SLUICE_MAX_ACTIVE": "5"})
 	p := b.fanout(sleepItems(6, 30), 2, false)
 	var progress []float64
 	final, err := b.api().Wait(context.Background(), p.ID, func(ev contracts.Event) {
@@ -236,8 +236,8 @@ func TestFanoutParentEventsAndValidation(t *testing.T) {
 // elsewhere, the window still holds, and every child ends.
 func TestFanoutSurvivesAKilledWorker(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT": "4"})
-	proc := startWorkerProcess(t, b, "worker-00", "SLUICE_WORKER_MAX_CONCURRENT=4")
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4"})
+	proc := startWorkerProcess(t, b, "worker-00", "SLUICE_WORKER_MAX_CONCURRENT_TASKS=4")
 	require.Eventually(t, func() bool {
 		var st contracts.Stats
 		b.getJSON("/v1/stats", &st)
@@ -278,7 +278,7 @@ func TestFanoutSurvivesAKilledWorker(t *testing.T) {
 func TestFanoutAcrossARestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	env := map[string]string{"SLUICE_WORKER_MAX_CONCURRENT": "4"}
+	env := map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4"}
 	b := start(t, dir, Options{Workers: 1}, env)
 	p := b.fanout(sleepItems(30, 40), 2, false)
 	require.Eventually(t, func() bool { return b.job(p.ID).Children.Succeeded >= 4 }, 20*time.Second, 10*time.Millisecond)

@@ -75,10 +75,10 @@ func TestPinnedInputs(t *testing.T) {
 	require.NoError(t, os.WriteFile(local, []byte("reference v1\n"), 0o644))
 
 	b := setup(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_WORKER_MAX_CONCURRENT": "4",
-		"SLUICE_WORKER_EXEC_ALLOW":     "/bin/sh",
-		"SLUICE_GATEWAY_PIN_ROOTS":     dir,
-		"SLUICE_WORKER_FETCH_ALLOW":    "127.0.0.1," + dir,
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_GATEWAY_PIN_ROOTS":           dir,
+		"SLUICE_WORKER_FETCH_ALLOW":          "127.0.0.1," + dir,
 	})
 	sh := func(inputs []contracts.InputRef) (int, contracts.Job) {
 		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c",
@@ -158,10 +158,10 @@ func TestATenantCannotPoisonAnothersPinnedInput(t *testing.T) {
 	marks := t.TempDir()
 
 	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_GATEWAY_API_TOKENS":    dashTenant + ":" + dashToken + ",globex:globex-token",
-		"SLUICE_WORKER_MAX_CONCURRENT": "2",
-		"SLUICE_WORKER_EXEC_ALLOW":     "/bin/sh",
-		"SLUICE_WORKER_FETCH_ALLOW":    "127.0.0.1", // the input is served on loopback
+		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken + ",globex:globex-token",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_WORKER_FETCH_ALLOW":          "127.0.0.1", // the input is served on loopback
 		// The poisoner waits for the test while the others run: a slow
 		// heartbeat on a busy machine must not end it stale.
 		"SLUICE_STALE_THRESHOLD": "30s",

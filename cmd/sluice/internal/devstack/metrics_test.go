@@ -167,8 +167,8 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 			return nil, errors.New("boom")
 		})
 	}}, map[string]string{
-		"SLUICE_GATEWAY_MAX_ACTIVE":              "3",
-		"SLUICE_GATEWAY_MAX_ACTIVE_PER_TENANT":   "2",
+		"SLUICE_MAX_ACTIVE":                      "3",
+		"SLUICE_TENANT_MAX_ACTIVE":               "2",
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT":       "0.001",
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST": "40",
 		"SLUICE_GATEWAY_RATE_LIMIT_IP":           "0.001",

@@ -25,7 +25,7 @@ import (
 func TestTokenModeClosesTheEmbeddedNATS(t *testing.T) {
 	t.Parallel()
 	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_GATEWAY_API_TOKENS": dashTenant + ":" + dashToken + ",other:other-token",
+		"SLUICE_API_TOKENS": dashTenant + ":" + dashToken + ",other:other-token",
 	})
 	_, err := nats.Connect(b.stack.NATSURL, nats.Timeout(5*time.Second))
 	require.Error(t, err, "no credentials: refused")
@@ -164,8 +164,8 @@ func (c *tenantClient) waitSucceeded(t *testing.T, events *nats.Subscription, jo
 func TestTenantsReadNothingOfEachOther(t *testing.T) {
 	t.Parallel()
 	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_GATEWAY_API_TOKENS": dashTenant + ":" + dashToken + ",other:other-token",
-		"SLUICE_WORKER_EXEC_ALLOW":  "/bin/sh",
+		"SLUICE_API_TOKENS":        dashTenant + ":" + dashToken + ",other:other-token",
+		"SLUICE_WORKER_EXEC_ALLOW": "/bin/sh",
 	})
 	spy := connectTenant(t, b.stack.NATSURL, dashTenant, dashToken)
 	forbidden := []string{

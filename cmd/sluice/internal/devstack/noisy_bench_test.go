@@ -84,7 +84,7 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 		noisyNeighbour(b, map[string]string{"SLUICE_GATEWAY_RATE_LIMIT_TENANT": fmt.Sprint(def.RateLimitTenant)})
 	})
 	b.Run("store-worst-case", func(b *testing.B) {
-		noisyNeighbour(b, map[string]string{"SLUICE_GATEWAY_MAX_ACTIVE": "0", "SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT": "0"})
+		noisyNeighbour(b, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_GATEWAY_TENANT_MAX_ITEMS": "0"})
 	})
 }
 
@@ -93,8 +93,8 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 func noisyNeighbour(b *testing.B, extra map[string]string) {
 	o := Options{Workers: -1, NATSListen: "127.0.0.1:0", Log: zerolog.Nop()}
 	env := map[string]string{
-		"SLUICE_GATEWAY_API_TOKENS":        "noisy:" + noisyToken + ",quiet:" + quietToken,
-		"SLUICE_GATEWAY_DISPATCH_DEADLINE": "1h",
+		"SLUICE_API_TOKENS":        "noisy:" + noisyToken + ",quiet:" + quietToken,
+		"SLUICE_DISPATCH_DEADLINE": "1h",
 	}
 	for k, v := range extra {
 		env[k] = v

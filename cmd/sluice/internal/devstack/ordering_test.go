@@ -78,7 +78,7 @@ func TestPriorityOrdersTheWaitingJobs(t *testing.T) {
 // tenant's jobs by a dispatch or two, not by its whole backlog.
 func TestTenantsTakeTurns(t *testing.T) {
 	t.Parallel()
-	b := startTokenStack(t, Options{Workers: 1}, map[string]string{"SLUICE_GATEWAY_API_TOKENS": dashTenant + ":" + dashToken + ",globex:globex-token"})
+	b := startTokenStack(t, Options{Workers: 1}, map[string]string{"SLUICE_API_TOKENS": dashTenant + ":" + dashToken + ",globex:globex-token"})
 	acme, err := client.New(b.base, client.WithToken(dashToken))
 	require.NoError(t, err)
 	globex, err := client.New(b.base, client.WithToken("globex-token"))
@@ -132,7 +132,7 @@ func TestTenantsTakeTurns(t *testing.T) {
 // the tenant's key run at once; the others wait pending and all finish.
 func TestConcurrencyKeyLimitsRunningJobs(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT": "6"})
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "6"})
 	var keyed []string
 	for range 6 {
 		req := sleepReq(250)

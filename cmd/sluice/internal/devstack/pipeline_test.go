@@ -23,8 +23,8 @@ import (
 func TestEndToEndBoundedPerWorker(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: 3, Schedulers: 2}, map[string]string{
-		"SLUICE_WORKER_MAX_CONCURRENT":      "2",
-		"SLUICE_SCHEDULER_REOFFER_INTERVAL": "200ms",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
+		"SLUICE_RETRY_INTERVAL":              "200ms",
 	})
 	const jobs = 500
 	ids := make([]string, jobs)
@@ -96,7 +96,7 @@ func TestEndToEndBoundedPerWorker(t *testing.T) {
 // poll (the poll interval here is an hour).
 func TestOverflowRunsWhenAWorkerFreesUp(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_SCHEDULER_REOFFER_INTERVAL": "1h"})
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_RETRY_INTERVAL": "1h"})
 	first := b.mustSubmit("sleep", map[string]int{"ms": 700})
 	b.waitState(first.ID, contracts.StateRunning, 5*time.Second)
 	second := b.mustSubmit("sleep", map[string]int{"ms": 0})
@@ -122,7 +122,7 @@ func TestOverflowRunsWhenAWorkerFreesUp(t *testing.T) {
 // until its dispatch deadline and then fails with a capacity: error.
 func TestDispatchDeadlineFailsWithCapacity(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: -1}, map[string]string{"SLUICE_GATEWAY_DISPATCH_DEADLINE": "1s", "SLUICE_SCHEDULER_REOFFER_INTERVAL": "200ms"})
+	b := setup(t, Options{Workers: -1}, map[string]string{"SLUICE_DISPATCH_DEADLINE": "1s", "SLUICE_RETRY_INTERVAL": "200ms"})
 	j := b.mustSubmit("sleep", map[string]int{"ms": 1})
 	got := b.waitFinal(j.ID, 10*time.Second)
 	require.Equal(t, contracts.StateFailed, got.State)

@@ -63,8 +63,8 @@ func startWorkerProcess(t *testing.T, b *bundle, id string, extraEnv ...string) 
 		"SLUICE_DATA_DIR=" + b.dataDir,
 		"SLUICE_NATS_URL=" + b.stack.NATSURL,
 		"SLUICE_WORKER_ID=" + id,
-		"SLUICE_WORKER_MAX_CONCURRENT=1",
-		"SLUICE_WORKER_HEARTBEAT_INTERVAL=100ms",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS=1",
+		"SLUICE_HEARTBEAT_INTERVAL=100ms",
 		"SLUICE_STALE_THRESHOLD=2s",
 		"SLUICE_LOG_LEVEL=warn",
 	}
@@ -157,7 +157,7 @@ func heartbeat(t *testing.T, nc *nats.Conn, workerID string, leases ...contracts
 // a worker: the store is the truth, so every job still completes.
 func TestStreamLossLosesNoJob(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: -1}, map[string]string{"SLUICE_SCHEDULER_REOFFER_INTERVAL": "200ms"})
+	b := setup(t, Options{Workers: -1}, map[string]string{"SLUICE_RETRY_INTERVAL": "200ms"})
 	var ids []string
 	for range 20 {
 		ids = append(ids, b.mustSubmit("sleep", map[string]int{"ms": 1}).ID)

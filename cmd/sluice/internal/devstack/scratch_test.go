@@ -53,12 +53,12 @@ func TestExecRunsInAScratchDirOnLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	scratch, root, marks := t.TempDir(), t.TempDir(), t.TempDir()
 	b := setup(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_WORKER_MAX_CONCURRENT":    "4",
-		"SLUICE_WORKER_EXEC_ALLOW":        "/bin/sh",
-		"SLUICE_WORKER_EXEC_ENV_ALLOW":    "GREETING",
-		"SLUICE_WORKER_EXEC_DIRS":         root,
-		"SLUICE_WORKER_SCRATCH_DIR":       scratch,
-		"SLUICE_WORKER_MAX_SCRATCH_BYTES": "100000",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_WORKER_EXEC_ENV_ALLOW":       "GREETING",
+		"SLUICE_WORKER_EXEC_DIRS":            root,
+		"SLUICE_WORKER_SCRATCH_DIR":          scratch,
+		"SLUICE_WORKER_MAX_SCRATCH_BYTES":    "100000",
 	})
 	sh := func(script string, extra map[string]any) contracts.Job {
 		p := map[string]any{"argv": []string{"/bin/sh", "-c", script}}
@@ -161,9 +161,9 @@ func TestScratchOfAKilledWorkerIsRemoved(t *testing.T) {
 func TestRunLimitsStopStalledAndLongRuns(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_WORKER_MAX_CONCURRENT": "4",
-		"SLUICE_WORKER_EXEC_ALLOW":     "/bin/sh",
-		"SLUICE_MAX_RUNTIME":           "1h",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
+		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_MAX_RUNTIME":                 "1h",
 	})
 	sh := func(script string, limits contracts.SubmitRequest) contracts.Job {
 		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", script}})

@@ -18,13 +18,13 @@ import (
 func TestSpawnFromZeroWorkersAndBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: -1}, map[string]string{
-		"SLUICE_SCHEDULER_SPAWN":           "dev",
-		"SLUICE_SCHEDULER_MAX_SPAWNED":     "2",
-		"SLUICE_SCHEDULER_SPAWN_COOLDOWN":  "100ms",
-		"SLUICE_WORKER_IDLE_TIMEOUT":       "1500ms",
-		"SLUICE_SCHEDULER_NO_WORKER_GRACE": "0s",
-		"SLUICE_WORKER_HEARTBEAT_INTERVAL": "100ms",
-		"SLUICE_WORKER_MAX_CONCURRENT":     "1",
+		"SLUICE_SCHEDULER_SPAWN":             "dev",
+		"SLUICE_SCHEDULER_MAX_SPAWNED":       "2",
+		"SLUICE_SCHEDULER_SPAWN_COOLDOWN":    "100ms",
+		"SLUICE_WORKER_IDLE_TIMEOUT":         "1500ms",
+		"SLUICE_SCHEDULER_NO_WORKER_GRACE":   "0s",
+		"SLUICE_HEARTBEAT_INTERVAL":          "100ms",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "1",
 	})
 	var ids []string
 	for range 8 {

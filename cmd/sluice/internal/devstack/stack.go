@@ -47,7 +47,7 @@ type Options struct {
 	// NATSListen is where the embedded NATS server accepts outside clients
 	// (default 127.0.0.1:4222; "127.0.0.1:0" picks a free port).
 	NATSListen string
-	// HTTPListener, when set, serves the gateway instead of SLUICE_GATEWAY_HTTP_ADDR.
+	// HTTPListener, when set, serves the gateway instead of SLUICE_HTTP_ADDR.
 	HTTPListener net.Listener
 	// SetupWorker runs on each worker before it starts (register kinds).
 	SetupWorker func(i int, w *worker.Worker) error
@@ -179,7 +179,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if o.HTTPListener != nil {
 		s.ln = o.HTTPListener
 	} else if s.ln, err = net.Listen("tcp", gcfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("SLUICE_GATEWAY_HTTP_ADDR: listen %s: %w", gcfg.HTTPAddr, err)
+		return nil, fmt.Errorf("SLUICE_HTTP_ADDR: listen %s: %w", gcfg.HTTPAddr, err)
 	}
 	s.HTTPAddr = s.ln.Addr().String()
 

@@ -35,7 +35,7 @@ func BenchmarkSwarm(b *testing.B) {
 		stale     = 6 * time.Second
 	)
 	s, base := benchStack(b, -1, map[string]string{
-		"SLUICE_GATEWAY_MAX_ACTIVE": "0", "SLUICE_WORKER_HEARTBEAT_INTERVAL": heartbeat.String(), "SLUICE_STALE_THRESHOLD": stale.String(),
+		"SLUICE_MAX_ACTIVE": "0", "SLUICE_HEARTBEAT_INTERVAL": heartbeat.String(), "SLUICE_STALE_THRESHOLD": stale.String(),
 		"SLUICE_SCHEDULER_MAX_CONCURRENT": "256", "SLUICE_GATEWAY_RATE_LIMIT_TENANT": "0", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ": "0", "SLUICE_GATEWAY_RATE_LIMIT_IP": "0",
 	})
 	sw, err := newSwarm(s.NATSURL, 8, heartbeat, stale*2/3)

@@ -291,7 +291,7 @@ func (a *Admitter) settle(tenant string, got contracts.Job, adm store.Admission)
 	case store.RejectedTenantItems:
 		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitTenantItems)
 		return a.rejected(tenant, contracts.CodeTenantCap, metrics.LimitTenantItems, fmt.Sprintf(
-			"the tenant's bound of %d items in flight (SLUICE_GATEWAY_MAX_ITEMS_PER_TENANT: active jobs plus the items of active fan-outs) would be passed, retry later",
+			"the tenant's bound of %d items in flight (SLUICE_GATEWAY_TENANT_MAX_ITEMS: active jobs plus the items of active fan-outs) would be passed, retry later",
 			a.set.Caps.TenantItems))
 	}
 	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store gave no answer, try again")

@@ -1,6 +1,6 @@
 // Package auth turns API credentials into tenants.
 //
-// SLUICE_GATEWAY_API_TOKENS lists "tenant:token" pairs. With at least one pair the
+// SLUICE_API_TOKENS lists "tenant:token" pairs. With at least one pair the
 // gateway runs in token mode: every API request must carry a known token
 // and acts as that token's tenant. With none it runs in open mode: every
 // HTTP request is the default tenant and a NATS request may name its tenant
@@ -53,7 +53,7 @@ type Authenticator struct {
 	entries []entry
 }
 
-// Parse reads a SLUICE_GATEWAY_API_TOKENS value: comma-separated "tenant:token"
+// Parse reads a SLUICE_API_TOKENS value: comma-separated "tenant:token"
 // pairs, spaces around entries ignored. An empty (or all-space) value is
 // open mode. A tenant may have several tokens (rotation); one token may not
 // belong to two tenants. Errors say which entry is wrong, never its token.
