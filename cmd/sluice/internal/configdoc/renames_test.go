@@ -189,6 +189,7 @@ func TestContractNamesDrawNoWarning(t *testing.T) {
 	readers := Readers()
 	base := map[string]string{"SLUICE_WORKER_ID": "w-1"}
 	for _, name := range Fixed {
+		require.NotEmpty(t, readers[name], "%s: no service reads it", name)
 		for _, svc := range readers[name] {
 			t.Run(svc+"/"+name, func(t *testing.T) {
 				t.Parallel()
