@@ -227,10 +227,10 @@ func TestComposeServices(t *testing.T) {
 			require.NotNil(t, s.HealthCheck)
 			require.Equal(t, "/usr/local/bin/healthprobe", s.HealthCheck.Test[1])
 			port := "9090"
-			if name == "gateway" {
-				port = "8080"
-			}
 			addrVar := "SLUICE_" + strings.ToUpper(name) + "_HTTP_ADDR"
+			if name == "gateway" {
+				port, addrVar = "8080", "SLUICE_HTTP_ADDR"
+			}
 			require.Equal(t, "0.0.0.0:"+port, env[addrVar])
 			require.Equal(t, types.HealthCheckTest{"CMD", "/usr/local/bin/healthprobe", "http://127.0.0.1:" + port + "/readyz"}, s.HealthCheck.Test)
 		})

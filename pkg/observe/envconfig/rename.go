@@ -43,7 +43,7 @@ type Deprecation struct {
 // Message is the warning a service logs for d; it names the new variable.
 func (d Deprecation) Message() string {
 	if d.Now != "" {
-		return fmt.Sprintf("%s now sets only %s: set %s here (the value of %s is used for it in this release only)", d.Old, d.Now, d.New, d.Old)
+		return fmt.Sprintf("%s now sets only %s: set %s for this service (the value of %s is still used for it in this release only)", d.Old, d.Now, d.New, d.Old)
 	}
 	if d.Ignored {
 		return fmt.Sprintf("%s is deprecated and ignored: %s is set too and wins; remove %s", d.Old, d.New, d.Old)
