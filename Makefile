@@ -6,7 +6,7 @@ PKGS     := $(addsuffix /...,$(MODULES))
 BIN      := bin
 SERVICES := gateway scheduler worker reaper
 
-.PHONY: run test test-short test-containers build bench vet fmt tidy clean lint-api
+.PHONY: run test test-short test-containers build bench vet fmt tidy clean lint-api docs-config
 
 ## run: start the whole system on the embedded default (NATS + store in ./.sluice)
 run:
@@ -19,6 +19,10 @@ test:
 ## test-short: the inner loop: every module with -short (no process, chaos, Chromium or FerretDB tests)
 test-short:
 	$(GO) test -short -count=1 -timeout 5m $(PKGS)
+
+## docs-config: write docs/configuration.md again from the services' Config types (a test fails while it differs)
+docs-config:
+	$(GO) run ./cmd/sluice/internal/configdoc/gen -o $(CURDIR)/docs/configuration.md
 
 ## lint-api: lint the served OpenAPI document with the Redocly CLI (0 errors, 0 warnings; needs node and npm)
 lint-api:

@@ -67,27 +67,28 @@ func startStack(t *testing.T, workers int, extra map[string]string) *stack {
 		t.Skip("the sluice binary: not run with -short (make test runs it)")
 	}
 	env := map[string]string{
-		"SLUICE_DATA_DIR":                    t.TempDir(),
-		"SLUICE_HTTP_ADDR":                   "127.0.0.1:0",
-		"SLUICE_RETRY_INTERVAL":              "100ms",
-		"SLUICE_RETRY_BACKOFF":               "50ms",
-		"SLUICE_HEARTBEAT_INTERVAL":          "100ms",
-		"SLUICE_STALE_THRESHOLD":             "2s",
-		"SLUICE_SHUTDOWN_TIMEOUT":            "2s",
-		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
-		"SLUICE_WORKER_EXEC_ALLOW":           "sh",
-		"SLUICE_LOG_LEVEL":                   "warn",
-		"SLUICE_RATE_LIMIT_TENANT":           "0",
-		"SLUICE_RATE_LIMIT_TENANT_READ":      "0",
-		"SLUICE_RATE_LIMIT_IP":               "0",
+		"SLUICE_DATA_DIR":                       t.TempDir(),
+		"SLUICE_HTTP_ADDR":                      "127.0.0.1:0",
+		"SLUICE_RETRY_INTERVAL":                 "100ms",
+		"SLUICE_GATEWAY_RETRY_AFTER":            "100ms",
+		"SLUICE_SCHEDULER_RETRY_BACKOFF":        "50ms",
+		"SLUICE_HEARTBEAT_INTERVAL":             "100ms",
+		"SLUICE_STALE_THRESHOLD":                "2s",
+		"SLUICE_SHUTDOWN_TIMEOUT":               "2s",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS":    "4",
+		"SLUICE_WORKER_EXEC_ALLOW":              "sh",
+		"SLUICE_LOG_LEVEL":                      "warn",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT":      "0",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ": "0",
+		"SLUICE_GATEWAY_RATE_LIMIT_IP":          "0",
 	}
 	for k, v := range extra {
 		env[k] = v
 	}
 	// The first tenant is the operator: readiness waits on the workers,
 	// which only the operator's /v1/stats shows.
-	if first, _, _ := strings.Cut(env["SLUICE_API_TOKENS"], ":"); first != "" && env["SLUICE_OPERATOR_TENANTS"] == "" {
-		env["SLUICE_OPERATOR_TENANTS"] = first
+	if first, _, _ := strings.Cut(env["SLUICE_API_TOKENS"], ":"); first != "" && env["SLUICE_GATEWAY_OPERATOR_TENANTS"] == "" {
+		env["SLUICE_GATEWAY_OPERATOR_TENANTS"] = first
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -109,8 +109,14 @@ func envVars(t reflect.Type) map[string]bool {
 	}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if name, _, _ := strings.Cut(f.Tag.Get("env"), ","); name != "" {
+		if name, _, _ := strings.Cut(f.Tag.Get("env"), ","); name != "" && name != "-" {
 			out[name] = true
+		}
+		// A former name (envOld) is read too, for one release.
+		for old := range strings.SplitSeq(f.Tag.Get("envOld"), ",") {
+			if old = strings.TrimSpace(old); old != "" {
+				out[old] = true
+			}
 		}
 		ft := f.Type
 		for ft.Kind() == reflect.Pointer {
@@ -329,6 +335,43 @@ func TestComposePasswordsFromEnvironment(t *testing.T) {
 	require.Equal(t, "s3cret-g", environment(p.Services["gateway"])["SLUICE_NATS_PASSWORD"])
 	require.Equal(t, environment(defaultProject.Services["reaper"])["SLUICE_NATS_PASSWORD"],
 		environment(p.Services["reaper"])["SLUICE_NATS_PASSWORD"], "unset: the default")
+}
+
+// TestComposeFormerNames: a deployment upgraded with the contract's names
+// and the gateway's released names in its shell or .env keeps its tokens
+// and limits: the contract's names reach the services as they are, with
+// no warning; a released name that was renamed still works for one
+// release, and the gateway is given it so that it warns.
+func TestComposeFormerNames(t *testing.T) {
+	t.Parallel()
+	p, err := loadProject(t.Context(), map[string]string{
+		"SLUICE_API_TOKENS":                  "acme:s3cret-token",
+		"SLUICE_MAX_ACTIVE":                  "77",
+		"SLUICE_TENANT_MAX_ITEMS":            "500",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "5",
+	})
+	require.NoError(t, err)
+	g, err := gateway.LoadConfig(environment(p.Services["gateway"]))
+	require.NoError(t, err)
+	require.Equal(t, "acme:s3cret-token", g.APITokens, "never open mode")
+	require.Equal(t, 77, g.MaxActive)
+	require.Equal(t, 500, g.TenantMaxItems)
+	require.Len(t, g.Deprecated, 1, "a warning for the former name only")
+	require.Equal(t, "SLUICE_GATEWAY_TENANT_MAX_ITEMS", g.Deprecated[0].New)
+	w, err := worker.LoadConfig(environment(p.Services["worker"]))
+	require.NoError(t, err)
+	require.Equal(t, 5, w.MaxConcurrent)
+	require.Empty(t, w.Deprecated)
+
+	// Unset, the new names take the services' defaults.
+	g, err = gateway.LoadConfig(environment(defaultProject.Services["gateway"]))
+	require.NoError(t, err)
+	require.Equal(t, gateway.DefaultConfig().MaxActive, g.MaxActive)
+	require.Empty(t, g.APITokens)
+	require.Empty(t, g.Deprecated)
+	w, err = worker.LoadConfig(environment(defaultProject.Services["worker"]))
+	require.NoError(t, err)
+	require.Equal(t, 2, w.MaxConcurrent)
 }
 
 // TestDockerfile checks the image: static binaries of every service (and

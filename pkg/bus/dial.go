@@ -14,16 +14,16 @@ import (
 // Env is the NATS part of every service's configuration.
 type Env struct {
 	// URL of the NATS server; empty runs an embedded server in this process.
-	URL string `env:"SLUICE_NATS_URL"`
+	URL string `env:"SLUICE_NATS_URL" doc:"The NATS server(s), comma-separated nats:// URLs. Empty runs an embedded server in the process (one node, its files under SLUICE_DATA_DIR)."`
 	// Listen is where an embedded server accepts clients ("" = loopback, any free port).
-	Listen string `env:"SLUICE_NATS_LISTEN"`
+	Listen string `env:"SLUICE_NATS_LISTEN" doc:"Where an embedded NATS server accepts outside clients (host:port). Empty = loopback, any free port."`
 	// User and Password authenticate against a secured server.
-	User     string `env:"SLUICE_NATS_USER"`
-	Password string `env:"SLUICE_NATS_PASSWORD"`
+	User     string `env:"SLUICE_NATS_USER" doc:"The user the service connects to a secured NATS server as."`
+	Password string `env:"SLUICE_NATS_PASSWORD" doc:"The password of SLUICE_NATS_USER. Secret."`
 	// StreamReplicas is how many servers of a NATS cluster hold each
 	// stream this service creates (the job and event streams): 3 in a
 	// 3-node cluster. The embedded server is one node: 1.
-	StreamReplicas int `env:"SLUICE_STREAM_REPLICAS" envDefault:"1"`
+	StreamReplicas int `env:"SLUICE_STREAM_REPLICAS" envDefault:"1" doc:"How many servers of a NATS cluster hold each stream the service creates (the job and event streams): 3 in a 3-node cluster; the embedded server is one node: 1."`
 }
 
 // MaxStreamReplicas is the most replicas JetStream keeps of a stream.

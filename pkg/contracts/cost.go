@@ -9,8 +9,8 @@ import (
 // The items of a request: what it asks the store to hold. A plain job is
 // one item; a fan-out parent is one item plus one per element of its
 // "items". A batch is the sum of its jobs. The per-request bound
-// (SLUICE_MAX_ITEMS_PER_REQUEST), the per-tenant bound on items in flight
-// (SLUICE_TENANT_MAX_ITEMS) and the per-tenant rate limit all count this.
+// (SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST), the per-tenant bound on items in flight
+// (SLUICE_GATEWAY_TENANT_MAX_ITEMS) and the per-tenant rate limit all count this.
 
 // JobItems is the items of one job with that many fan-out items.
 func JobItems(fanout int) int { return 1 + fanout }

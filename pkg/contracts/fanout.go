@@ -96,7 +96,7 @@ func (j Job) Slots() int {
 }
 
 // HeldItems is how many items the job holds in its tenant's count of
-// items in flight (SLUICE_TENANT_MAX_ITEMS) while it is active: 1 for a
+// items in flight (SLUICE_GATEWAY_TENANT_MAX_ITEMS) while it is active: 1 for a
 // plain job, 1 plus its items for a fan-out parent (held until the parent
 // ends, whatever its children did), none for a child (its parent holds
 // it). It is JobItems of what was submitted.

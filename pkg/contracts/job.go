@@ -98,7 +98,7 @@ type JobPage struct {
 }
 
 // Stats is the body of GET /v1/stats. An operator (open mode, or a tenant
-// of SLUICE_OPERATOR_TENANTS) sees the whole system; any other tenant in
+// of SLUICE_GATEWAY_OPERATOR_TENANTS) sees the whole system; any other tenant in
 // token mode sees itself only: Active, Counts, TenantActive and
 // RecentRejections of its own jobs and requests, no Workers and no
 // RecentScaleRequests.

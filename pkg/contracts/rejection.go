@@ -15,25 +15,25 @@ const (
 	// LimitTenant is the per-tenant admission cap (SLUICE_TENANT_MAX_ACTIVE).
 	LimitTenant = "tenant"
 	// LimitTenantRate is the per-tenant rate limit on submits and cancels
-	// (SLUICE_RATE_LIMIT_TENANT).
+	// (SLUICE_GATEWAY_RATE_LIMIT_TENANT).
 	LimitTenantRate = "tenant_rate"
 	// LimitIPRate is the per-client-IP rate limit on HTTP submits and
-	// cancels (SLUICE_RATE_LIMIT_IP).
+	// cancels (SLUICE_GATEWAY_RATE_LIMIT_IP).
 	LimitIPRate = "ip_rate"
 	// LimitTenantItems is the per-tenant bound on items in flight
-	// (SLUICE_TENANT_MAX_ITEMS): its active jobs plus the items of its
+	// (SLUICE_GATEWAY_TENANT_MAX_ITEMS): its active jobs plus the items of its
 	// active fan-outs.
 	LimitTenantItems = "tenant_items"
 	// LimitTenantReadRate is the per-tenant rate limit on the read routes
-	// (SLUICE_RATE_LIMIT_TENANT_READ).
+	// (SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ).
 	LimitTenantReadRate = "tenant_read_rate"
 	// LimitTenantStreams is the per-tenant share of the gateway's open
-	// event streams (SLUICE_TENANT_MAX_STREAMS).
+	// event streams (SLUICE_GATEWAY_TENANT_MAX_STREAMS).
 	LimitTenantStreams = "tenant_streams"
 )
 
 // LimitRequestItems is the bound on the items of one request
-// (SLUICE_MAX_ITEMS_PER_REQUEST): a 413 names it, never a 429, since
+// (SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST): a 413 names it, never a 429, since
 // sending the same request again cannot succeed.
 const LimitRequestItems = "request_items"
 

@@ -46,7 +46,7 @@ func NewLogger(service string, w io.Writer, level, format string) zerolog.Logger
 // Env is the logging part of every service's configuration.
 type Env struct {
 	// LogLevel is debug, info, warn or error.
-	LogLevel string `env:"SLUICE_LOG_LEVEL" envDefault:"info"`
+	LogLevel string `env:"SLUICE_LOG_LEVEL" envDefault:"info" doc:"debug, info, warn or error."`
 	// LogFormat is json (default) or console.
-	LogFormat string `env:"SLUICE_LOG_FORMAT" envDefault:"json"`
+	LogFormat string `env:"SLUICE_LOG_FORMAT" envDefault:"json" doc:"json, or console for people."`
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/observe/envconfig"
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
@@ -46,6 +47,9 @@ type Common struct {
 	// MaxPayload, when not 0, is an embedded NATS server's max_payload
 	// (the gateway's largest request).
 	MaxPayload int32
+	// Deprecated are the former variable names the configuration was read
+	// with: Run logs a warning for each, naming the new variable.
+	Deprecated []envconfig.Deprecation
 }
 
 // Deps are what Main opened for the service: its dependencies.
@@ -101,6 +105,7 @@ func Run[C any](ctx context.Context, b Binary[C], environ map[string]string, log
 	}
 	common := b.Common(cfg)
 	log := observe.NewLogger(b.Name, logOut, common.Log.LogLevel, common.Log.LogFormat)
+	LogDeprecations(log, common.Deprecated)
 	deps := Deps{Log: log, Registry: observe.NewRegistry()}
 	if common.OpenStore != nil {
 		st, err := common.OpenStore(ctx, func(err error, next time.Duration) {
@@ -130,6 +135,14 @@ func Run[C any](ctx context.Context, b Binary[C], environ map[string]string, log
 		return err
 	}
 	return svc.Run(ctx)
+}
+
+// LogDeprecations logs a warning for each former variable name the
+// configuration was read with, naming the variable that replaces it.
+func LogDeprecations(log zerolog.Logger, deprecated []envconfig.Deprecation) {
+	for _, d := range deprecated {
+		log.Warn().Str("variable", d.Old).Str("use", d.New).Bool("ignored", d.Ignored).Msg(d.Message())
+	}
 }
 
 // LogNotices logs what a NATS connection goes through: the edge where a

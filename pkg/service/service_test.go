@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/pkg/observe/envconfig"
 	"github.com/sluicehq/sluice/pkg/service"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/store/dial"
@@ -123,4 +124,26 @@ func TestLogNoticesLogsAtTheEdge(t *testing.T) {
 	out := buf.String()
 	require.Contains(t, out, `"level":"warn","error":"permissions violation","subject":"sluice.events.x.>","message":"nats async error"`)
 	require.Contains(t, out, `"retry_in":1000,"message":"nats connect failed"`)
+}
+
+func TestRunWarnsAboutFormerNames(t *testing.T) {
+	t.Parallel()
+	b := binary(t, false, make(chan *probe, 1))
+	renamed := []envconfig.Deprecation{
+		{Old: "SLUICE_OLD_WAIT", New: "SLUICE_PROBE_WAIT"},
+		{Old: "SLUICE_OLD_MAX", New: "SLUICE_PROBE_MAX", Ignored: true},
+	}
+	common := b.Common
+	b.Common = func(c config) service.Common {
+		cm := common(c)
+		cm.Deprecated = renamed
+		return cm
+	}
+	b.Build = func(config, service.Deps) (service.Runner, error) { return nil, errors.New("stop here") }
+	var logs bytes.Buffer
+	require.ErrorContains(t, service.Run(context.Background(), b, nil, &logs), "stop here")
+	out := logs.String()
+	require.Contains(t, out, `"level":"warn","service":"probe","variable":"SLUICE_OLD_WAIT","use":"SLUICE_PROBE_WAIT","ignored":false`)
+	require.Contains(t, out, renamed[0].Message())
+	require.Contains(t, out, `"variable":"SLUICE_OLD_MAX","use":"SLUICE_PROBE_MAX","ignored":true`)
 }

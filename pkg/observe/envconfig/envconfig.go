@@ -1,6 +1,8 @@
 // Package envconfig fills a service's Config from SLUICE_* environment
-// variables (github.com/caarlos0/env struct tags) and makes every parse
-// error name the variable at fault, not the Go field.
+// variables (github.com/caarlos0/env struct tags), makes every parse error
+// name the variable at fault, not the Go field, keeps a variable's former
+// names (envOld tags) working for one release, and gathers the errors of a
+// Config's Validate (Problems), each naming its variable.
 package envconfig
 
 import (
@@ -12,12 +14,17 @@ import (
 )
 
 // Parse fills dst (a pointer to a struct) from environ, or from the process
-// environment when environ is nil, applying envDefault tags.
-func Parse(dst any, environ map[string]string) error {
+// environment when environ is nil, applying envDefault tags. A former name
+// of a variable (its envOld tag) is read when the new name is not set;
+// every former name found set is returned as a Deprecation for the
+// service to log.
+func Parse(dst any, environ map[string]string) ([]Deprecation, error) {
+	t := reflect.TypeOf(dst).Elem()
+	environ, deprecated := applyRenames(environ, Renames(t))
 	if err := env.ParseWithOptions(dst, env.Options{Environment: environ}); err != nil {
-		return nameVariables(err, reflect.TypeOf(dst).Elem())
+		return deprecated, Explain(nameVariables(err, t), deprecated)
 	}
-	return nil
+	return deprecated, nil
 }
 
 // nameVariables rewrites the library's parse errors, which name the Go

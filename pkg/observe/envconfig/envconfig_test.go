@@ -20,14 +20,15 @@ type config struct {
 func TestParseDefaultsAndValues(t *testing.T) {
 	t.Parallel()
 	var c config
-	require.NoError(t, Parse(&c, map[string]string{"TEST_WORKERS": "4"}))
+	_, err := Parse(&c, map[string]string{"TEST_WORKERS": "4"})
+	require.NoError(t, err)
 	require.Equal(t, config{Inner: inner{Dir: "./d"}, Wait: 2 * time.Second, Workers: 4}, c)
 }
 
 func TestParseErrorsNameTheVariable(t *testing.T) {
 	t.Parallel()
 	var c config
-	err := Parse(&c, map[string]string{"TEST_WAIT": "soon", "TEST_WORKERS": "many"})
+	_, err := Parse(&c, map[string]string{"TEST_WAIT": "soon", "TEST_WORKERS": "many"})
 	require.ErrorContains(t, err, "TEST_WAIT: cannot parse")
 	require.ErrorContains(t, err, "TEST_WORKERS: cannot parse")
 	require.NotContains(t, err.Error(), "field \"Wait\"")

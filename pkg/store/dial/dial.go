@@ -20,9 +20,9 @@ import (
 // Env is the store part of every service's configuration.
 type Env struct {
 	// Store is a mongodb:// URL, or empty for the embedded store.
-	Store string `env:"SLUICE_STORE"`
+	Store string `env:"SLUICE_STORE" doc:"The job store: a mongodb:// (or mongodb+srv://) URL; empty (or sqlite://path) for the embedded SQLite store, in SLUICE_DATA_DIR by default."`
 	// DataDir holds the embedded store and the embedded NATS files.
-	DataDir string `env:"SLUICE_DATA_DIR" envDefault:"./.sluice"`
+	DataDir string `env:"SLUICE_DATA_DIR" envDefault:"./.sluice" doc:"The directory of the embedded store (sluice.db), the embedded NATS server's files, and a worker's scratch and cache folders."`
 }
 
 // Validate checks the store settings.

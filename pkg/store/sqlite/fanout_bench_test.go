@@ -58,7 +58,7 @@ func BenchmarkAdmitBatch(b *testing.B) {
 }
 
 // BenchmarkAdmitItems measures the admission of one request of n items (a
-// fan-out of n-1 items, window 1): what SLUICE_MAX_ITEMS_PER_REQUEST
+// fan-out of n-1 items, window 1): what SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST
 // bounds. Up to the store's chunk (2,000 children) it is one write
 // transaction, the time the writer is held; above, the children are
 // staged a chunk per transaction (see stage.go).

@@ -97,11 +97,11 @@ func TestAdmittedJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, j.ID, stored.ID)
 
-	// Defaults: max_attempts from SLUICE_MAX_ATTEMPTS, deadline from SLUICE_DISPATCH_DEADLINE.
+	// Defaults: max_attempts from SLUICE_GATEWAY_DEFAULT_MAX_ATTEMPTS, deadline from SLUICE_DISPATCH_DEADLINE.
 	r = b.submit(tokenA, `{"kind":"plain"}`)
 	require.Equal(t, http.StatusAccepted, r.status, string(r.body))
 	j = r.job(t)
-	require.Equal(t, b.cfg.MaxAttempts, j.MaxAttempts)
+	require.Equal(t, b.cfg.DefaultMaxAttempts, j.MaxAttempts)
 	require.WithinDuration(t, j.CreatedAt.Add(b.cfg.DispatchDeadline), j.DispatchDeadline, 1e9)
 
 	// A charset parameter on the content type is fine.

@@ -157,18 +157,18 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	}
 	ops, err := operators(au, cfg.OperatorTenants)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: SLUICE_OPERATOR_TENANTS: %w", err)
+		return nil, fmt.Errorf("gateway: SLUICE_GATEWAY_OPERATOR_TENANTS: %w", err)
 	}
 	caps := store.Caps{Global: cfg.MaxActive, Tenant: cfg.TenantMaxActive, TenantItems: cfg.TenantMaxItems}
 	// HTTP and NATS accept the same batches: what the NATS server carries.
 	batchBytes := cfg.BatchBytes(deps.NC.MaxPayload())
 	if batchBytes < cfg.MaxBatchBytes {
 		deps.Log.Warn().Int64("max_payload", deps.NC.MaxPayload()).Int64("batch_bytes", batchBytes).
-			Msg("the NATS server's max_payload cannot carry SLUICE_MAX_BATCH_BYTES: batches are bounded lower, over HTTP and NATS alike")
+			Msg("the NATS server's max_payload cannot carry SLUICE_GATEWAY_MAX_BATCH_BYTES: batches are bounded lower, over HTTP and NATS alike")
 	}
 	weights, err := admission.ParseWeights(cfg.TenantWeights)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: SLUICE_TENANT_WEIGHTS: %w", err)
+		return nil, fmt.Errorf("gateway: SLUICE_GATEWAY_TENANT_WEIGHTS: %w", err)
 	}
 	// One log of recent 429s for both transports, shown in /v1/stats.
 	rejected := rejections.New(contracts.MaxRecentRejections, deps.Now)
@@ -177,17 +177,17 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	pub := events.NewPublisher(deps.NC).WithChildren(parents.Touch)
 	pinRoots, err := confine.New(cfg.PinRoots)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: SLUICE_PIN_ROOTS: %w", err)
+		return nil, fmt.Errorf("gateway: SLUICE_GATEWAY_PIN_ROOTS: %w", err)
 	}
-	pins := admission.NewPinner(pinRoots, cfg.PinMaxBytes)
+	pins := admission.NewPinner(pinRoots, cfg.MaxPinBytes)
 	// One per-tenant limiter serves HTTP and NATS alike.
 	shared := cfg.RateLimitShare > 0
 	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
 	admitter := admission.New(deps.Store, deps.JS, pub, admission.Settings{
 		Caps: caps,
-		Limits: contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.MaxAttempts,
-			DefaultStallTimeout: cfg.StallTimeout, MaxRuntime: cfg.MaxRuntime},
-		RetryAfter: cfg.RetryInterval,
+		Limits: contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.DefaultMaxAttempts,
+			DefaultStallTimeout: cfg.DefaultStallTimeout, MaxRuntime: cfg.MaxRuntime},
+		RetryAfter: cfg.RetryAfter,
 		Rejections: rejected,
 		Kinds:      cleanKinds(cfg.Kinds),
 		Weights:    weights,
@@ -208,14 +208,14 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	// Reads have buckets of their own, limited by each replica alone.
 	readLimit := ratelimit.New(cfg.RateLimitTenantRead, cfg.RateLimitTenantReadBurst, ratelimit.Options{Now: deps.Now})
 	ipLimit := ratelimit.New(cfg.RateLimitIP, cfg.RateLimitIPBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
-	// The replicas' buckets count together (SLUICE_RATE_LIMIT_SHARE).
+	// The replicas' buckets count together (SLUICE_GATEWAY_RATE_LIMIT_SHARE).
 	sharer := ratelimit.NewSharer(deps.NC, uuid.NewString(), cfg.RateLimitShare, map[string]*ratelimit.Limiter{
 		contracts.LimitTenantRate: tenantLimit, contracts.LimitIPRate: ipLimit,
 	}, deps.Log)
 
 	proxies, err := httpapi.ParseProxies(cfg.TrustedProxies)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: SLUICE_TRUSTED_PROXIES: %w", err)
+		return nil, fmt.Errorf("gateway: SLUICE_GATEWAY_TRUSTED_PROXIES: %w", err)
 	}
 
 	ros := roster.New(deps.Now)
@@ -361,7 +361,7 @@ func (g *Gateway) serveHTTP(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// cleanKinds trims the kinds of SLUICE_KINDS and drops empty ones.
+// cleanKinds trims the kinds of SLUICE_GATEWAY_KINDS and drops empty ones.
 func cleanKinds(in []string) []string {
 	var out []string
 	for _, k := range in {

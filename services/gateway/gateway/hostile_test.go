@@ -127,7 +127,7 @@ func TestHostileRequests(t *testing.T) {
 		sub("fan-out without items", `{"kind":"a","concurrency":2}`, bad422, val),
 		sub("fan-out items not an array", `{"kind":"a","items":{"a":1}}`, bad422, val),
 		sub("fan-out window too wide", `{"kind":"a","items":[1],"concurrency":100000}`, bad422, val),
-		// Pinning reads no file of the gateway's (no SLUICE_PIN_ROOTS here),
+		// Pinning reads no file of the gateway's (no SLUICE_GATEWAY_PIN_ROOTS here),
 		// and a missing file is refused like any other.
 		sub("pin /etc/passwd", pinBody("/etc/passwd"), bad422, val),
 		sub("pin /proc/self/environ", pinBody("/proc/self/environ"), bad422, val),
@@ -136,7 +136,7 @@ func TestHostileRequests(t *testing.T) {
 		sub("fan-out item not UTF-8", "{\"kind\":\"a\",\"items\":[1,\"\xff\"]}", bad422, val),
 		sub("fan-out item with a surrogate in UTF-8", "{\"kind\":\"a\",\"items\":[{\"s\":\"\xed\xa0\x80\"}]}", bad422, val),
 		sub("payload not UTF-8", "{\"kind\":\"a\",\"payload\":{\"s\":\"a\xc3\"}}", bad422, val),
-		// More items than one request may hold (SLUICE_MAX_ITEMS_PER_REQUEST).
+		// More items than one request may hold (SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST).
 		{name: "fan-out over the items per request", method: http.MethodPost, path: "/v1/jobs", token: tokenA,
 			body: fanoutJSON(10000), status: http.StatusRequestEntityTooLarge, code: contracts.CodeTooLarge, limit: contracts.LimitRequestItems},
 		{name: "fan-out items under an upper-case key", method: http.MethodPost, path: "/v1/jobs", token: tokenA,

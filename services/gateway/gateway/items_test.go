@@ -52,7 +52,7 @@ func plainJobs(n int) []string {
 }
 
 // TestItemsPerRequestBindBeforeAdmission: a request holding more items
-// (its jobs plus every fan-out item) than SLUICE_MAX_ITEMS_PER_REQUEST is
+// (its jobs plus every fan-out item) than SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST is
 // refused whole with a 413 naming request_items, over HTTP and NATS
 // alike, and nothing is admitted; at the bound it is admitted.
 func TestItemsPerRequestBindBeforeAdmission(t *testing.T) {
@@ -63,7 +63,7 @@ func TestItemsPerRequestBindBeforeAdmission(t *testing.T) {
 
 	e := b.batch(tokenA, over).requireError(t, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge)
 	require.Equal(t, contracts.LimitRequestItems, e.Limit)
-	require.Contains(t, e.Message, "SLUICE_MAX_ITEMS_PER_REQUEST")
+	require.Contains(t, e.Message, "SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST")
 	e = b.submit(tokenA, fanoutJSON(100)).requireError(t, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge)
 	require.Equal(t, contracts.LimitRequestItems, e.Limit)
 	r := natsRefusal(t, b.natsBatch(over))
@@ -83,7 +83,7 @@ func TestItemsPerRequestBindBeforeAdmission(t *testing.T) {
 }
 
 // TestTenantItemsInFlight: a tenant whose items in flight would pass
-// SLUICE_TENANT_MAX_ITEMS gets a 429 naming tenant_items, over HTTP and
+// SLUICE_GATEWAY_TENANT_MAX_ITEMS gets a 429 naming tenant_items, over HTTP and
 // NATS; another tenant is not affected.
 func TestTenantItemsInFlight(t *testing.T) {
 	t.Parallel()
@@ -91,7 +91,7 @@ func TestTenantItemsInFlight(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, b.submit(tokenA, fanoutJSON(20)).status) // 21 of 30
 	e := b.submit(tokenA, fanoutJSON(9)).requireError(t, http.StatusTooManyRequests, contracts.CodeTenantCap)
 	require.Equal(t, contracts.LimitTenantItems, e.Limit)
-	require.Contains(t, e.Message, "SLUICE_TENANT_MAX_ITEMS")
+	require.Contains(t, e.Message, "SLUICE_GATEWAY_TENANT_MAX_ITEMS")
 	nr := b.natsSubmit(map[string]string{contracts.HeaderToken: tokenA}, fanoutJSON(9))
 	require.Equal(t, http.StatusTooManyRequests, nr.Status)
 	require.Equal(t, contracts.LimitTenantItems, nr.Error.Limit)
@@ -118,7 +118,7 @@ func TestRateTokensPerItem(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, b.submit(tokenB, `{"kind":"sleep"}`).status)
 		e = b.submit(tokenB, fanoutJSON(1000)).requireError(t, http.StatusRequestEntityTooLarge, contracts.CodeTooLarge)
 		require.Equal(t, contracts.LimitTenantRate, e.Limit, "1,001 tokens can never be there")
-		require.Contains(t, e.Message, "SLUICE_RATE_LIMIT_TENANT_BURST")
+		require.Contains(t, e.Message, "SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST")
 	})
 	t.Run("nats", func(t *testing.T) {
 		t.Parallel()
@@ -132,8 +132,8 @@ func TestRateTokensPerItem(t *testing.T) {
 	})
 }
 
-// TestBatchBytesAgreeAcrossTransports: a batch over SLUICE_MAX_BODY_BYTES
-// but within SLUICE_MAX_BATCH_BYTES is admitted over NATS as over HTTP;
+// TestBatchBytesAgreeAcrossTransports: a batch over SLUICE_GATEWAY_MAX_BODY_BYTES
+// but within SLUICE_GATEWAY_MAX_BATCH_BYTES is admitted over NATS as over HTTP;
 // one over the batch bound is a 413 on both.
 func TestBatchBytesAgreeAcrossTransports(t *testing.T) {
 	t.Parallel()

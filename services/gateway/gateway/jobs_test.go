@@ -146,7 +146,7 @@ func TestTenantIsolation(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status)
 }
 
-// TestStats reads the operator's view (SLUICE_OPERATOR_TENANTS); what
+// TestStats reads the operator's view (SLUICE_GATEWAY_OPERATOR_TENANTS); what
 // another tenant sees is TestStatsTenantSeesOnlyItself's.
 func TestStats(t *testing.T) {
 	t.Parallel()

@@ -12,7 +12,7 @@ import (
 
 func kinds(k ...string) option { return func(c *gateway.Config) { c.Kinds = k } }
 
-// TestSluiceKindsRefusesOtherKinds checks SLUICE_KINDS: an unknown kind is
+// TestSluiceKindsRefusesOtherKinds checks SLUICE_GATEWAY_KINDS: an unknown kind is
 // refused with 422 over HTTP and NATS and writes nothing; a listed kind is
 // admitted; an empty list admits any kind.
 func TestSluiceKindsRefusesOtherKinds(t *testing.T) {
@@ -35,9 +35,9 @@ func TestSluiceKindsRefusesOtherKinds(t *testing.T) {
 
 func TestSluiceKindsIsValidated(t *testing.T) {
 	t.Parallel()
-	cfg, err := gateway.LoadConfig(map[string]string{"SLUICE_KINDS": "resize, sleep"})
+	cfg, err := gateway.LoadConfig(map[string]string{"SLUICE_GATEWAY_KINDS": "resize, sleep"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"resize", " sleep"}, cfg.Kinds)
-	_, err = gateway.LoadConfig(map[string]string{"SLUICE_KINDS": "resize,Bad Kind"})
-	require.ErrorContains(t, err, "SLUICE_KINDS")
+	_, err = gateway.LoadConfig(map[string]string{"SLUICE_GATEWAY_KINDS": "resize,Bad Kind"})
+	require.ErrorContains(t, err, "SLUICE_GATEWAY_KINDS")
 }

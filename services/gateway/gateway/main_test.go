@@ -55,12 +55,12 @@ func caps(global, tenant int) option {
 	return func(c *gateway.Config) { c.MaxActive, c.TenantMaxActive = global, tenant }
 }
 
-// itemLimits sets SLUICE_MAX_ITEMS_PER_REQUEST and SLUICE_TENANT_MAX_ITEMS.
+// itemLimits sets SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST and SLUICE_GATEWAY_TENANT_MAX_ITEMS.
 func itemLimits(perRequest, tenant int) option {
 	return func(c *gateway.Config) { c.MaxItemsPerRequest, c.TenantMaxItems = perRequest, tenant }
 }
 
-// maxBody sets SLUICE_MAX_BODY_BYTES.
+// maxBody sets SLUICE_GATEWAY_MAX_BODY_BYTES.
 func maxBody(n int64) option { return func(c *gateway.Config) { c.MaxBodyBytes = n } }
 
 // rateLimits sets the per-tenant and per-IP rate limits (0 = off).
@@ -71,7 +71,7 @@ func rateLimits(tenant float64, tenantBurst int, ip float64, ipBurst int) option
 	}
 }
 
-// streams sets SLUICE_MAX_STREAMS and SLUICE_TENANT_MAX_STREAMS.
+// streams sets SLUICE_GATEWAY_MAX_STREAMS and SLUICE_GATEWAY_TENANT_MAX_STREAMS.
 func streams(pool, tenant int) option {
 	return func(c *gateway.Config) { c.MaxStreams, c.TenantMaxStreams = pool, tenant }
 }
@@ -81,7 +81,7 @@ func readRateLimit(perSecond float64, burst int) option {
 	return func(c *gateway.Config) { c.RateLimitTenantRead, c.RateLimitTenantReadBurst = perSecond, burst }
 }
 
-// operatorTenants sets SLUICE_OPERATOR_TENANTS.
+// operatorTenants sets SLUICE_GATEWAY_OPERATOR_TENANTS.
 func operatorTenants(tenants ...string) option {
 	return func(c *gateway.Config) { c.OperatorTenants = tenants }
 }
@@ -136,7 +136,7 @@ func setupWith(tb testing.TB, h hooks, opts ...option) *bundle {
 	cfg.Store.DataDir = dir
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.APITokens = tenantA + ":" + tokenA + "," + tenantB + ":" + tokenB
-	cfg.RetryInterval = 1500 * time.Millisecond
+	cfg.RetryAfter = 1500 * time.Millisecond
 	cfg.ShutdownTimeout = 5 * time.Second
 	for _, o := range opts {
 		o(&cfg)

@@ -22,11 +22,11 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/gateway"
 )
 
-// pinRoots sets SLUICE_PIN_ROOTS.
+// pinRoots sets SLUICE_GATEWAY_PIN_ROOTS.
 func pinRoots(dirs ...string) option { return func(c *gateway.Config) { c.PinRoots = dirs } }
 
-// pinMax sets SLUICE_PIN_MAX_BYTES.
-func pinMax(n int64) option { return func(c *gateway.Config) { c.PinMaxBytes = n } }
+// pinMax sets SLUICE_GATEWAY_MAX_PIN_BYTES.
+func pinMax(n int64) option { return func(c *gateway.Config) { c.MaxPinBytes = n } }
 
 // pinBody is a submit whose one input pins the file at path.
 func pinBody(path string) string {
@@ -50,7 +50,7 @@ func newPinTree(t *testing.T) pinTree {
 	return pinTree{root: root, secret: secret}
 }
 
-// TestPinOutsideRootsRefused: with no SLUICE_PIN_ROOTS pinning is off, and
+// TestPinOutsideRootsRefused: with no SLUICE_GATEWAY_PIN_ROOTS pinning is off, and
 // with roots only regular files under them are hashed; a file outside,
 // a missing one, a link out of a root and a FIFO all get the same 422,
 // which tells nothing of the file (no OS error, no existence).
@@ -83,7 +83,7 @@ func TestPinOutsideRootsRefused(t *testing.T) {
 	}
 	before := on.snap()
 	want := refused(off, "/etc/passwd")
-	require.Contains(t, want, "SLUICE_PIN_ROOTS", "the message says what governs pinning")
+	require.Contains(t, want, "SLUICE_GATEWAY_PIN_ROOTS", "the message says what governs pinning")
 	for _, b := range []*bundle{off, on} {
 		for _, path := range []string{
 			"/etc/passwd", "/etc/shadow", "/proc/self/environ", "/no/such/file", tr.secret,
@@ -114,7 +114,7 @@ func TestPinOutsideRootsRefused(t *testing.T) {
 }
 
 // TestPinEndlessFileBounded: a size-0 /proc file that reads on for
-// hundreds of GiB under an allowed root is cut by SLUICE_PIN_MAX_BYTES,
+// hundreds of GiB under an allowed root is cut by SLUICE_GATEWAY_MAX_PIN_BYTES,
 // and the hash stops when the client leaves.
 func TestPinEndlessFileBounded(t *testing.T) {
 	t.Parallel()
@@ -124,7 +124,7 @@ func TestPinEndlessFileBounded(t *testing.T) {
 	bounded := setup(t, pinRoots("/proc"), pinMax(1<<20))
 	got := bounded.submit(tokenA, pinBody("/proc/self/pagemap"))
 	e := got.requireError(t, http.StatusUnprocessableEntity, contracts.CodeValidation)
-	require.Contains(t, e.Message, "SLUICE_PIN_MAX_BYTES")
+	require.Contains(t, e.Message, "SLUICE_GATEWAY_MAX_PIN_BYTES")
 
 	// The bound far away: only the request's context ends the hash.
 	b := setup(t, pinRoots("/proc"), pinMax(1<<40))

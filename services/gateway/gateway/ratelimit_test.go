@@ -321,9 +321,9 @@ func TestRateLimitTrustedProxies(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, via("192.0.2.50:1", "203.0.113.4").Code)
 	requireRateLimited(t, recResponse(via("192.0.2.50:1", "203.0.113.5")), "ip_rate", 1000)
 
-	_, err := gateway.LoadConfig(map[string]string{"SLUICE_TRUSTED_PROXIES": "10.0.0.0/8,lb.internal"})
-	require.ErrorContains(t, err, "SLUICE_TRUSTED_PROXIES")
-	cfg, err := gateway.LoadConfig(map[string]string{"SLUICE_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1"})
+	_, err := gateway.LoadConfig(map[string]string{"SLUICE_GATEWAY_TRUSTED_PROXIES": "10.0.0.0/8,lb.internal"})
+	require.ErrorContains(t, err, "SLUICE_GATEWAY_TRUSTED_PROXIES")
+	cfg, err := gateway.LoadConfig(map[string]string{"SLUICE_GATEWAY_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1"})
 	require.NoError(t, err)
 	require.Len(t, cfg.TrustedProxies, 2)
 }
@@ -337,8 +337,8 @@ func TestRateLimitConfig(t *testing.T) {
 	require.Equal(t, 200, cfg.RateLimitIPBurst)
 
 	cfg, err := gateway.LoadConfig(map[string]string{
-		"SLUICE_RATE_LIMIT_TENANT": "0.5", "SLUICE_RATE_LIMIT_TENANT_BURST": "3",
-		"SLUICE_RATE_LIMIT_IP": "0", "SLUICE_RATE_LIMIT_IP_BURST": "0",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT": "0.5", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST": "3",
+		"SLUICE_GATEWAY_RATE_LIMIT_IP": "0", "SLUICE_GATEWAY_RATE_LIMIT_IP_BURST": "0",
 	})
 	require.NoError(t, err)
 	require.InDelta(t, 0.5, cfg.RateLimitTenant, 0)
@@ -346,16 +346,16 @@ func TestRateLimitConfig(t *testing.T) {
 	require.Zero(t, cfg.RateLimitIP)
 
 	for _, tc := range []struct{ variable, value string }{
-		{"SLUICE_RATE_LIMIT_TENANT", "-1"},
-		{"SLUICE_RATE_LIMIT_TENANT", "fast"},
-		{"SLUICE_RATE_LIMIT_TENANT", "NaN"},
-		{"SLUICE_RATE_LIMIT_TENANT", "+Inf"},
-		{"SLUICE_RATE_LIMIT_TENANT_BURST", "0"},
-		{"SLUICE_RATE_LIMIT_TENANT_BURST", "-5"},
-		{"SLUICE_RATE_LIMIT_IP", "-0.1"},
-		{"SLUICE_RATE_LIMIT_IP_BURST", "0"},
-		{"SLUICE_RATE_LIMIT_IP_BURST", "many"},
-		{"SLUICE_RATE_LIMIT_IP_BURST", "99999999999"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_TENANT", "-1"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_TENANT", "fast"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_TENANT", "NaN"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_TENANT", "+Inf"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST", "0"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST", "-5"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_IP", "-0.1"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_IP_BURST", "0"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_IP_BURST", "many"},
+		{"SLUICE_GATEWAY_RATE_LIMIT_IP_BURST", "99999999999"},
 	} {
 		_, err := gateway.LoadConfig(map[string]string{tc.variable: tc.value})
 		require.Error(t, err, "%s=%s", tc.variable, tc.value)

@@ -63,7 +63,7 @@ func TestTenantStreamShare(t *testing.T) {
 	}
 	e := refused.requireError(t, http.StatusTooManyRequests, contracts.CodeTenantCap)
 	require.Equal(t, contracts.LimitTenantStreams, e.Limit, string(refused.body))
-	require.Contains(t, e.Message, "SLUICE_TENANT_MAX_STREAMS")
+	require.Contains(t, e.Message, "SLUICE_GATEWAY_TENANT_MAX_STREAMS")
 	retry, err := strconv.Atoi(refused.header.Get("Retry-After"))
 	require.NoError(t, err, "Retry-After")
 	require.Positive(t, retry)
@@ -91,8 +91,8 @@ func TestTenantStreamShare(t *testing.T) {
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_streams",transport="http"}`)
 }
 
-// TestStreamPoolIsConfigurable: past SLUICE_MAX_STREAMS every tenant is
-// refused with 503; within a share of SLUICE_TENANT_MAX_STREAMS a tenant
+// TestStreamPoolIsConfigurable: past SLUICE_GATEWAY_MAX_STREAMS every tenant is
+// refused with 503; within a share of SLUICE_GATEWAY_TENANT_MAX_STREAMS a tenant
 // is refused with 429.
 func TestStreamPoolIsConfigurable(t *testing.T) {
 	t.Parallel()
@@ -111,7 +111,7 @@ func TestStreamPoolIsConfigurable(t *testing.T) {
 	require.NotEmpty(t, r.header.Get("Retry-After"))
 }
 
-// TestReadRateLimit: a tenant's reads over SLUICE_RATE_LIMIT_TENANT_READ
+// TestReadRateLimit: a tenant's reads over SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ
 // get 429 naming the limit, from a bucket of their own (its submits and
 // the other tenant's reads go on); health, readiness, metrics and the
 // dashboard's page never answer 429.
@@ -127,7 +127,7 @@ func TestReadRateLimit(t *testing.T) {
 		requireRateLimited(t, b.do(req{method: http.MethodGet, path: p, token: tokenA}), contracts.LimitTenantReadRate, 2)
 	}
 	r := b.do(req{method: http.MethodGet, path: "/v1/jobs/" + id, token: tokenA})
-	require.Contains(t, r.errBody(t).Message, "SLUICE_RATE_LIMIT_TENANT_READ")
+	require.Contains(t, r.errBody(t).Message, "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ")
 
 	// Submits have their own bucket; the other tenant has its own reads.
 	require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"r"}`).status)
@@ -170,7 +170,7 @@ func TestStatsTenantSeesOnlyItself(t *testing.T) {
 	require.Equal(t, 3, stB.Active)
 }
 
-// TestStatsOperatorSeesAll: a tenant of SLUICE_OPERATOR_TENANTS sees the
+// TestStatsOperatorSeesAll: a tenant of SLUICE_GATEWAY_OPERATOR_TENANTS sees the
 // whole system, workers and scale requests included; the other tenant
 // sees neither.
 func TestStatsOperatorSeesAll(t *testing.T) {

@@ -66,7 +66,7 @@ func New(cfg Config, d Deps) (*Reaper, error) {
 	r := &Reaper{cfg: cfg, deps: d, m: m}
 	r.sweeper = sweep.New(sweep.Config{
 		StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime,
-		Retention: cfg.Retention, Batch: cfg.Batch,
+		Retention: cfg.Retention, Batch: cfg.MaxBatch,
 	}, d.Store, publisher{js: d.JS}, d.Now)
 	r.probe = observe.NewProbe(d.Log, d.Registry)
 	r.probe.AddCheck("store", d.Store.Ping)

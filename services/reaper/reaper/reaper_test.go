@@ -36,7 +36,7 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	b := &bundle{t: t, store: st, js: js, now: time.Now().UTC()}
-	cfg, err := LoadConfig(map[string]string{"SLUICE_STALE_THRESHOLD": "1s", "SLUICE_RETENTION": "1h", "SLUICE_DATA_DIR": t.TempDir()})
+	cfg, err := LoadConfig(map[string]string{"SLUICE_STALE_THRESHOLD": "1s", "SLUICE_REAPER_RETENTION": "1h", "SLUICE_DATA_DIR": t.TempDir()})
 	require.NoError(t, err)
 	b.r, err = New(cfg, Deps{Store: st, NC: nc, JS: js, Log: zerolog.Nop(), Now: func() time.Time { return b.now }})
 	require.NoError(t, err)

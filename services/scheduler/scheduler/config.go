@@ -2,8 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/bus"
@@ -22,54 +20,59 @@ type Config struct {
 	Store dial.Env
 	Log   observe.Env
 
-	// RetryInterval is how long a job whose offers all failed waits before
-	// it is ready again (plus up to 25% jitter), and how often the
+	// ReofferInterval is how long a job whose offers all failed waits
+	// before it is ready again (plus up to 25% jitter), and how often the
 	// dispatcher looks for ready jobs when nothing woke it.
-	RetryInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s"`
+	ReofferInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s" doc:"How long a job whose offers all failed (not merely busy) waits before it is offered again (plus up to 25% jitter); also how often the scheduler looks for ready jobs when nothing woke it."`
 	// RetryBackoff is the wait before a failed job's second run; it doubles
-	// with every run (±50% jitter) up to RetryBackoffMax.
-	RetryBackoff    time.Duration `env:"SLUICE_RETRY_BACKOFF" envDefault:"1s"`
-	RetryBackoffMax time.Duration `env:"SLUICE_RETRY_BACKOFF_MAX" envDefault:"10m"`
+	// with every run (±50% jitter) up to MaxRetryBackoff.
+	RetryBackoff time.Duration `env:"SLUICE_SCHEDULER_RETRY_BACKOFF" envOld:"SLUICE_RETRY_BACKOFF" envDefault:"1s" doc:"The wait before a failed job's second run; it doubles with every run (±50% jitter) up to SLUICE_SCHEDULER_MAX_RETRY_BACKOFF."`
+	// MaxRetryBackoff bounds the wait between two runs of a failed job.
+	MaxRetryBackoff time.Duration `env:"SLUICE_SCHEDULER_MAX_RETRY_BACKOFF" envOld:"SLUICE_RETRY_BACKOFF_MAX" envDefault:"10m" doc:"The longest wait between two runs of a failed job."`
 	// StaleThreshold is the heartbeat age that makes a running job stale.
-	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s"`
+	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s" doc:"The heartbeat age that makes a running job stale: the schedulers and the reaper give its run up, and a worker stops a run whose heartbeats went unacknowledged for 2/3 of it. Must exceed twice SLUICE_HEARTBEAT_INTERVAL."`
 	// MaxRuntime fails a job running longer than this; 0 = no limit.
-	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s"`
+	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s" doc:"The longest any run may take: the gateway bounds a job's max_runtime by it, the schedulers and the reaper fail a run past it, whatever the job asked. 0 = no bound."`
 	// OfferTimeout bounds one offer request to one worker.
-	OfferTimeout time.Duration `env:"SLUICE_OFFER_TIMEOUT" envDefault:"1s"`
+	OfferTimeout time.Duration `env:"SLUICE_SCHEDULER_OFFER_TIMEOUT" envOld:"SLUICE_OFFER_TIMEOUT" envDefault:"1s" doc:"How long the scheduler waits for a worker's answer to one offer."`
 	// ClaimTTL is how long a dispatch claim keeps other schedulers off a job.
-	ClaimTTL time.Duration `env:"SLUICE_CLAIM_TTL" envDefault:"30s"`
+	ClaimTTL time.Duration `env:"SLUICE_SCHEDULER_CLAIM_TTL" envOld:"SLUICE_CLAIM_TTL" envDefault:"30s" doc:"How long a scheduler's dispatch claim keeps the other schedulers off a job; at least twice SLUICE_SCHEDULER_OFFER_TIMEOUT."`
 	// AckWait is JetStream's redelivery timer for an unacknowledged message.
-	AckWait time.Duration `env:"SLUICE_ACK_WAIT" envDefault:"30s"`
-	// Concurrency is how many due messages and results one scheduler
+	AckWait time.Duration `env:"SLUICE_SCHEDULER_ACK_WAIT" envOld:"SLUICE_ACK_WAIT" envDefault:"30s" doc:"How long JetStream waits before it delivers an unacknowledged message (a due job, a result) again."`
+	// MaxConcurrent is how many due messages and results one scheduler
 	// handles at once, and how many offers it has in flight.
-	Concurrency int `env:"SLUICE_SCHEDULER_CONCURRENCY" envDefault:"64"`
+	MaxConcurrent int `env:"SLUICE_SCHEDULER_MAX_CONCURRENT" envOld:"SLUICE_SCHEDULER_CONCURRENCY" envDefault:"64" doc:"The most due jobs and results one scheduler handles at once, and the most offers it has in flight (1 to 4096)."`
 	// NoWorkerGrace fails a pending job early, with "capacity: no worker
 	// runs kind …", when no live worker has announced its kind for this
 	// long (counted from the scheduler's start at the earliest); 0 = wait
 	// for the dispatch deadline.
-	NoWorkerGrace time.Duration `env:"SLUICE_NO_WORKER_GRACE" envDefault:"1m"`
+	NoWorkerGrace time.Duration `env:"SLUICE_SCHEDULER_NO_WORKER_GRACE" envOld:"SLUICE_NO_WORKER_GRACE" envDefault:"1m" doc:"A pending job fails early (capacity: no worker runs kind …) when no live worker has announced its kind for this long, counted from the scheduler's start at the earliest. 0 = wait for the dispatch deadline."`
 	// Spawn is what a scale request does besides being published on
 	// sluice.scale.request: "command" runs SpawnCommand, "dev" leaves it
 	// to sluice dev (which starts a worker), empty does nothing more.
-	Spawn string `env:"SLUICE_SPAWN"`
+	Spawn string `env:"SLUICE_SCHEDULER_SPAWN" envOld:"SLUICE_SPAWN" doc:"What a scale request does besides being published on sluice.scale.request: command runs SLUICE_SCHEDULER_SPAWN_COMMAND, dev leaves it to sluice dev (which starts a worker), empty does nothing more."`
 	// SpawnCommand is the argv (split on spaces) run per scale request
 	// when Spawn is "command".
-	SpawnCommand []string `env:"SLUICE_SPAWN_COMMAND" envSeparator:" "`
+	SpawnCommand []string `env:"SLUICE_SCHEDULER_SPAWN_COMMAND" envOld:"SLUICE_SPAWN_COMMAND" envSeparator:" " doc:"The command (split on spaces) run per scale request when SLUICE_SCHEDULER_SPAWN is command; it finds the request in SLUICE_SCALE_KIND, SLUICE_SCALE_READY and SLUICE_SCALE_OLDEST_WAIT_MS."`
 	// SpawnCooldown is the least time between two scale requests of a kind.
-	SpawnCooldown time.Duration `env:"SLUICE_SPAWN_COOLDOWN" envDefault:"10s"`
-	// SpawnMax bounds the spawned workers live or asked for; 0 = no scale
-	// requests at all.
-	SpawnMax int `env:"SLUICE_SPAWN_MAX" envDefault:"4"`
+	SpawnCooldown time.Duration `env:"SLUICE_SCHEDULER_SPAWN_COOLDOWN" envOld:"SLUICE_SPAWN_COOLDOWN" envDefault:"10s" doc:"The least time between two scale requests of one kind."`
+	// MaxSpawned bounds the spawned workers live or asked for; 0 = no
+	// scale requests at all.
+	MaxSpawned int `env:"SLUICE_SCHEDULER_MAX_SPAWNED" envOld:"SLUICE_SPAWN_MAX" envDefault:"4" doc:"The most spawned workers live or asked for; 0 = no scale requests at all."`
 	// SpawnTimeout bounds one run of SpawnCommand.
-	SpawnTimeout time.Duration `env:"SLUICE_SPAWN_TIMEOUT" envDefault:"30s"`
+	SpawnTimeout time.Duration `env:"SLUICE_SCHEDULER_SPAWN_TIMEOUT" envOld:"SLUICE_SPAWN_TIMEOUT" envDefault:"30s" doc:"The longest one run of SLUICE_SCHEDULER_SPAWN_COMMAND may take."`
 	// MinWorkerVersion makes the scheduler skip workers that announce an
 	// older version (contracts.CompareVersions); empty = none skipped.
-	MinWorkerVersion string `env:"SLUICE_MIN_WORKER_VERSION"`
+	MinWorkerVersion string `env:"SLUICE_SCHEDULER_MIN_WORKER_VERSION" envOld:"SLUICE_MIN_WORKER_VERSION" doc:"Workers that announce an older release version (SLUICE_WORKER_VERSION) are offered no job, so an upgrade can retire the old ones. Empty = none skipped."`
 	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
-	HTTPAddr string `env:"SLUICE_SCHEDULER_HTTP_ADDR"`
+	HTTPAddr string `env:"SLUICE_SCHEDULER_HTTP_ADDR" doc:"Where the scheduler serves /healthz, /readyz and /metrics (host:port). Empty = not served."`
 	// ShutdownTimeout bounds the drain on shutdown: offers, results and
 	// heartbeats in flight when it begins may finish within it.
-	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s" doc:"How long a stopping service (SIGINT, SIGTERM) lets the work in flight finish: requests, offers, results, running handlers, a sweep. What is still running then is cancelled (a worker's jobs go back to the queue)."`
+
+	// Deprecated lists the former variable names found set, for the
+	// binary to log (see envconfig.Deprecation).
+	Deprecated []envconfig.Deprecation `env:"-" json:"-"`
 }
 
 // DefaultConfig is the configuration with every variable unset.
@@ -80,7 +83,7 @@ func DefaultConfig() Config {
 // Common is what the scheduler's binary needs before it builds the
 // scheduler: NATS, the logger and the store.
 func (c Config) Common() service.Common {
-	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.Store.DataDir,
+	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.Store.DataDir, Deprecated: c.Deprecated,
 		OpenStore: func(ctx context.Context, retry func(error, time.Duration)) (store.Store, error) {
 			return dial.OpenRetry(ctx, c.Store, retry)
 		}}
@@ -90,64 +93,47 @@ func (c Config) Common() service.Common {
 // fills defaults and validates.
 func LoadConfig(environ map[string]string) (Config, error) {
 	var c Config
-	if err := envconfig.Parse(&c, environ); err != nil {
+	deprecated, err := envconfig.Parse(&c, environ)
+	if err != nil {
 		return c, err
 	}
-	return c, c.Validate()
+	c.Deprecated = deprecated
+	return c, envconfig.Explain(c.Validate(), deprecated)
 }
 
 // Validate checks the settings and names the variable at fault.
 func (c Config) Validate() error {
-	var errs []error
-	pos := func(name string, d time.Duration) {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("%s: must be positive, got %s", name, d))
-		}
+	var p envconfig.Problems
+	envconfig.Positive(&p, "SLUICE_RETRY_INTERVAL", c.ReofferInterval)
+	envconfig.Positive(&p, "SLUICE_STALE_THRESHOLD", c.StaleThreshold)
+	envconfig.Positive(&p, "SLUICE_SCHEDULER_OFFER_TIMEOUT", c.OfferTimeout)
+	envconfig.Positive(&p, "SLUICE_SCHEDULER_CLAIM_TTL", c.ClaimTTL)
+	envconfig.Positive(&p, "SLUICE_SCHEDULER_ACK_WAIT", c.AckWait)
+	envconfig.Positive(&p, "SLUICE_SCHEDULER_RETRY_BACKOFF", c.RetryBackoff)
+	envconfig.Positive(&p, "SLUICE_SCHEDULER_MAX_RETRY_BACKOFF", c.MaxRetryBackoff)
+	if c.RetryBackoff > 0 && c.MaxRetryBackoff > 0 && c.MaxRetryBackoff < c.RetryBackoff {
+		p.Add("SLUICE_SCHEDULER_MAX_RETRY_BACKOFF", "%s is less than SLUICE_SCHEDULER_RETRY_BACKOFF (%s)", c.MaxRetryBackoff, c.RetryBackoff)
 	}
-	pos("SLUICE_RETRY_INTERVAL", c.RetryInterval)
-	pos("SLUICE_STALE_THRESHOLD", c.StaleThreshold)
-	pos("SLUICE_OFFER_TIMEOUT", c.OfferTimeout)
-	pos("SLUICE_CLAIM_TTL", c.ClaimTTL)
-	pos("SLUICE_ACK_WAIT", c.AckWait)
-	pos("SLUICE_RETRY_BACKOFF", c.RetryBackoff)
-	pos("SLUICE_RETRY_BACKOFF_MAX", c.RetryBackoffMax)
-	if c.RetryBackoff > 0 && c.RetryBackoffMax > 0 && c.RetryBackoffMax < c.RetryBackoff {
-		errs = append(errs, fmt.Errorf("SLUICE_RETRY_BACKOFF_MAX: %s is less than SLUICE_RETRY_BACKOFF (%s)", c.RetryBackoffMax, c.RetryBackoff))
-	}
-	pos("SLUICE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
-	if c.NoWorkerGrace < 0 {
-		errs = append(errs, fmt.Errorf("SLUICE_NO_WORKER_GRACE: must not be negative (0 = off), got %s", c.NoWorkerGrace))
-	}
-	if c.MaxRuntime < 0 {
-		errs = append(errs, fmt.Errorf("SLUICE_MAX_RUNTIME: must not be negative, got %s", c.MaxRuntime))
-	}
+	envconfig.Positive(&p, "SLUICE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	envconfig.NotNegative(&p, "SLUICE_SCHEDULER_NO_WORKER_GRACE", c.NoWorkerGrace, "off")
+	envconfig.NotNegative(&p, "SLUICE_MAX_RUNTIME", c.MaxRuntime, "no bound")
 	switch c.Spawn {
 	case spawn.ModePublish, spawn.ModeDev:
 	case spawn.ModeCommand:
 		if len(c.SpawnCommand) == 0 {
-			errs = append(errs, errors.New("SLUICE_SPAWN_COMMAND: required with SLUICE_SPAWN=command"))
+			p.Add("SLUICE_SCHEDULER_SPAWN_COMMAND", "required with SLUICE_SCHEDULER_SPAWN=command")
 		}
 	default:
-		errs = append(errs, fmt.Errorf("SLUICE_SPAWN: %q is not command, dev or empty", c.Spawn))
+		p.Add("SLUICE_SCHEDULER_SPAWN", "%q is not command, dev or empty", c.Spawn)
 	}
-	if c.SpawnMax < 0 {
-		errs = append(errs, fmt.Errorf("SLUICE_SPAWN_MAX: must not be negative (0 = off), got %d", c.SpawnMax))
-	}
-	if c.SpawnCooldown < 0 {
-		errs = append(errs, fmt.Errorf("SLUICE_SPAWN_COOLDOWN: must not be negative, got %s", c.SpawnCooldown))
-	}
-	pos("SLUICE_SPAWN_TIMEOUT", c.SpawnTimeout)
-	if c.Concurrency < 1 || c.Concurrency > 4096 {
-		errs = append(errs, fmt.Errorf("SLUICE_SCHEDULER_CONCURRENCY: must be between 1 and 4096, got %d", c.Concurrency))
-	}
+	envconfig.NotNegative(&p, "SLUICE_SCHEDULER_MAX_SPAWNED", c.MaxSpawned, "off")
+	envconfig.NotNegative(&p, "SLUICE_SCHEDULER_SPAWN_COOLDOWN", c.SpawnCooldown, "none")
+	envconfig.Positive(&p, "SLUICE_SCHEDULER_SPAWN_TIMEOUT", c.SpawnTimeout)
+	envconfig.Between(&p, "SLUICE_SCHEDULER_MAX_CONCURRENT", c.MaxConcurrent, 1, 4096)
 	if c.ClaimTTL > 0 && c.OfferTimeout > 0 && c.ClaimTTL < 2*c.OfferTimeout {
-		errs = append(errs, fmt.Errorf("SLUICE_CLAIM_TTL: %s must be at least twice SLUICE_OFFER_TIMEOUT (%s)", c.ClaimTTL, c.OfferTimeout))
+		p.Add("SLUICE_SCHEDULER_CLAIM_TTL", "%s must be at least twice SLUICE_SCHEDULER_OFFER_TIMEOUT (%s)", c.ClaimTTL, c.OfferTimeout)
 	}
-	if err := c.Store.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.Bus.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	p.Include(c.Store.Validate())
+	p.Include(c.Bus.Validate())
+	return p.Err()
 }

@@ -90,14 +90,14 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	}
 	pick := picker.New(view, 0)
 	s.spawn = spawn.New(spawn.Config{Mode: cfg.Spawn, Command: cfg.SpawnCommand, Cooldown: cfg.SpawnCooldown,
-		Max: cfg.SpawnMax, Timeout: cfg.SpawnTimeout}, d.Store, pick, r, d.NC, d.Now, d.Log, m)
+		Max: cfg.MaxSpawned, Timeout: cfg.SpawnTimeout}, d.Store, pick, r, d.NC, d.Now, d.Log, m)
 	s.dispatch = dispatch.New(dispatch.Config{
-		RetryInterval: cfg.RetryInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
-		Offers: cfg.Concurrency, NoWorkerGrace: cfg.NoWorkerGrace,
+		RetryInterval: cfg.ReofferInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
+		Offers: cfg.MaxConcurrent, NoWorkerGrace: cfg.NoWorkerGrace,
 	},
 		d.Store, d.NC, pick, pub, d.Now, rand.Float64, d.Log, m)
 	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime,
-		RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.RetryBackoffMax},
+		RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.MaxRetryBackoff},
 		d.Store, notifier{nc: d.NC, js: d.JS}, pub, d.Now, d.Log, m)
 	s.probe = observe.NewProbe(d.Log, d.Registry)
 	s.probe.AddCheck("store", d.Store.Ping)
@@ -136,8 +136,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	g.Go(func() error { return s.dispatch.Run(gctx) })
 	g.Go(func() error { return s.parents.Run(gctx) })
 	g.Go(func() error { return s.spawn.Run(gctx) })
-	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.Concurrency, s.dispatch.Handle)
-	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.Concurrency, s.apply.Result)
+	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.MaxConcurrent, s.dispatch.Handle)
+	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.MaxConcurrent, s.apply.Result)
 	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)
 	g.Go(func() error {
 		return s.serveQueue(gctx, contracts.SubjectHeartbeat, heartbeatWorkers, heartbeatBuffer, nil, func(ctx context.Context, m *nats.Msg) {

@@ -3,8 +3,6 @@ package worker
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,72 +28,77 @@ type Config struct {
 
 	// WorkerID names the worker on NATS subjects; default: the sanitized
 	// hostname plus a short random suffix.
-	WorkerID string `env:"SLUICE_WORKER_ID"`
+	WorkerID string `env:"SLUICE_WORKER_ID" doc:"The worker's name on NATS subjects: 1-64 letters, digits, - or _. Default: the hostname plus a short random suffix."`
 	// MaxConcurrent is how many jobs may run at once; 0 = no limit.
-	MaxConcurrent int `env:"SLUICE_WORKER_MAX_CONCURRENT_TASKS" envDefault:"1"`
+	MaxConcurrent int `env:"SLUICE_WORKER_MAX_CONCURRENT_TASKS" envDefault:"1" doc:"The most jobs the worker runs at once. 0 = no limit."`
 	// HeartbeatInterval is how often leases are renewed and the worker announces itself.
-	HeartbeatInterval time.Duration `env:"SLUICE_HEARTBEAT_INTERVAL" envDefault:"5s"`
+	HeartbeatInterval time.Duration `env:"SLUICE_HEARTBEAT_INTERVAL" envDefault:"5s" doc:"How often the worker renews the leases of its running jobs and announces itself."`
 	// StaleThreshold is the heartbeat age that makes a job stale; a handler
 	// whose lease went unacknowledged for 2/3 of it is cancelled (self-fencing).
-	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s"`
+	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s" doc:"The heartbeat age that makes a running job stale: the schedulers and the reaper give its run up, and a worker stops a run whose heartbeats went unacknowledged for 2/3 of it. Must exceed twice SLUICE_HEARTBEAT_INTERVAL."`
 	// IdleTimeout makes the worker exit after this long without jobs; 0 = never.
-	IdleTimeout time.Duration `env:"SLUICE_WORKER_IDLE_TIMEOUT"`
+	IdleTimeout time.Duration `env:"SLUICE_WORKER_IDLE_TIMEOUT" doc:"The worker exits after this long without a job. 0 = never."`
 	// MaxLifetime makes the worker drain and exit after this long; 0 = never.
-	MaxLifetime time.Duration `env:"SLUICE_WORKER_MAX_LIFETIME"`
+	MaxLifetime time.Duration `env:"SLUICE_WORKER_MAX_LIFETIME" doc:"The worker drains and exits after this long. 0 = never."`
 	// ExecAllow lists the programs the exec kind may run; empty refuses all.
-	ExecAllow []string `env:"SLUICE_WORKER_EXEC_ALLOW" envSeparator:","`
+	ExecAllow []string `env:"SLUICE_WORKER_EXEC_ALLOW" envSeparator:"," doc:"The programs the exec kind may run; empty refuses every exec job."`
 	// ExecEnvAllow lists the environment variable names an exec job may
 	// set; empty allows none.
-	ExecEnvAllow []string `env:"SLUICE_WORKER_EXEC_ENV_ALLOW" envSeparator:","`
+	ExecEnvAllow []string `env:"SLUICE_WORKER_EXEC_ENV_ALLOW" envSeparator:"," doc:"The environment variable names an exec job may set; empty allows none."`
 	// ExecDirs lists the roots an exec job's dir may resolve inside,
 	// besides its run's scratch directory.
-	ExecDirs []string `env:"SLUICE_WORKER_EXEC_DIRS" envSeparator:","`
+	ExecDirs []string `env:"SLUICE_WORKER_EXEC_DIRS" envSeparator:"," doc:"Absolute directories an exec job's dir may resolve inside, besides its run's scratch directory."`
 	// ScratchDir is the root of the per-run scratch directories; default
 	// a scratch folder in the data dir.
-	ScratchDir string `env:"SLUICE_WORKER_SCRATCH_DIR"`
+	ScratchDir string `env:"SLUICE_WORKER_SCRATCH_DIR" doc:"The root of the per-run scratch directories. Default: scratch in SLUICE_DATA_DIR."`
 	// CacheDir is the root of the pinned-input cache (one folder per
 	// worker); default a cache folder in the data dir.
-	CacheDir string `env:"SLUICE_WORKER_CACHE_DIR"`
-	// CacheBytes bounds the pinned-input cache (and so one input).
-	CacheBytes int64 `env:"SLUICE_WORKER_CACHE_BYTES" envDefault:"1073741824"`
+	CacheDir string `env:"SLUICE_WORKER_CACHE_DIR" doc:"The root of the pinned-input cache (one folder per worker). Default: cache in SLUICE_DATA_DIR."`
+	// MaxCacheBytes bounds the pinned-input cache (and so one input).
+	MaxCacheBytes int64 `env:"SLUICE_WORKER_MAX_CACHE_BYTES" envOld:"SLUICE_WORKER_CACHE_BYTES" envDefault:"1073741824" doc:"The most bytes the pinned-input cache holds, and so the largest input."`
 	// FetchAllow widens what inputs may be fetched from: hosts, addresses
 	// or CIDRs of the worker's own network (loopback, link-local, private,
 	// shared, unspecified, multicast, reserved: refused unless named here)
 	// and the directories file:// inputs may be read under (none by
 	// default). Public http(s) addresses are always allowed.
-	FetchAllow []string `env:"SLUICE_WORKER_FETCH_ALLOW" envSeparator:","`
+	FetchAllow []string `env:"SLUICE_WORKER_FETCH_ALLOW" envSeparator:"," doc:"What inputs may be fetched from besides public http(s) addresses: hosts, addresses or CIDRs of the worker's own network (loopback, private, link-local and the like are refused unless named here) and the directories file:// inputs may be read under (none by default)."`
 	// FetchTimeout bounds the fetch of one input, a file's read included.
-	FetchTimeout time.Duration `env:"SLUICE_WORKER_FETCH_TIMEOUT" envDefault:"5m"`
-	// ScratchBytes bounds what one run may keep in its scratch directory;
-	// 0 = no bound. A run over it fails handler:.
-	ScratchBytes int64 `env:"SLUICE_WORKER_SCRATCH_BYTES"`
+	FetchTimeout time.Duration `env:"SLUICE_WORKER_FETCH_TIMEOUT" envDefault:"5m" doc:"The longest the fetch of one input may take, a file's read included."`
+	// MaxScratchBytes bounds what one run may keep in its scratch
+	// directory; 0 = no bound. A run over it fails handler:.
+	MaxScratchBytes int64 `env:"SLUICE_WORKER_MAX_SCRATCH_BYTES" envOld:"SLUICE_WORKER_SCRATCH_BYTES" doc:"The most bytes one run may keep in its scratch directory; a run over it fails handler:. 0 = no bound."`
 	// Kinds lists the built-in kinds to register; empty registers none
 	// (a Go service that embeds a worker registers its own with Handle).
-	Kinds []string `env:"SLUICE_WORKER_KINDS" envDefault:"sleep,exec" envSeparator:","`
+	Kinds []string `env:"SLUICE_WORKER_KINDS" envDefault:"sleep,exec" envSeparator:"," doc:"The built-in kinds the worker runs (sleep, exec); empty registers none (a Go service that embeds a worker registers its own)."`
 	// ShutdownTimeout bounds the wait for running handlers on shutdown;
 	// those still running then are cancelled and requeued.
-	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	ShutdownTimeout time.Duration `env:"SLUICE_SHUTDOWN_TIMEOUT" envDefault:"30s" doc:"How long a stopping service (SIGINT, SIGTERM) lets the work in flight finish: requests, offers, results, running handlers, a sweep. What is still running then is cancelled (a worker's jobs go back to the queue)."`
 	// ProgressInterval is the least time between two progress reports of
 	// one job; reports in between are coalesced (the latest wins).
-	ProgressInterval time.Duration `env:"SLUICE_WORKER_PROGRESS_INTERVAL" envDefault:"500ms"`
+	ProgressInterval time.Duration `env:"SLUICE_WORKER_PROGRESS_INTERVAL" envDefault:"500ms" doc:"The least time between two progress reports of one job; reports in between are coalesced (the latest wins)."`
 	// HTTPAddr serves /healthz, /readyz and /metrics; empty = none.
-	HTTPAddr string `env:"SLUICE_WORKER_HTTP_ADDR"`
-	// DataDir holds the embedded NATS server's files when NATS URL is empty.
-	DataDir string `env:"SLUICE_DATA_DIR" envDefault:"./.sluice"`
+	HTTPAddr string `env:"SLUICE_WORKER_HTTP_ADDR" doc:"Where the worker serves /healthz, /readyz and /metrics (host:port). Empty = not served."`
+	// DataDir holds the embedded NATS server's files when NATS URL is
+	// empty, and the default scratch and cache folders.
+	DataDir string `env:"SLUICE_DATA_DIR" envDefault:"./.sluice" doc:"The directory of the embedded store (sluice.db), the embedded NATS server's files, and a worker's scratch and cache folders."`
 	// ClaimWait bounds the wait for an accepted job's start heartbeat to be
 	// acknowledged; a job not acknowledged in time never runs.
-	ClaimWait time.Duration `env:"SLUICE_WORKER_CLAIM_WAIT" envDefault:"10s"`
+	ClaimWait time.Duration `env:"SLUICE_WORKER_CLAIM_WAIT" envDefault:"10s" doc:"How long the worker waits for an accepted job's first heartbeat to be acknowledged; a job not acknowledged in time never runs."`
 	// DeliveryGrace is how long results may still be delivered after the
 	// shutdown timeout passed.
-	DeliveryGrace time.Duration `env:"SLUICE_WORKER_DELIVERY_GRACE" envDefault:"10s"`
+	DeliveryGrace time.Duration `env:"SLUICE_WORKER_DELIVERY_GRACE" envDefault:"10s" doc:"How long results may still be delivered once SLUICE_SHUTDOWN_TIMEOUT has passed."`
 	// Version is the release version the worker announces; the schedulers
-	// skip workers older than SLUICE_MIN_WORKER_VERSION.
-	Version string `env:"SLUICE_WORKER_VERSION"`
-	// Spawned marks a worker started on a scale request (SLUICE_SPAWN):
-	// it says so when it announces itself.
-	Spawned bool `env:"SLUICE_WORKER_SPAWNED"`
+	// skip workers older than their MinWorkerVersion.
+	Version string `env:"SLUICE_WORKER_VERSION" doc:"The release version the worker announces (default: this release); the schedulers skip workers older than SLUICE_SCHEDULER_MIN_WORKER_VERSION."`
+	// Spawned marks a worker started on a scale request: it says so when
+	// it announces itself.
+	Spawned bool `env:"SLUICE_WORKER_SPAWNED" doc:"Marks a worker started on a scale request (SLUICE_SCHEDULER_SPAWN): it says so when it announces itself, and counts against SLUICE_SCHEDULER_MAX_SPAWNED."`
 	// ExecGrace is the exec kind's time between SIGTERM and SIGKILL.
-	ExecGrace time.Duration `env:"SLUICE_WORKER_EXEC_GRACE" envDefault:"5s"`
+	ExecGrace time.Duration `env:"SLUICE_WORKER_EXEC_GRACE" envDefault:"5s" doc:"The exec kind's time between SIGTERM and SIGKILL when it stops a program."`
+
+	// Deprecated lists the former variable names found set, for the
+	// binary to log (see envconfig.Deprecation).
+	Deprecated []envconfig.Deprecation `env:"-" json:"-"`
 }
 
 // DefaultConfig is the configuration with every variable unset, with a
@@ -107,18 +110,20 @@ func DefaultConfig() Config {
 // Common is what the worker's binary needs before it builds the worker:
 // NATS and the logger (a worker has no store).
 func (c Config) Common() service.Common {
-	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.DataDir}
+	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.DataDir, Deprecated: c.Deprecated}
 }
 
 // LoadConfig reads the configuration from environ (the process environment
 // when nil), fills defaults and validates it.
 func LoadConfig(environ map[string]string) (Config, error) {
 	var c Config
-	if err := envconfig.Parse(&c, environ); err != nil {
+	deprecated, err := envconfig.Parse(&c, environ)
+	if err != nil {
 		return c, err
 	}
+	c.Deprecated = deprecated
 	c = c.withDefaults()
-	if err := c.Validate(); err != nil {
+	if err := envconfig.Explain(c.Validate(), deprecated); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -161,77 +166,50 @@ func cleanList(in []string) []string {
 
 // Validate checks the configuration; each error names its variable.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var p envconfig.Problems
 	if !contracts.ValidWorkerID(c.WorkerID) {
-		bad("SLUICE_WORKER_ID %q must be 1-64 letters, digits, '-' or '_'", c.WorkerID)
+		p.Add("SLUICE_WORKER_ID", "%q must be 1-64 letters, digits, '-' or '_'", c.WorkerID)
 	}
-	if c.MaxConcurrent < 0 {
-		bad("SLUICE_WORKER_MAX_CONCURRENT_TASKS %d must not be negative (0 = no limit)", c.MaxConcurrent)
-	}
-	if c.HeartbeatInterval <= 0 {
-		bad("SLUICE_HEARTBEAT_INTERVAL %s must be positive", c.HeartbeatInterval)
-	}
+	envconfig.NotNegative(&p, "SLUICE_WORKER_MAX_CONCURRENT_TASKS", c.MaxConcurrent, "no limit")
+	envconfig.Positive(&p, "SLUICE_HEARTBEAT_INTERVAL", c.HeartbeatInterval)
 	if c.StaleThreshold <= 2*c.HeartbeatInterval {
-		bad("SLUICE_STALE_THRESHOLD %s must exceed twice SLUICE_HEARTBEAT_INTERVAL (%s)", c.StaleThreshold, c.HeartbeatInterval)
+		p.Add("SLUICE_STALE_THRESHOLD", "%s must exceed twice SLUICE_HEARTBEAT_INTERVAL (%s)", c.StaleThreshold, c.HeartbeatInterval)
 	}
-	if c.IdleTimeout < 0 {
-		bad("SLUICE_WORKER_IDLE_TIMEOUT %s must not be negative (0 = never)", c.IdleTimeout)
-	}
-	if c.MaxLifetime < 0 {
-		bad("SLUICE_WORKER_MAX_LIFETIME %s must not be negative (0 = never)", c.MaxLifetime)
-	}
-	if c.ShutdownTimeout <= 0 {
-		bad("SLUICE_SHUTDOWN_TIMEOUT %s must be positive", c.ShutdownTimeout)
-	}
-	if c.ProgressInterval <= 0 {
-		bad("SLUICE_WORKER_PROGRESS_INTERVAL %s must be positive", c.ProgressInterval)
-	}
-	if c.ClaimWait <= 0 {
-		bad("SLUICE_WORKER_CLAIM_WAIT %s must be positive", c.ClaimWait)
-	}
-	if c.DeliveryGrace <= 0 {
-		bad("SLUICE_WORKER_DELIVERY_GRACE %s must be positive", c.DeliveryGrace)
-	}
-	if c.ExecGrace <= 0 {
-		bad("SLUICE_WORKER_EXEC_GRACE %s must be positive", c.ExecGrace)
-	}
+	envconfig.NotNegative(&p, "SLUICE_WORKER_IDLE_TIMEOUT", c.IdleTimeout, "never")
+	envconfig.NotNegative(&p, "SLUICE_WORKER_MAX_LIFETIME", c.MaxLifetime, "never")
+	envconfig.Positive(&p, "SLUICE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+	envconfig.Positive(&p, "SLUICE_WORKER_PROGRESS_INTERVAL", c.ProgressInterval)
+	envconfig.Positive(&p, "SLUICE_WORKER_CLAIM_WAIT", c.ClaimWait)
+	envconfig.Positive(&p, "SLUICE_WORKER_DELIVERY_GRACE", c.DeliveryGrace)
+	envconfig.Positive(&p, "SLUICE_WORKER_EXEC_GRACE", c.ExecGrace)
 	for _, k := range c.Kinds {
 		if !kinds.Known(k) {
-			bad("SLUICE_WORKER_KINDS: %q is not a built-in kind (have %s)", k, strings.Join(kinds.Names(), ", "))
+			p.Add("SLUICE_WORKER_KINDS", "%q is not a built-in kind (have %s)", k, strings.Join(kinds.Names(), ", "))
 		}
 	}
-	for _, p := range c.ExecAllow {
-		if strings.ContainsRune(p, 0) {
-			bad("SLUICE_WORKER_EXEC_ALLOW: %q contains a NUL byte", p)
+	for _, a := range c.ExecAllow {
+		if strings.ContainsRune(a, 0) {
+			p.Add("SLUICE_WORKER_EXEC_ALLOW", "%q contains a NUL byte", a)
 		}
 	}
 	for _, k := range c.ExecEnvAllow {
 		if !kinds.ValidEnvName(k) {
-			bad("SLUICE_WORKER_EXEC_ENV_ALLOW: %q is not a variable name", k)
+			p.Add("SLUICE_WORKER_EXEC_ENV_ALLOW", "%q is not a variable name", k)
 		}
 	}
 	for _, d := range c.ExecDirs {
 		if !filepath.IsAbs(d) {
-			bad("SLUICE_WORKER_EXEC_DIRS: %q must be an absolute path", d)
+			p.Add("SLUICE_WORKER_EXEC_DIRS", "%q must be an absolute path", d)
 		}
 	}
-	if c.CacheBytes <= 0 {
-		bad("SLUICE_WORKER_CACHE_BYTES %d must be positive", c.CacheBytes)
-	}
+	envconfig.Positive(&p, "SLUICE_WORKER_MAX_CACHE_BYTES", c.MaxCacheBytes)
 	if _, err := inputs.ParseAllow(c.FetchAllow); err != nil {
-		bad("%s: %w", inputs.AllowVariable, err)
+		p.Wrap(inputs.AllowVariable, err)
 	}
-	if c.FetchTimeout <= 0 {
-		bad("SLUICE_WORKER_FETCH_TIMEOUT %s must be positive", c.FetchTimeout)
-	}
-	if c.ScratchBytes < 0 {
-		bad("SLUICE_WORKER_SCRATCH_BYTES %d must not be negative (0 = no bound)", c.ScratchBytes)
-	}
-	if err := c.Bus.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	envconfig.Positive(&p, "SLUICE_WORKER_FETCH_TIMEOUT", c.FetchTimeout)
+	envconfig.NotNegative(&p, "SLUICE_WORKER_MAX_SCRATCH_BYTES", c.MaxScratchBytes, "no bound")
+	p.Include(c.Bus.Validate())
+	return p.Err()
 }
 
 // GenerateWorkerID returns the sanitized hostname plus "-" and six random

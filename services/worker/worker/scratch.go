@@ -32,7 +32,7 @@ import (
 // use. Several workers may share one scratch root.
 
 // scratchUsagePeriod is how often a run's scratch usage is measured when
-// SLUICE_WORKER_SCRATCH_BYTES bounds it.
+// SLUICE_WORKER_MAX_SCRATCH_BYTES bounds it.
 const scratchUsagePeriod = 500 * time.Millisecond
 
 // scratch is one worker's part of the scratch root.
@@ -148,7 +148,7 @@ func (s *scratch) close() error {
 }
 
 // errScratchFull is the cause of a run stopped for using more scratch
-// space than SLUICE_WORKER_SCRATCH_BYTES.
+// space than SLUICE_WORKER_MAX_SCRATCH_BYTES.
 var errScratchFull = errors.New("scratch directory over its limit")
 
 // watchUsage measures dir every scratchUsagePeriod until ctx ends and
@@ -206,11 +206,11 @@ func (w *Worker) newRunScratch(ctx context.Context, t *task) *runScratch {
 }
 
 // get makes the directory on the first call (and starts watching its
-// usage when SLUICE_WORKER_SCRATCH_BYTES bounds it) and returns it.
+// usage when SLUICE_WORKER_MAX_SCRATCH_BYTES bounds it) and returns it.
 func (r *runScratch) get() (string, error) {
 	r.once.Do(func() {
 		r.dir, r.err = r.w.scratch.make(r.t.lease)
-		limit := r.w.cfg.ScratchBytes
+		limit := r.w.cfg.MaxScratchBytes
 		if r.err != nil || limit <= 0 {
 			return
 		}
@@ -218,7 +218,7 @@ func (r *runScratch) get() (string, error) {
 		r.stopWatch = stop
 		go watchUsage(wctx, r.dir, limit, func(used int64) {
 			r.t.cancel(&contracts.ClassedError{Class: contracts.ClassHandler, Err: fmt.Errorf(
-				"%w: %d bytes, SLUICE_WORKER_SCRATCH_BYTES is %d", errScratchFull, used, limit)})
+				"%w: %d bytes, SLUICE_WORKER_MAX_SCRATCH_BYTES is %d", errScratchFull, used, limit)})
 		})
 	})
 	return r.dir, r.err

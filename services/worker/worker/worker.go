@@ -217,7 +217,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker: %s: %w", inputs.AllowVariable, err)
 	}
-	ic, err := inputs.Open(filepath.Join(w.cfg.CacheDir, w.cfg.WorkerID), w.cfg.CacheBytes,
+	ic, err := inputs.Open(filepath.Join(w.cfg.CacheDir, w.cfg.WorkerID), w.cfg.MaxCacheBytes,
 		inputs.Fetchers{Timeout: w.cfg.FetchTimeout, Allow: allow})
 	if err != nil {
 		return fmt.Errorf("worker: SLUICE_WORKER_CACHE_DIR: %w", err)

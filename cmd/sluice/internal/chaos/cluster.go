@@ -89,7 +89,7 @@ type Config struct {
 	DispatchDeadline              time.Duration
 	ReaperInterval                time.Duration
 	// Spawn, when positive, lets the schedulers ask for up to that many
-	// spawned workers (SLUICE_SPAWN=command; see spawn.go).
+	// spawned workers (SLUICE_SCHEDULER_SPAWN=command; see spawn.go).
 	Spawn int
 	// NATSNodes is the size of the NATS cluster: 1 (the default) is one
 	// standalone server; 3 is a cluster with the streams at 3 replicas
@@ -217,24 +217,25 @@ func Start(cfg Config) (*Cluster, error) {
 		"SLUICE_API_TOKENS="+strings.Join(tokens, ","),
 		// The harness reads the whole system (workers, every tenant's
 		// counts) as the first tenant.
-		"SLUICE_OPERATOR_TENANTS="+c.Tenants[0].Name,
+		"SLUICE_GATEWAY_OPERATOR_TENANTS="+c.Tenants[0].Name,
 		"SLUICE_MAX_ACTIVE="+fmt.Sprint(cfg.MaxActive),
 		"SLUICE_TENANT_MAX_ACTIVE="+fmt.Sprint(cfg.TenantMaxActive),
 		"SLUICE_HEARTBEAT_INTERVAL="+cfg.HeartbeatInterval.String(),
 		"SLUICE_STALE_THRESHOLD="+cfg.StaleThreshold.String(),
 		"SLUICE_RETRY_INTERVAL="+cfg.RetryInterval.String(),
+		"SLUICE_GATEWAY_RETRY_AFTER="+cfg.RetryInterval.String(),
 		"SLUICE_DISPATCH_DEADLINE="+cfg.DispatchDeadline.String(),
 		// Short enough that a killed scheduler's claims and unacked
 		// messages come back within the profile.
-		"SLUICE_OFFER_TIMEOUT=500ms",
-		"SLUICE_CLAIM_TTL=2s",
-		"SLUICE_ACK_WAIT=3s",
+		"SLUICE_SCHEDULER_OFFER_TIMEOUT=500ms",
+		"SLUICE_SCHEDULER_CLAIM_TTL=2s",
+		"SLUICE_SCHEDULER_ACK_WAIT=3s",
 		"SLUICE_SHUTDOWN_TIMEOUT=2s",
 		// The harness measures the admission caps: gateway rate limits
 		// (also 429) stay off so every 429 is a cap rejection.
-		"SLUICE_RATE_LIMIT_TENANT=0",
-		"SLUICE_RATE_LIMIT_IP=0",
-		"SLUICE_RATE_LIMIT_TENANT_READ=0",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT=0",
+		"SLUICE_GATEWAY_RATE_LIMIT_IP=0",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ=0",
 	)
 	c.newProc = func(name, service, bin string, args []string, extra ...string) *Proc {
 		return &Proc{Name: name, Service: service, bin: filepath.Join(cfg.BinDir, bin), args: args,

@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/chaos/journal"
 )
 
-// Spawn on overflow under chaos. The schedulers run with SLUICE_SPAWN=
+// Spawn on overflow under chaos. The schedulers run with SLUICE_SCHEDULER_SPAWN=
 // command; their command only drops a request file in a spool directory,
 // and the harness starts the worker: so every spawned worker is a process
 // of the harness, journaled, killed and counted like the others (but never
@@ -32,15 +32,15 @@ func (c *Cluster) spawnEnv(cfg Config) ([]string, error) {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
 	return []string{
-		"SLUICE_SPAWN=command",
-		"SLUICE_SPAWN_COMMAND=" + script,
-		fmt.Sprintf("SLUICE_SPAWN_MAX=%d", cfg.spawnPerScheduler()),
-		"SLUICE_SPAWN_COOLDOWN=1s",
-		"SLUICE_SPAWN_TIMEOUT=5s",
+		"SLUICE_SCHEDULER_SPAWN=command",
+		"SLUICE_SCHEDULER_SPAWN_COMMAND=" + script,
+		fmt.Sprintf("SLUICE_SCHEDULER_MAX_SPAWNED=%d", cfg.spawnPerScheduler()),
+		"SLUICE_SCHEDULER_SPAWN_COOLDOWN=1s",
+		"SLUICE_SCHEDULER_SPAWN_TIMEOUT=5s",
 	}, nil
 }
 
-// spawnPerScheduler is each scheduler's SLUICE_SPAWN_MAX: every replica
+// spawnPerScheduler is each scheduler's SLUICE_SCHEDULER_MAX_SPAWNED: every replica
 // bounds its own requests, so Spawn is shared among them.
 func (c Config) spawnPerScheduler() int { return max(1, c.Spawn/max(c.Schedulers, 1)) }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // maxPayloadInput bounds a payload read from stdin or a file (the server's
-// own limit is lower: SLUICE_MAX_BODY_BYTES).
+// own limit is lower: SLUICE_GATEWAY_MAX_BODY_BYTES).
 const maxPayloadInput = 64 << 20
 
 var cmdSubmit = &command{

@@ -28,8 +28,8 @@ func benchStack(b *testing.B, workers int, extra map[string]string) (*Stack, str
 	b.Helper()
 	o := Options{Workers: workers, NATSListen: "127.0.0.1:0", Log: zerolog.Nop()}
 	// The benchmarks hold more jobs in flight than a tenant should.
-	o.Environ = testEnv(b.TempDir(), map[string]string{"SLUICE_HEARTBEAT_INTERVAL": "1s", "SLUICE_STALE_THRESHOLD": "10s", "SLUICE_RETRY_INTERVAL": "100ms",
-		"SLUICE_TENANT_MAX_ITEMS": "0"})
+	o.Environ = testEnv(b.TempDir(), map[string]string{"SLUICE_HEARTBEAT_INTERVAL": "1s", "SLUICE_STALE_THRESHOLD": "10s", "SLUICE_RETRY_INTERVAL": "100ms", "SLUICE_GATEWAY_RETRY_AFTER": "100ms",
+		"SLUICE_GATEWAY_TENANT_MAX_ITEMS": "0"})
 	for k, v := range extra {
 		o.Environ[k] = v
 	}

@@ -32,18 +32,19 @@ type bundle struct {
 // retries, heartbeats and staleness so recovery happens in about a second.
 func testEnv(dataDir string, extra map[string]string) map[string]string {
 	env := map[string]string{
-		"SLUICE_DATA_DIR":                    dataDir,
-		"SLUICE_HTTP_ADDR":                   "127.0.0.1:0",
-		"SLUICE_RETRY_INTERVAL":              "100ms",
-		"SLUICE_HEARTBEAT_INTERVAL":          "100ms",
-		"SLUICE_STALE_THRESHOLD":             "2s",
-		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "1",
-		"SLUICE_SHUTDOWN_TIMEOUT":            "2s",
-		"SLUICE_CLAIM_TTL":                   "5s",
-		"SLUICE_LOG_LEVEL":                   "warn",
-		"SLUICE_RATE_LIMIT_TENANT":           "0", // these tests submit faster than a client should
-		"SLUICE_RATE_LIMIT_TENANT_READ":      "0", // and poll faster (waitFinal: every 10 ms)
-		"SLUICE_RATE_LIMIT_IP":               "0",
+		"SLUICE_DATA_DIR":                       dataDir,
+		"SLUICE_HTTP_ADDR":                      "127.0.0.1:0",
+		"SLUICE_RETRY_INTERVAL":                 "100ms",
+		"SLUICE_GATEWAY_RETRY_AFTER":            "100ms",
+		"SLUICE_HEARTBEAT_INTERVAL":             "100ms",
+		"SLUICE_STALE_THRESHOLD":                "2s",
+		"SLUICE_WORKER_MAX_CONCURRENT_TASKS":    "1",
+		"SLUICE_SHUTDOWN_TIMEOUT":               "2s",
+		"SLUICE_SCHEDULER_CLAIM_TTL":            "5s",
+		"SLUICE_LOG_LEVEL":                      "warn",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT":      "0", // these tests submit faster than a client should
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ": "0", // and poll faster (waitFinal: every 10 ms)
+		"SLUICE_GATEWAY_RATE_LIMIT_IP":          "0",
 	}
 	for k, v := range extra {
 		env[k] = v

@@ -100,7 +100,7 @@ func startWorkers(b *testing.B, s *Stack, n, slots int) {
 // before any worker exists, then starts 4 workers × 256 slots and reports
 // how fast the backlog completes.
 func BenchmarkBurnDown(b *testing.B) {
-	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_NO_WORKER_GRACE": "0", "SLUICE_SCHEDULER_CONCURRENCY": "256"})
+	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_NO_WORKER_GRACE": "0", "SLUICE_SCHEDULER_MAX_CONCURRENT": "256"})
 	const total = 100_000
 	admitted, took := submitBatches(b, base, total, 1000, 8)
 	if admitted != total {
@@ -127,7 +127,7 @@ func BenchmarkBurnDown(b *testing.B) {
 // and the roster's view of who is full keeps offers from going to busy
 // ones.
 func BenchmarkManyWorkers(b *testing.B) {
-	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_CONCURRENCY": "256"})
+	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_MAX_CONCURRENT": "256"})
 	const workers = 1000
 	startWorkersShared(b, s, workers, 1, 8)
 	deadline := time.Now().Add(30 * time.Second)

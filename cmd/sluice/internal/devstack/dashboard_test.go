@@ -169,7 +169,7 @@ func TestDashboardOpenModeAndTenantView(t *testing.T) {
 	chromium := needChromium(t)
 	t.Run("open mode", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_RATE_LIMIT_TENANT_READ": "200"})
+		b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ": "200"})
 		ctx := newBrowser(t, chromium)
 		problems := watchPage(t, ctx)
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.base+"/")))
@@ -182,8 +182,8 @@ func TestDashboardOpenModeAndTenantView(t *testing.T) {
 	t.Run("tenant", func(t *testing.T) {
 		t.Parallel()
 		b := startTokenStack(t, Options{Workers: 1}, map[string]string{
-			"SLUICE_API_TOKENS":       dashTenant + ":" + dashToken + ",ops:ops-token-0123",
-			"SLUICE_OPERATOR_TENANTS": "ops",
+			"SLUICE_API_TOKENS":               dashTenant + ":" + dashToken + ",ops:ops-token-0123",
+			"SLUICE_GATEWAY_OPERATOR_TENANTS": "ops",
 		})
 		ctx, problems := openDashboard(t, chromium, b)
 		id := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":100}}`)
@@ -536,12 +536,12 @@ func startTokenStack(t *testing.T, o Options, extra map[string]string) *bundle {
 	// The dashboard's tenant is the operator (it sees the workers) unless
 	// the test says otherwise.
 	extra = maps.Clone(extra)
-	if _, ok := extra["SLUICE_OPERATOR_TENANTS"]; !ok {
-		extra["SLUICE_OPERATOR_TENANTS"] = dashTenant
+	if _, ok := extra["SLUICE_GATEWAY_OPERATOR_TENANTS"]; !ok {
+		extra["SLUICE_GATEWAY_OPERATOR_TENANTS"] = dashTenant
 	}
 	// The page lives within the default read rate limit.
-	if _, ok := extra["SLUICE_RATE_LIMIT_TENANT_READ"]; !ok {
-		extra["SLUICE_RATE_LIMIT_TENANT_READ"] = "200"
+	if _, ok := extra["SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ"]; !ok {
+		extra["SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ"] = "200"
 	}
 	o.Environ = testEnv(dataDir, extra)
 	o.NATSListen = "127.0.0.1:0"
@@ -562,7 +562,7 @@ func startTokenStack(t *testing.T, o Options, extra map[string]string) *bundle {
 	b := &bundle{t: t, stack: s, dataDir: dataDir, base: "http://" + s.HTTPAddr, cancel: cancel, done: make(chan error, 1)}
 	go func() { b.done <- s.Run(ctx) }()
 	t.Cleanup(b.stop)
-	if extra["SLUICE_OPERATOR_TENANTS"] != dashTenant {
+	if extra["SLUICE_GATEWAY_OPERATOR_TENANTS"] != dashTenant {
 		// Only the operator's stats show the workers: wait for readiness
 		// alone; jobs wait for the workers in the store.
 		require.Eventually(t, func() bool {

@@ -71,8 +71,8 @@ func waitParent(b *testing.B, base, id string, within time.Duration) contracts.J
 // reports how fast its children complete (to compare with the burn-down
 // of as many plain jobs).
 func BenchmarkFanout(b *testing.B) {
-	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_NO_WORKER_GRACE": "0",
-		"SLUICE_SCHEDULER_CONCURRENCY": "256", "SLUICE_MAX_BODY_BYTES": "4194304", "SLUICE_MAX_ITEMS_PER_REQUEST": "100001"})
+	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_NO_WORKER_GRACE": "0",
+		"SLUICE_SCHEDULER_MAX_CONCURRENT": "256", "SLUICE_GATEWAY_MAX_BODY_BYTES": "4194304", "SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST": "100001"})
 	const total = 100_000
 	p, took := submitFanout(b, base, fanoutBody(total, 0, 1000))
 	fmt.Printf("fan-out: a parent of %d items admitted in %s (target < 2s)\n", total, took.Round(time.Millisecond))

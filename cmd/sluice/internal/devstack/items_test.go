@@ -15,16 +15,16 @@ import (
 )
 
 // TestBatchesAgreeAcrossTransports: the dev stack's NATS server carries
-// the largest batch SLUICE_MAX_BATCH_BYTES lets through HTTP, so a batch
+// the largest batch SLUICE_GATEWAY_MAX_BATCH_BYTES lets through HTTP, so a batch
 // of 1.4 MiB (over the NATS default max_payload) is admitted over NATS as
-// over HTTP; and one with more items than SLUICE_MAX_ITEMS_PER_REQUEST is
+// over HTTP; and one with more items than SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST is
 // refused on both, naming the limit, with nothing admitted.
 func TestBatchesAgreeAcrossTransports(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: -1}, map[string]string{
-		"SLUICE_MAX_BODY_BYTES":        "65536",
-		"SLUICE_MAX_BATCH_BYTES":       "2097152",
-		"SLUICE_MAX_ITEMS_PER_REQUEST": "500",
+		"SLUICE_GATEWAY_MAX_BODY_BYTES":        "65536",
+		"SLUICE_GATEWAY_MAX_BATCH_BYTES":       "2097152",
+		"SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST": "500",
 	})
 	jobs := make([]string, 300)
 	for i := range jobs {

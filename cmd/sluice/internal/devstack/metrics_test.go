@@ -167,12 +167,12 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 			return nil, errors.New("boom")
 		})
 	}}, map[string]string{
-		"SLUICE_MAX_ACTIVE":              "3",
-		"SLUICE_TENANT_MAX_ACTIVE":       "2",
-		"SLUICE_RATE_LIMIT_TENANT":       "0.001",
-		"SLUICE_RATE_LIMIT_TENANT_BURST": "40",
-		"SLUICE_RATE_LIMIT_IP":           "0.001",
-		"SLUICE_RATE_LIMIT_IP_BURST":     "50",
+		"SLUICE_MAX_ACTIVE":                      "3",
+		"SLUICE_TENANT_MAX_ACTIVE":               "2",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT":       "0.001",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST": "40",
+		"SLUICE_GATEWAY_RATE_LIMIT_IP":           "0.001",
+		"SLUICE_GATEWAY_RATE_LIMIT_IP_BURST":     "50",
 	})
 	gatewayURL := b.base + "/metrics"
 	schedulerURL := probeURL(t, b.stack.Schedulers[0].Probe())
@@ -355,7 +355,7 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 	require.Empty(t, problems, lintReport(problems))
 
 	// A second reaper with a short retention purges the finished jobs.
-	rcfg, err := reaper.LoadConfig(testEnv(b.dataDir, map[string]string{"SLUICE_RETENTION": "1ms"}))
+	rcfg, err := reaper.LoadConfig(testEnv(b.dataDir, map[string]string{"SLUICE_REAPER_RETENTION": "1ms"}))
 	require.NoError(t, err)
 	rnc, err := nats.Connect(b.stack.NATSURL)
 	require.NoError(t, err)

@@ -27,7 +27,7 @@ const (
 
 // largestBatchBody is the heaviest batch the default limits allow: fan-out
 // parents (concurrency 1) whose jobs and items together make
-// SLUICE_MAX_ITEMS_PER_REQUEST, the cost of a request.
+// SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST, the cost of a request.
 func largestBatchBody() ([]byte, int) {
 	total := gateway.DefaultConfig().MaxItemsPerRequest
 	const parents = 4
@@ -81,10 +81,10 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 	b.Run("defaults", func(b *testing.B) {
 		// Both tenants send from 127.0.0.1 here: the per-IP limit, which
 		// would mix them, stays off.
-		noisyNeighbour(b, map[string]string{"SLUICE_RATE_LIMIT_TENANT": fmt.Sprint(def.RateLimitTenant)})
+		noisyNeighbour(b, map[string]string{"SLUICE_GATEWAY_RATE_LIMIT_TENANT": fmt.Sprint(def.RateLimitTenant)})
 	})
 	b.Run("store-worst-case", func(b *testing.B) {
-		noisyNeighbour(b, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_TENANT_MAX_ITEMS": "0"})
+		noisyNeighbour(b, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_GATEWAY_TENANT_MAX_ITEMS": "0"})
 	})
 }
 

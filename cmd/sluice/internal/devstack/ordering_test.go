@@ -165,8 +165,8 @@ func TestConcurrencyKeyLimitsRunningJobs(t *testing.T) {
 func TestFailedRunsRetryWithBackoff(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_WORKER_EXEC_ALLOW": "/bin/sh",
-		"SLUICE_RETRY_BACKOFF":     "100ms",
+		"SLUICE_WORKER_EXEC_ALLOW":       "/bin/sh",
+		"SLUICE_SCHEDULER_RETRY_BACKOFF": "100ms",
 	})
 	always := contracts.SubmitRequest{Kind: "exec", MaxAttempts: 3,
 		Payload: json.RawMessage(`{"argv":["/bin/sh","-c","echo broken >&2; exit 3"]}`)}

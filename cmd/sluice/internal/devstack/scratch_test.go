@@ -48,7 +48,7 @@ func readWhenWritten(t *testing.T, path string) string {
 // fresh scratch directory of its own (told in SLUICE_SCRATCH_DIR), gone
 // after success, failure and cancel; a job that sets a variable or picks a
 // dir the operator did not allow fails input: after one run; a run that
-// fills its scratch past SLUICE_WORKER_SCRATCH_BYTES fails handler:.
+// fills its scratch past SLUICE_WORKER_MAX_SCRATCH_BYTES fails handler:.
 func TestExecRunsInAScratchDirOnLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	scratch, root, marks := t.TempDir(), t.TempDir(), t.TempDir()
@@ -58,7 +58,7 @@ func TestExecRunsInAScratchDirOnLeastPrivilege(t *testing.T) {
 		"SLUICE_WORKER_EXEC_ENV_ALLOW":       "GREETING",
 		"SLUICE_WORKER_EXEC_DIRS":            root,
 		"SLUICE_WORKER_SCRATCH_DIR":          scratch,
-		"SLUICE_WORKER_SCRATCH_BYTES":        "100000",
+		"SLUICE_WORKER_MAX_SCRATCH_BYTES":    "100000",
 	})
 	sh := func(script string, extra map[string]any) contracts.Job {
 		p := map[string]any{"argv": []string{"/bin/sh", "-c", script}}

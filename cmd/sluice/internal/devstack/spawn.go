@@ -15,11 +15,11 @@ import (
 	"github.com/sluicehq/sluice/services/worker/worker"
 )
 
-// devSpawner answers the schedulers' scale requests (SLUICE_SPAWN=dev) by
+// devSpawner answers the schedulers' scale requests (SLUICE_SCHEDULER_SPAWN=dev) by
 // starting one more in-process worker of the stack's built-in kinds, marked
 // spawned. Spawned workers leave by their idle timeout and max lifetime
 // like any other, so the pool grows with the load and shrinks when idle;
-// the schedulers bound how many are live (SLUICE_SPAWN_MAX).
+// the schedulers bound how many are live (SLUICE_SCHEDULER_MAX_SPAWNED).
 type devSpawner struct {
 	cfg     worker.Config
 	nc      *nats.Conn

@@ -13,16 +13,16 @@ import (
 )
 
 // TestSpawnFromZeroWorkersAndBack: a stack with no worker and
-// SLUICE_SPAWN=dev grows on demand up to SLUICE_SPAWN_MAX spawned workers,
+// SLUICE_SCHEDULER_SPAWN=dev grows on demand up to SLUICE_SCHEDULER_MAX_SPAWNED spawned workers,
 // runs every job, and shrinks back to none when they go idle.
 func TestSpawnFromZeroWorkersAndBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: -1}, map[string]string{
-		"SLUICE_SPAWN":                       "dev",
-		"SLUICE_SPAWN_MAX":                   "2",
-		"SLUICE_SPAWN_COOLDOWN":              "100ms",
+		"SLUICE_SCHEDULER_SPAWN":             "dev",
+		"SLUICE_SCHEDULER_MAX_SPAWNED":       "2",
+		"SLUICE_SCHEDULER_SPAWN_COOLDOWN":    "100ms",
 		"SLUICE_WORKER_IDLE_TIMEOUT":         "1500ms",
-		"SLUICE_NO_WORKER_GRACE":             "0s",
+		"SLUICE_SCHEDULER_NO_WORKER_GRACE":   "0s",
 		"SLUICE_HEARTBEAT_INTERVAL":          "100ms",
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "1",
 	})
@@ -47,7 +47,7 @@ func TestSpawnFromZeroWorkersAndBack(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "jobs never all ran: %+v", st.Counts)
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.Equal(t, 2, most, "grew to SLUICE_SPAWN_MAX, never past it")
+	require.Equal(t, 2, most, "grew to SLUICE_SCHEDULER_MAX_SPAWNED, never past it")
 	var st contracts.Stats
 	b.getJSON("/v1/stats", &st)
 	require.NotEmpty(t, st.RecentScaleRequests, "the gateway heard the scale requests")
@@ -72,12 +72,12 @@ func TestSpawnFromZeroWorkersAndBack(t *testing.T) {
 	require.False(t, strings.Contains(string(body), `outcome="command_failed"} 1`))
 }
 
-// TestOlderWorkersGetNoOffer: with SLUICE_MIN_WORKER_VERSION, a worker
+// TestOlderWorkersGetNoOffer: with SLUICE_SCHEDULER_MIN_WORKER_VERSION, a worker
 // announcing an older version is listed (with its version) but offered
 // nothing, though it sorts first.
 func TestOlderWorkersGetNoOffer(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_MIN_WORKER_VERSION": contracts.Release})
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_SCHEDULER_MIN_WORKER_VERSION": contracts.Release})
 	startWorkerProcess(t, b, "worker-00", "SLUICE_WORKER_VERSION=0.1.0")
 	var st contracts.Stats
 	require.Eventually(t, func() bool {

@@ -77,7 +77,7 @@ type Stack struct {
 	conns []*nats.Conn
 	ln    net.Listener
 	opts  Options
-	// spawner starts workers on scale requests (SLUICE_SPAWN=dev).
+	// spawner starts workers on scale requests (SLUICE_SCHEDULER_SPAWN=dev).
 	spawner *devSpawner
 }
 
@@ -109,6 +109,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	service.LogDeprecations(svcLog(o.Log, "gateway"), gcfg.Deprecated)
+	service.LogDeprecations(svcLog(o.Log, "scheduler"), scfg.Deprecated)
+	service.LogDeprecations(svcLog(o.Log, "worker"), wcfg.Deprecated)
+	service.LogDeprecations(svcLog(o.Log, "reaper"), rcfg.Deprecated)
 	s := &Stack{opts: o, Registry: observe.NewRegistry()}
 	defer func() {
 		if err != nil {

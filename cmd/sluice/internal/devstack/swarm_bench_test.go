@@ -36,7 +36,7 @@ func BenchmarkSwarm(b *testing.B) {
 	)
 	s, base := benchStack(b, -1, map[string]string{
 		"SLUICE_MAX_ACTIVE": "0", "SLUICE_HEARTBEAT_INTERVAL": heartbeat.String(), "SLUICE_STALE_THRESHOLD": stale.String(),
-		"SLUICE_SCHEDULER_CONCURRENCY": "256", "SLUICE_RATE_LIMIT_TENANT": "0", "SLUICE_RATE_LIMIT_TENANT_READ": "0", "SLUICE_RATE_LIMIT_IP": "0",
+		"SLUICE_SCHEDULER_MAX_CONCURRENT": "256", "SLUICE_GATEWAY_RATE_LIMIT_TENANT": "0", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ": "0", "SLUICE_GATEWAY_RATE_LIMIT_IP": "0",
 	})
 	sw, err := newSwarm(s.NATSURL, 8, heartbeat, stale*2/3)
 	if err != nil {

@@ -236,7 +236,7 @@ func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now 
 	}
 	if len(a.set.Kinds) > 0 && !slices.Contains(a.set.Kinds, job.Kind) {
 		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
-			"kind %q is not run here; the kinds are %s (SLUICE_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", "))))
+			"kind %q is not run here; the kinds are %s (SLUICE_GATEWAY_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", "))))
 	}
 	// Last of the checks that read no file: pinning reads one.
 	var refused *Outcome
@@ -291,7 +291,7 @@ func (a *Admitter) settle(tenant string, got contracts.Job, adm store.Admission)
 	case store.RejectedTenantItems:
 		a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitTenantItems)
 		return a.rejected(tenant, contracts.CodeTenantCap, metrics.LimitTenantItems, fmt.Sprintf(
-			"the tenant's bound of %d items in flight (SLUICE_TENANT_MAX_ITEMS: active jobs plus the items of active fan-outs) would be passed, retry later",
+			"the tenant's bound of %d items in flight (SLUICE_GATEWAY_TENANT_MAX_ITEMS: active jobs plus the items of active fan-outs) would be passed, retry later",
 			a.set.Caps.TenantItems))
 	}
 	o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the job store gave no answer, try again")

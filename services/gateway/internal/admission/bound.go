@@ -29,7 +29,7 @@ func (a *Admitter) bound(tenant string, body []byte, batch bool) *Outcome {
 	n := contracts.CountItems(body, batch, max(limit, burst))
 	if limit > 0 && n > limit {
 		o := Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge, fmt.Sprintf(
-			"the request holds more than %d items, the most one request may hold (SLUICE_MAX_ITEMS_PER_REQUEST: each job, and each item of a fan-out, is one); split it",
+			"the request holds more than %d items, the most one request may hold (SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST: each job, and each item of a fan-out, is one); split it",
 			limit))
 		o.Error.Limit = contracts.LimitRequestItems
 		return &o
@@ -39,7 +39,7 @@ func (a *Admitter) bound(tenant string, body []byte, batch bool) *Outcome {
 	}
 	if n > burst {
 		o := Fail(http.StatusRequestEntityTooLarge, contracts.CodeTooLarge, fmt.Sprintf(
-			"the request costs more than %d rate-limit tokens, the per-tenant burst (SLUICE_RATE_LIMIT_TENANT_BURST: each job, and each item of a fan-out, costs one); split it",
+			"the request costs more than %d rate-limit tokens, the per-tenant burst (SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST: each job, and each item of a fan-out, costs one); split it",
 			burst))
 		o.Error.Limit = contracts.LimitTenantRate
 		return &o

@@ -14,10 +14,10 @@ import (
 )
 
 // pinRefused is the one answer to a "pin" the gateway will not hash: off,
-// outside SLUICE_PIN_ROOTS, missing, unreadable or not a regular file all
+// outside SLUICE_GATEWAY_PIN_ROOTS, missing, unreadable or not a regular file all
 // read the same, so that a tenant learns nothing of the gateway's files.
 const pinRefused = "cannot pin this file: pinning reads only regular files under the gateway's " +
-	"SLUICE_PIN_ROOTS, and this one is not one of them or does not exist"
+	"SLUICE_GATEWAY_PIN_ROOTS, and this one is not one of them or does not exist"
 
 // Pinner hashes the files a submit pins ("sha256":"pin" on a file://),
 // under the operator's roots only, with the request's context and a byte
@@ -61,7 +61,7 @@ func (p *Pinner) pin(ctx context.Context, in []contracts.InputRef) ([]contracts.
 			in[i].SHA256 = sum
 		case errors.Is(err, confine.ErrTooLarge):
 			o := Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, (&contracts.FieldError{Field: field,
-				Reason: fmt.Sprintf("cannot pin this file: it is larger than %d bytes (SLUICE_PIN_MAX_BYTES)", p.maxBytes)}).Error())
+				Reason: fmt.Sprintf("cannot pin this file: it is larger than %d bytes (SLUICE_GATEWAY_MAX_PIN_BYTES)", p.maxBytes)}).Error())
 			return nil, &o
 		case errors.Is(err, errStopping) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			o := Fail(http.StatusServiceUnavailable, contracts.CodeUnavailable, "the pin was stopped before the file was read, try again")

@@ -22,7 +22,7 @@ func (w Weights) Of(tenant string) float64 {
 	return 1
 }
 
-// ParseWeights reads SLUICE_TENANT_WEIGHTS: "tenant:weight,…", each
+// ParseWeights reads SLUICE_GATEWAY_TENANT_WEIGHTS: "tenant:weight,…", each
 // weight a number above 0 and at most MaxWeight. Empty is no weights.
 func ParseWeights(s string) (Weights, error) {
 	w := Weights{}

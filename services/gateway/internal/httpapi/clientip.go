@@ -9,7 +9,7 @@ import (
 )
 
 // Proxies are the peers trusted to say who their client is in
-// X-Forwarded-For (SLUICE_TRUSTED_PROXIES): a load balancer in front of
+// X-Forwarded-For (SLUICE_GATEWAY_TRUSTED_PROXIES): a load balancer in front of
 // the gateways. Every other peer is the client itself, whatever it sends.
 type Proxies []netip.Prefix
 

@@ -114,9 +114,9 @@ func (a *api) clientKey(r *http.Request) string {
 func rateName(limit string) string {
 	switch limit {
 	case contracts.LimitIPRate:
-		return "per-client-IP rate limit, SLUICE_RATE_LIMIT_IP"
+		return "per-client-IP rate limit, SLUICE_GATEWAY_RATE_LIMIT_IP"
 	case contracts.LimitTenantReadRate:
-		return "per-tenant read rate limit, SLUICE_RATE_LIMIT_TENANT_READ"
+		return "per-tenant read rate limit, SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ"
 	}
-	return "per-tenant rate limit, SLUICE_RATE_LIMIT_TENANT"
+	return "per-tenant rate limit, SLUICE_GATEWAY_RATE_LIMIT_TENANT"
 }

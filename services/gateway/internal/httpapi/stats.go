@@ -8,7 +8,7 @@ import (
 )
 
 // stats is GET /v1/stats. An operator (open mode, or a tenant of
-// SLUICE_OPERATOR_TENANTS) sees the whole system: the caps, the slots
+// SLUICE_GATEWAY_OPERATOR_TENANTS) sees the whole system: the caps, the slots
 // every active job holds, the counts by state, active jobs by tenant,
 // this gateway's recent 429s, the schedulers' scale requests and the live
 // workers. Any other tenant sees only itself: the caps, the slots its own

@@ -13,10 +13,10 @@ import (
 // Default bounds of the open event streams of one gateway.
 const (
 	// defaultMaxStreams bounds the open event streams of one gateway
-	// (SLUICE_MAX_STREAMS).
+	// (SLUICE_GATEWAY_MAX_STREAMS).
 	defaultMaxStreams = 1000
 	// defaultTenantMaxStreams bounds one tenant's share of them
-	// (SLUICE_TENANT_MAX_STREAMS).
+	// (SLUICE_GATEWAY_TENANT_MAX_STREAMS).
 	defaultTenantMaxStreams = 100
 	// streamRetryAfter is the Retry-After of a refused stream, in seconds.
 	streamRetryAfter = 5
@@ -100,7 +100,7 @@ func (a *api) takeStream(w http.ResponseWriter, tenant string) bool {
 		w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
 		writeJSON(w, http.StatusTooManyRequests, contracts.ErrorBody{Error: contracts.ErrorDetail{
 			Code: contracts.CodeTenantCap,
-			Message: fmt.Sprintf("this tenant already has %d open event streams, its share (SLUICE_TENANT_MAX_STREAMS); close one or retry after %d s",
+			Message: fmt.Sprintf("this tenant already has %d open event streams, its share (SLUICE_GATEWAY_TENANT_MAX_STREAMS); close one or retry after %d s",
 				a.streams.tenantMax, streamRetryAfter),
 			Limit: contracts.LimitTenantStreams,
 		}})

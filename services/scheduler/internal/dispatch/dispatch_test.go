@@ -451,7 +451,7 @@ func TestJobTooLargeForTheBusFailsWithoutBlamingWorkers(t *testing.T) {
 	require.Zero(t, b.picker.Failures("w1"))
 }
 
-// TestJobOfAKindNoWorkerRunsFailsAfterTheGrace checks SLUICE_NO_WORKER_GRACE:
+// TestJobOfAKindNoWorkerRunsFailsAfterTheGrace checks SLUICE_SCHEDULER_NO_WORKER_GRACE:
 // a job of a kind no live worker announces fails "capacity: no worker runs
 // kind" once the grace has passed since the scheduler started, not before;
 // a kind whose worker is live keeps waiting; a worker that goes away starts

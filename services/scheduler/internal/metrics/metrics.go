@@ -142,7 +142,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 	}
 	m.ScaleRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_scheduler_scale_requests_total",
-		Help: "Requests for one more worker (ready jobs of a kind found no free slot), by kind and outcome (published; command_failed when SLUICE_SPAWN=command and the command failed).",
+		Help: "Requests for one more worker (ready jobs of a kind found no free slot), by kind and outcome (published; command_failed when SLUICE_SCHEDULER_SPAWN=command and the command failed).",
 	}, []string{"kind", "outcome"})
 	m.Dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_scheduler_dropped_messages_total",

@@ -6,7 +6,7 @@ import (
 )
 
 // minVersion is a View without the workers older than min: they are never
-// offered a job (SLUICE_MIN_WORKER_VERSION), so an upgrade can retire the
+// offered a job (SLUICE_SCHEDULER_MIN_WORKER_VERSION), so an upgrade can retire the
 // old ones while they finish what they run.
 type minVersion struct {
 	View

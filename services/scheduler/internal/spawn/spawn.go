@@ -11,7 +11,7 @@
 // outside autoscaler can act on it; Mode "command" also runs Command with
 // the request in its environment (SLUICE_SCALE_KIND, SLUICE_SCALE_READY,
 // SLUICE_SCALE_OLDEST_WAIT_MS), and "sluice dev" answers the requests
-// itself when SLUICE_SPAWN=dev.
+// itself when SLUICE_SCHEDULER_SPAWN=dev.
 //
 // Every scheduler replica looks on its own: with several, a kind may get
 // one request per replica per cooldown.

@@ -215,7 +215,7 @@
         },
       },
       el('span', { className: 'wid', textContent: w.id },
-        w.spawned ? el('span', { className: 'tag', title: 'started on a scale request (SLUICE_SPAWN)', textContent: 'spawned' }) : null),
+        w.spawned ? el('span', { className: 'tag', title: 'started on a scale request (SLUICE_SCHEDULER_SPAWN)', textContent: 'spawned' }) : null),
       el('div', { className: 'slots' }, ...slots),
       el('span', { className: 'load', textContent: unlimited ? inFlight + ' running' : inFlight + ' / ' + w.capacity }));
     }));
