@@ -450,7 +450,7 @@ func blobLine(size int) string {
 }
 
 // TestCLISubmitBatchSplitsByBytes: a --batch file whose jobs together
-// exceed the gateway's batch body limit (SLUICE_MAX_BATCH_BYTES, 1 MiB by
+// exceed the gateway's batch body limit (SLUICE_GATEWAY_MAX_BATCH_BYTES, 1 MiB by
 // default) goes in several requests, so every job is admitted, never a 413
 // for the whole file.
 func TestCLISubmitBatchSplitsByBytes(t *testing.T) {
@@ -466,12 +466,12 @@ func TestCLISubmitBatchSplitsByBytes(t *testing.T) {
 }
 
 // TestCLISubmitBatchUnderALowerLimit: against a gateway whose
-// SLUICE_MAX_BATCH_BYTES is below the CLI's 1 MiB, a request answered 413
+// SLUICE_GATEWAY_MAX_BATCH_BYTES is below the CLI's 1 MiB, a request answered 413
 // goes again in halves; a job over the limit on its own is refused on its
 // line and the others are admitted.
 func TestCLISubmitBatchUnderALowerLimit(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, -1, map[string]string{"SLUICE_MAX_BATCH_BYTES": "300000"})
+	s := startStack(t, -1, map[string]string{"SLUICE_GATEWAY_MAX_BATCH_BYTES": "300000"})
 	r := s.cli(nil, strings.Repeat(blobLine(100_000)+"\n", 4)+blobLine(400_000)+"\n"+blobLine(10)+"\n", "submit", "--batch", "-")
 	require.Equal(t, 1, r.code, r.stderr)
 	out := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")

@@ -176,7 +176,7 @@ type ScaleRequest struct {
 	Live         int       `json:"live"`
 	At           time.Time `json:"at"`
 	// Spawner is what acts on the request in the scheduler that made it
-	// (its SLUICE_SPAWN): "command" or "dev"; empty when no spawner is
+	// (its SLUICE_SCHEDULER_SPAWN): "command" or "dev"; empty when no spawner is
 	// configured and the request is only published.
 	Spawner string `json:"spawner,omitempty"`
 }

@@ -130,7 +130,7 @@ type Config struct {
 	// PinRoots are the directories (absolute, existing) under which the
 	// gateway hashes the file of a "pin" input; empty turns pinning off.
 	// Only regular files are read, once symbolic links are resolved.
-	PinRoots []string `env:"SLUICE_GATEWAY_PIN_ROOTS" envOld:"SLUICE_PIN_ROOTS" envSeparator:"," doc:"Directories (absolute, existing) under which the gateway hashes the file of a pin input (regular files only, symbolic links resolved). Empty turns pinning off."`
+	PinRoots []string `env:"SLUICE_PIN_ROOTS" envSeparator:"," doc:"Directories (absolute, existing) under which the gateway hashes the file of a pin input (regular files only, symbolic links resolved). Empty turns pinning off."`
 	// MaxPinBytes bounds the bytes read to pin one file.
 	MaxPinBytes int64 `env:"SLUICE_GATEWAY_MAX_PIN_BYTES" envOld:"SLUICE_PIN_MAX_BYTES" envDefault:"1073741824" doc:"The most bytes read to pin one file."`
 
@@ -270,7 +270,7 @@ func (c Config) Validate() error {
 		p.Wrap("SLUICE_GATEWAY_TRUSTED_PROXIES", err)
 	}
 	if _, err := confine.New(c.PinRoots); err != nil {
-		p.Wrap("SLUICE_GATEWAY_PIN_ROOTS", err)
+		p.Wrap("SLUICE_PIN_ROOTS", err)
 	}
 	envconfig.Between(&p, "SLUICE_GATEWAY_MAX_PIN_BYTES", c.MaxPinBytes, 1, maxPinBytes)
 	p.Include(c.Store.Validate())

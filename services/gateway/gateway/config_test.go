@@ -117,9 +117,9 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"read rate NaN", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ", "NaN"},
 		{"read burst zero", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ_BURST", "0"},
 		{"operators in open mode", "SLUICE_GATEWAY_OPERATOR_TENANTS", "acme"},
-		{"pin root relative", "SLUICE_GATEWAY_PIN_ROOTS", "data/pins"},
-		{"pin root missing", "SLUICE_GATEWAY_PIN_ROOTS", "/no/such/dir"},
-		{"pin root a file", "SLUICE_GATEWAY_PIN_ROOTS", "/etc/passwd"},
+		{"pin root relative", "SLUICE_PIN_ROOTS", "data/pins"},
+		{"pin root missing", "SLUICE_PIN_ROOTS", "/no/such/dir"},
+		{"pin root a file", "SLUICE_PIN_ROOTS", "/etc/passwd"},
 		{"pin bound zero", "SLUICE_GATEWAY_MAX_PIN_BYTES", "0"},
 		{"pin bound huge", "SLUICE_GATEWAY_MAX_PIN_BYTES", "1099511627777"},
 	}

@@ -177,7 +177,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	pub := events.NewPublisher(deps.NC).WithChildren(parents.Touch)
 	pinRoots, err := confine.New(cfg.PinRoots)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: SLUICE_GATEWAY_PIN_ROOTS: %w", err)
+		return nil, fmt.Errorf("gateway: SLUICE_PIN_ROOTS: %w", err)
 	}
 	pins := admission.NewPinner(pinRoots, cfg.MaxPinBytes)
 	// One per-tenant limiter serves HTTP and NATS alike.

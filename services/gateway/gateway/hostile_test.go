@@ -127,7 +127,7 @@ func TestHostileRequests(t *testing.T) {
 		sub("fan-out without items", `{"kind":"a","concurrency":2}`, bad422, val),
 		sub("fan-out items not an array", `{"kind":"a","items":{"a":1}}`, bad422, val),
 		sub("fan-out window too wide", `{"kind":"a","items":[1],"concurrency":100000}`, bad422, val),
-		// Pinning reads no file of the gateway's (no SLUICE_GATEWAY_PIN_ROOTS here),
+		// Pinning reads no file of the gateway's (no SLUICE_PIN_ROOTS here),
 		// and a missing file is refused like any other.
 		sub("pin /etc/passwd", pinBody("/etc/passwd"), bad422, val),
 		sub("pin /proc/self/environ", pinBody("/proc/self/environ"), bad422, val),

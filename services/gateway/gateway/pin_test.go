@@ -22,7 +22,7 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/gateway"
 )
 
-// pinRoots sets SLUICE_GATEWAY_PIN_ROOTS.
+// pinRoots sets SLUICE_PIN_ROOTS.
 func pinRoots(dirs ...string) option { return func(c *gateway.Config) { c.PinRoots = dirs } }
 
 // pinMax sets SLUICE_GATEWAY_MAX_PIN_BYTES.
@@ -50,7 +50,7 @@ func newPinTree(t *testing.T) pinTree {
 	return pinTree{root: root, secret: secret}
 }
 
-// TestPinOutsideRootsRefused: with no SLUICE_GATEWAY_PIN_ROOTS pinning is off, and
+// TestPinOutsideRootsRefused: with no SLUICE_PIN_ROOTS pinning is off, and
 // with roots only regular files under them are hashed; a file outside,
 // a missing one, a link out of a root and a FIFO all get the same 422,
 // which tells nothing of the file (no OS error, no existence).
@@ -83,7 +83,7 @@ func TestPinOutsideRootsRefused(t *testing.T) {
 	}
 	before := on.snap()
 	want := refused(off, "/etc/passwd")
-	require.Contains(t, want, "SLUICE_GATEWAY_PIN_ROOTS", "the message says what governs pinning")
+	require.Contains(t, want, "SLUICE_PIN_ROOTS", "the message says what governs pinning")
 	for _, b := range []*bundle{off, on} {
 		for _, path := range []string{
 			"/etc/passwd", "/etc/shadow", "/proc/self/environ", "/no/such/file", tr.secret,

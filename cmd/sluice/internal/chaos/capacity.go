@@ -20,7 +20,7 @@ import (
 //
 // The spawned workers have a bound of their own, which is measured here
 // but is not a guarantee: each scheduler asks for one only while fewer
-// than its SLUICE_SPAWN_MAX spawned workers are live or asked for, "live"
+// than its SLUICE_SCHEDULER_MAX_SPAWNED spawned workers are live or asked for, "live"
 // meaning announced in its roster. A spawned worker frozen past the
 // roster's expiry is forgotten like a dead one (and its jobs are requeued
 // once the stale threshold passes), so the schedulers rightly ask for a

@@ -19,7 +19,7 @@ import (
 const maxBatchLine = 16 << 20
 
 // maxBatchBytes bounds the body of one batch request: the gateway's
-// default SLUICE_MAX_BATCH_BYTES. A gateway configured lower answers 413
+// default SLUICE_GATEWAY_MAX_BATCH_BYTES. A gateway configured lower answers 413
 // and the chunk goes again in two halves.
 const maxBatchBytes = 1 << 20
 

@@ -46,7 +46,7 @@ var Services = []Service{
 	{Name: "reaper", Config: reflect.TypeFor[reaper.Config]()},
 }
 
-// Fixed are the names the design's configuration contract fixes, with
+// Fixed are the names the design's configuration and tenancy contracts fix, with
 // their meanings: they keep them, even where the naming rule would name
 // them otherwise (no service prefix on the gateway's SLUICE_MAX_ACTIVE,
 // the word TASKS in SLUICE_WORKER_MAX_CONCURRENT_TASKS).
@@ -65,6 +65,8 @@ var Fixed = []string{
 	"SLUICE_DATA_DIR",
 	"SLUICE_HTTP_ADDR",
 	"SLUICE_API_TOKENS",
+	"SLUICE_PIN_ROOTS",
+	"SLUICE_WORKER_FETCH_ALLOW",
 }
 
 // Variable is one environment variable of a Config type.
@@ -238,7 +240,7 @@ service in one process and reads the same variables.
 
 ## Naming rule
 
-1. **The names the design's configuration contract fixes keep their names
+1. **The names the design's configuration and tenancy contracts fix keep their names
    and meanings**, even where the rules below would name them otherwise
    (no service prefix on a variable one service reads, the word ` + "`TASKS`" + `):
 `

@@ -32,6 +32,8 @@ var contract = []string{
 	"SLUICE_RETRY_INTERVAL", "SLUICE_DISPATCH_DEADLINE", "SLUICE_STALE_THRESHOLD",
 	"SLUICE_HEARTBEAT_INTERVAL", "SLUICE_WORKER_IDLE_TIMEOUT", "SLUICE_WORKER_MAX_LIFETIME",
 	"SLUICE_NATS_URL", "SLUICE_STORE", "SLUICE_DATA_DIR", "SLUICE_HTTP_ADDR", "SLUICE_API_TOKENS",
+	// the tenancy contract
+	"SLUICE_PIN_ROOTS", "SLUICE_WORKER_FETCH_ALLOW",
 }
 
 // contractReaders is who reads each contract name with its contract
@@ -47,6 +49,8 @@ var contractReaders = map[string][]string{
 	"SLUICE_WORKER_MAX_LIFETIME":         {"worker"},
 	"SLUICE_HTTP_ADDR":                   {"gateway"},
 	"SLUICE_API_TOKENS":                  {"gateway"},
+	"SLUICE_PIN_ROOTS":                   {"gateway"},
+	"SLUICE_WORKER_FETCH_ALLOW":          {"worker"},
 }
 
 // TestNamingRule checks the rule docs/configuration.md states on every

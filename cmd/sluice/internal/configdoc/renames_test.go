@@ -43,7 +43,6 @@ var loaders = map[string]load{
 // says the former was ignored.
 func TestFormerNamesStillWork(t *testing.T) {
 	t.Parallel()
-	pinRoot := t.TempDir()
 	// A value for each renamed variable that differs from its default
 	// and passes Validate; extra holds what it needs beside it.
 	values := map[string]struct {
@@ -70,7 +69,6 @@ func TestFormerNamesStillWork(t *testing.T) {
 		"SLUICE_GATEWAY_RATE_LIMIT_IP_BURST":          {"30", "40", nil},
 		"SLUICE_GATEWAY_RATE_LIMIT_SHARE":             {"1s", "2s", nil},
 		"SLUICE_GATEWAY_TRUSTED_PROXIES":              {"10.0.0.0/8", "192.168.0.0/16", nil},
-		"SLUICE_GATEWAY_PIN_ROOTS":                    {pinRoot, t.TempDir(), nil},
 		"SLUICE_GATEWAY_MAX_PIN_BYTES":                {"4096", "8192", nil},
 		"SLUICE_SCHEDULER_RETRY_BACKOFF":              {"3s", "4s", nil},
 		"SLUICE_SCHEDULER_MAX_RETRY_BACKOFF":          {"5m", "6m", nil},
@@ -184,6 +182,8 @@ func TestContractNamesDrawNoWarning(t *testing.T) {
 		"SLUICE_DATA_DIR":                    t.TempDir(),
 		"SLUICE_HTTP_ADDR":                   "127.0.0.1:9090",
 		"SLUICE_API_TOKENS":                  "acme:token-1",
+		"SLUICE_PIN_ROOTS":                   t.TempDir(),
+		"SLUICE_WORKER_FETCH_ALLOW":          "files.internal.example",
 	}
 	require.Len(t, values, len(Fixed))
 	readers := Readers()

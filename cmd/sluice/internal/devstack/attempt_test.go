@@ -22,8 +22,8 @@ import (
 func TestRetriedJobShowsItsRunAsAttemptAndItsFenceAsClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: 1}, map[string]string{
-		"SLUICE_WORKER_EXEC_ALLOW": "/bin/sh",
-		"SLUICE_RETRY_BACKOFF":     "100ms",
+		"SLUICE_WORKER_EXEC_ALLOW":       "/bin/sh",
+		"SLUICE_SCHEDULER_RETRY_BACKOFF": "100ms",
 	})
 	ctx := t.Context()
 	events, resp := b.openSSE(ctx, "/v1/events", nil)

@@ -240,7 +240,7 @@ func TestDashboardFoldsAFanout(t *testing.T) {
 	require.Empty(t, problems(), "the page reported errors")
 }
 
-// TestDashboardWithoutSpawner: with no spawner configured (SLUICE_SPAWN
+// TestDashboardWithoutSpawner: with no spawner configured (SLUICE_SCHEDULER_SPAWN
 // empty) the schedulers' scale requests are only published; the page
 // lists none of them as if a worker had been asked for, and says instead
 // that no spawner is configured, naming the kind short of workers.
@@ -248,9 +248,9 @@ func TestDashboardWithoutSpawner(t *testing.T) {
 	t.Parallel()
 	chromium := needChromium(t)
 	b := startTokenStack(t, Options{Workers: -1}, map[string]string{
-		"SLUICE_API_TOKENS":      dashTenant + ":" + dashToken,
-		"SLUICE_SPAWN_COOLDOWN":  "100ms",
-		"SLUICE_NO_WORKER_GRACE": "10m",
+		"SLUICE_API_TOKENS":                dashTenant + ":" + dashToken,
+		"SLUICE_SCHEDULER_SPAWN_COOLDOWN":  "100ms",
+		"SLUICE_SCHEDULER_NO_WORKER_GRACE": "10m",
 	})
 	id := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":10}}`)
 	t.Cleanup(func() { b.tokenDo(t, http.MethodPost, "/v1/jobs/"+id+"/cancel", "") })

@@ -77,7 +77,7 @@ func TestPinnedInputs(t *testing.T) {
 	b := setup(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
-		"SLUICE_GATEWAY_PIN_ROOTS":           dir,
+		"SLUICE_PIN_ROOTS":                   dir,
 		"SLUICE_WORKER_FETCH_ALLOW":          "127.0.0.1," + dir,
 	})
 	sh := func(inputs []contracts.InputRef) (int, contracts.Job) {

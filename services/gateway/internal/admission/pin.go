@@ -14,10 +14,10 @@ import (
 )
 
 // pinRefused is the one answer to a "pin" the gateway will not hash: off,
-// outside SLUICE_GATEWAY_PIN_ROOTS, missing, unreadable or not a regular file all
+// outside SLUICE_PIN_ROOTS, missing, unreadable or not a regular file all
 // read the same, so that a tenant learns nothing of the gateway's files.
 const pinRefused = "cannot pin this file: pinning reads only regular files under the gateway's " +
-	"SLUICE_GATEWAY_PIN_ROOTS, and this one is not one of them or does not exist"
+	"SLUICE_PIN_ROOTS, and this one is not one of them or does not exist"
 
 // Pinner hashes the files a submit pins ("sha256":"pin" on a file://),
 // under the operator's roots only, with the request's context and a byte
