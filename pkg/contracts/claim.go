@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -47,7 +48,10 @@ const (
 func strictInto(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	if err := dec.Decode(v); err != nil {
+		return newInnerDecodeError(data, explainDecode(data, reflect.TypeOf(v), err))
+	}
+	return nil
 }
 
 // foldClaim sets *claim from a message's claim given under its other wire

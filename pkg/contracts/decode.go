@@ -70,14 +70,46 @@ func DecodeWithin(path string, data []byte, v any) error {
 	return &DecodeError{Path: joinPath(path, de.Path), Reason: de.Reason}
 }
 
+// innerDecodeError is a decode error inside a value that decodes itself
+// (an UnmarshalJSON of ours): encoding/json passes it on with no place, so
+// it carries the value's text, by which the outer decode finds the path
+// of the value and puts it in front of the error's own.
+type innerDecodeError struct {
+	raw []byte
+	err *DecodeError
+}
+
+// newInnerDecodeError wraps err, an error of explainDecode for the value
+// raw.
+func newInnerDecodeError(raw []byte, err error) error {
+	var de *DecodeError
+	if !errors.As(err, &de) {
+		return err
+	}
+	return &innerDecodeError{raw: bytes.Clone(raw), err: de}
+}
+
+// Error implements error with the error inside the value.
+func (e *innerDecodeError) Error() string { return e.err.Error() }
+
 // explainDecode turns an error of decoding data into a value of type t
 // (a pointer) into a *DecodeError.
 func explainDecode(data []byte, t reflect.Type, err error) error {
 	var (
-		te *json.UnmarshalTypeError
-		se *json.SyntaxError
+		te    *json.UnmarshalTypeError
+		se    *json.SyntaxError
+		inner *innerDecodeError
 	)
 	switch {
+	case errors.As(err, &inner):
+		// The value is text of data: its path is the one whose '{' or
+		// first token ends one byte into it (the first such text, which
+		// gives this same error).
+		at := ""
+		if i := bytes.Index(data, inner.raw); i > 0 {
+			at, _ = pathAtOffset(data, int64(i)+1)
+		}
+		return &DecodeError{Path: joinPath(at, inner.err.Path), Reason: inner.err.Reason}
 	case errors.As(err, &te):
 		path, ok := pathAtOffset(data, te.Offset)
 		if !ok {

@@ -59,6 +59,10 @@ func TestDecodeErrorsOfOtherDocuments(t *testing.T) {
 	require.EqualError(t, err, "more: unknown field")
 	_, err = DecodeHeartbeat([]byte(`{"worker_id":"w1","leases":[{"job_id":"j1","attempt":"1"}]}`))
 	require.EqualError(t, err, "leases[0].attempt: expected an integer, got a string")
+	_, err = DecodeHeartbeat([]byte(`{"worker_id":"w1","leases":[{"job_id":"j1","claim":1},{"job_id":"j2","claim":2,"x":1}]}`))
+	require.EqualError(t, err, "leases[1].x: unknown field")
+	_, err = DecodeHeartbeat([]byte(`{"worker_id":"w1","leases":[{"job_id":"j1","claim":"1"}]}`))
+	require.EqualError(t, err, "leases[0].claim: expected an integer, got a string")
 
 	var p struct {
 		MS int64 `json:"ms"`

@@ -28,7 +28,7 @@ func TestBatchesAgreeAcrossTransports(t *testing.T) {
 	})
 	jobs := make([]string, 300)
 	for i := range jobs {
-		jobs[i] = `{"kind":"sleep","payload":"` + strings.Repeat("x", 5000) + `"}`
+		jobs[i] = `{"kind":"pad","payload":"` + strings.Repeat("x", 5000) + `"}`
 	}
 	body := []byte(`{"jobs":[` + strings.Join(jobs, ",") + `]}`)
 	require.Greater(t, len(body), 1<<20+1<<18, "over the NATS default max_payload")
@@ -57,7 +57,7 @@ func TestBatchesAgreeAcrossTransports(t *testing.T) {
 	for i := range items {
 		items[i] = "1"
 	}
-	over := []byte(`{"jobs":[{"kind":"sleep","items":[` + strings.Join(items, ",") + `]}]}`) // 501 items
+	over := []byte(`{"jobs":[{"kind":"pad","items":[` + strings.Join(items, ",") + `]}]}`) // 501 items
 	resp, err = http.Post(b.base+"/v1/jobs/batch", "application/json", bytes.NewReader(over))
 	require.NoError(t, err)
 	var eb contracts.ErrorBody
