@@ -109,9 +109,7 @@ func runProfile(t *testing.T, cfg Config, p Profile) {
 	defer cancel()
 
 	began := time.Now()
-	bin := t.TempDir()
-	require.NoError(t, Build(ctx, bin, cfg.Store))
-	cfg.BinDir, cfg.WorkDir = bin, t.TempDir()
+	cfg.BinDir, cfg.WorkDir = binaries(ctx, t, cfg.Store), t.TempDir()
 	if dir := os.Getenv("SLUICE_CHAOS_WORKDIR"); dir != "" {
 		// Kept after the test, to read the logs and journals.
 		cfg.WorkDir = filepath.Join(dir, t.Name())
