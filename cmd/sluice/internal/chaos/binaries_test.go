@@ -33,7 +33,10 @@ func TestMain(m *testing.M) {
 }
 
 // binaries returns the directory with the binaries of a cluster on store
-// kind, building them (see Build) the first time a test asks for it.
+// kind, building them (see Build) the first time a test asks for it. The
+// build is bounded by the test's own timeout, not by a profile's: on a
+// fresh clone of a loaded machine compiling every dependency can take
+// longer than the five minutes a profile allows itself after its load.
 func binaries(ctx context.Context, t *testing.T, kind StoreKind) string {
 	t.Helper()
 	binMu.Lock()
