@@ -10,12 +10,5 @@ import (
 )
 
 func main() {
-	service.Main(service.Binary[worker.Config]{
-		Name:   "worker",
-		Load:   worker.LoadConfig,
-		Common: worker.Config.Common,
-		Build: func(cfg worker.Config, d service.Deps) (service.Runner, error) {
-			return worker.New(cfg, worker.Deps{NC: d.NC, JS: d.JS, Log: d.Log, Registry: d.Registry})
-		},
-	})
+	service.Main(worker.Binary())
 }

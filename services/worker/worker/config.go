@@ -113,6 +113,21 @@ func (c Config) Common() service.Common {
 	return service.Common{Bus: c.Bus, Log: c.Log, DataDir: c.DataDir, Deprecated: c.Deprecated}
 }
 
+// Binary is the worker service as a process: its configuration from the
+// environment, its dependencies from the common settings. The worker
+// command runs it with service.Main, and so do tests that need a real
+// worker process.
+func Binary() service.Binary[Config] {
+	return service.Binary[Config]{
+		Name:   "worker",
+		Load:   LoadConfig,
+		Common: Config.Common,
+		Build: func(cfg Config, d service.Deps) (service.Runner, error) {
+			return New(cfg, Deps{NC: d.NC, JS: d.JS, Log: d.Log, Registry: d.Registry})
+		},
+	}
+}
+
 // LoadConfig reads the configuration from environ (the process environment
 // when nil), fills defaults and validates it.
 func LoadConfig(environ map[string]string) (Config, error) {

@@ -106,13 +106,10 @@ func TestChaosMongoShort(t *testing.T) {
 // runProfile builds and starts the cluster, runs the profile and fails the
 // test on any broken invariant.
 func runProfile(t *testing.T, cfg Config, p Profile) {
+	began := time.Now()
+	cfg.BinDir, cfg.WorkDir = binaries(t.Context(), t, cfg.Store), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), p.Load+5*time.Minute)
 	defer cancel()
-
-	began := time.Now()
-	bin := t.TempDir()
-	require.NoError(t, Build(ctx, bin, cfg.Store))
-	cfg.BinDir, cfg.WorkDir = bin, t.TempDir()
 	if dir := os.Getenv("SLUICE_CHAOS_WORKDIR"); dir != "" {
 		// Kept after the test, to read the logs and journals.
 		cfg.WorkDir = filepath.Join(dir, t.Name())

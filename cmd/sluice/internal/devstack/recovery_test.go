@@ -20,26 +20,44 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/bus"
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/service"
 	"github.com/sluicehq/sluice/services/worker/worker"
 )
 
-// workerBinary is the real worker service, built once for the crash tests.
+// workerName is the name the worker processes run under: this test
+// binary, started under it, is the worker command (see TestMain).
+const workerName = "worker"
+
+// workerBinary is the real worker service for the crash tests: a link
+// named worker to this test binary, which TestMain runs as the worker
+// command (service.Main of worker.Binary, as services/worker does) instead
+// of the tests. Nothing is built for it: it is the worker's code compiled
+// once with the tests, with the race detector when the tests have it.
 var workerBinary string
 
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == workerName {
+		service.Main(worker.Binary()) // exits with 1 on an error
+		os.Exit(0)
+	}
 	flag.Parse()
 	if testing.Short() {
-		os.Exit(m.Run()) // no process tests: nothing to build
+		os.Exit(m.Run()) // no process tests: nothing to link
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	dir, err := os.MkdirTemp("", "sluice-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	workerBinary = filepath.Join(dir, "worker")
-	out, err := exec.Command("go", "build", "-o", workerBinary, "github.com/sluicehq/sluice/services/worker").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build worker: %v\n%s", err, out)
+	workerBinary = filepath.Join(dir, workerName)
+	if err := os.Symlink(exe, workerBinary); err != nil {
+		fmt.Fprintf(os.Stderr, "link the worker: %v\n", err)
+		_ = os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
