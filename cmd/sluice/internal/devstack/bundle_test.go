@@ -62,15 +62,30 @@ func setup(t *testing.T, o Options, extra map[string]string) *bundle {
 func start(t *testing.T, dataDir string, o Options, extra map[string]string) *bundle {
 	t.Helper()
 	o.Environ = testEnv(dataDir, extra)
+	o.Log = testLog()
+	b := run(t, dataDir, o)
+	b.waitReady()
+	return b
+}
+
+// testLog is the stacks' log: nothing, or the console with
+// SLUICE_TEST_LOGS set.
+func testLog() zerolog.Logger {
+	if os.Getenv("SLUICE_TEST_LOGS") != "" {
+		return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
+	}
+	return zerolog.Nop()
+}
+
+// run starts a stack of o (its Environ and Log set by the caller) on
+// dataDir, with NATS and HTTP on free loopback ports, until the test ends
+// (or stop is called). It does not wait for readiness.
+func run(t *testing.T, dataDir string, o Options) *bundle {
+	t.Helper()
 	o.NATSListen = "127.0.0.1:0"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	o.HTTPListener = ln
-	if os.Getenv("SLUICE_TEST_LOGS") != "" {
-		o.Log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
-	} else {
-		o.Log = zerolog.Nop()
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Start(ctx, o)
 	if err != nil {
@@ -81,7 +96,6 @@ func start(t *testing.T, dataDir string, o Options, extra map[string]string) *bu
 	b := &bundle{t: t, stack: s, dataDir: dataDir, base: "http://" + s.HTTPAddr, cancel: cancel, done: make(chan error, 1)}
 	go func() { b.done <- s.Run(ctx) }()
 	t.Cleanup(b.stop)
-	b.waitReady()
 	return b
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	stdlog "log"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -25,7 +24,6 @@ import (
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -544,24 +542,9 @@ func startTokenStack(t *testing.T, o Options, extra map[string]string) *bundle {
 		extra["SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ"] = "200"
 	}
 	o.Environ = testEnv(dataDir, extra)
-	o.NATSListen = "127.0.0.1:0"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	o.HTTPListener = ln
-	o.Log = zerolog.Nop()
-	if os.Getenv("SLUICE_TEST_LOGS") != "" {
-		o.Log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := Start(ctx, o)
-	if err != nil {
-		cancel()
-		_ = ln.Close()
-		require.NoError(t, err)
-	}
-	b := &bundle{t: t, stack: s, dataDir: dataDir, base: "http://" + s.HTTPAddr, cancel: cancel, done: make(chan error, 1)}
-	go func() { b.done <- s.Run(ctx) }()
-	t.Cleanup(b.stop)
+	o.Log = testLog()
+	b := run(t, dataDir, o)
+	s := b.stack
 	if extra["SLUICE_GATEWAY_OPERATOR_TENANTS"] != dashTenant {
 		// Only the operator's stats show the workers: wait for readiness
 		// alone; jobs wait for the workers in the store.

@@ -2,8 +2,6 @@ package devstack
 
 import (
 	"bytes"
-	"context"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -41,27 +39,16 @@ func (l *lockedBuffer) String() string {
 func TestFormerNamesInTheStack(t *testing.T) {
 	t.Parallel()
 	var logs lockedBuffer
-	o := Options{Workers: -1, NATSListen: "127.0.0.1:0", Log: zerolog.New(&logs)}
-	o.Environ = testEnv(t.TempDir(), map[string]string{
+	dataDir := t.TempDir()
+	o := Options{Workers: -1, Log: zerolog.New(&logs)}
+	o.Environ = testEnv(dataDir, map[string]string{
 		"SLUICE_API_TOKENS":       "acme:contract-name-token",
 		"SLUICE_MAX_ACTIVE":       "1",
 		"SLUICE_RETRY_INTERVAL":   "3s",
 		"SLUICE_TENANT_MAX_ITEMS": "50",
 	})
 	delete(o.Environ, "SLUICE_GATEWAY_RETRY_AFTER")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	o.HTTPListener = ln
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := Start(ctx, o)
-	if err != nil {
-		cancel()
-		_ = ln.Close()
-		require.NoError(t, err)
-	}
-	b := &bundle{t: t, stack: s, base: "http://" + s.HTTPAddr, cancel: cancel, done: make(chan error, 1)}
-	go func() { b.done <- s.Run(ctx) }()
-	t.Cleanup(b.stop)
+	b := run(t, dataDir, o)
 	b.waitReady()
 
 	do := func(method, path, token, body string) *http.Response {
