@@ -13,6 +13,9 @@ run:
 	$(GO) run ./cmd/sluice dev
 
 ## test: every module of the workspace, with the race detector
+# atexit_sleep_ms=0: a race-enabled binary otherwise sleeps 1 s on exit, once
+# per test binary and once per race-built process a test starts.
+test: export GORACE ?= atexit_sleep_ms=0
 test:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
