@@ -370,6 +370,8 @@
     if (ev.state === 'pending') r.started = null;
     if (FINAL.has(ev.state)) r.finished = parseTime(ev.at);
     render(r);
+    // A parent's final event carries no counts: read them once more.
+    if (FINAL.has(ev.state) && r.children) touchParent(r.id);
     // Events carry neither the creation time of a job first seen mid-life
     // nor its max attempts: read a new job once.
     if (!known && (!r.created || !r.maxAttempts)) fillFromAPI(r);
@@ -389,18 +391,30 @@
 
   // A fan-out's children fold under their parent: their events only
   // refresh the parent's row (its counts, its bar), at most twice a second.
-  const parentTimers = new Map();
+  // An event that comes while a read is under way asks for one more read
+  // after it: that read may have left the store before the event's change,
+  // and the last child's event must not be lost that way.
+  const parentReads = new Map(); // parent id -> { again }
   function touchParent(id) {
-    if (parentTimers.has(id)) return;
-    parentTimers.set(id, setTimeout(async () => {
+    const pending = parentReads.get(id);
+    if (pending) {
+      pending.again = true;
+      return;
+    }
+    const read = { again: false };
+    parentReads.set(id, read);
+    const run = async () => {
+      read.again = false; // what came before now is in this read
       try {
         const p = await api('/v1/jobs/' + encodeURIComponent(id));
         mergeJob(p);
         const r = rows.get(id);
         if (r && r.open) loadChildren(r);
       } catch (_) { /* the next event tries again */ }
-      parentTimers.delete(id);
-    }, 500));
+      if (read.again) setTimeout(run, 500);
+      else parentReads.delete(id);
+    };
+    setTimeout(run, 500);
   }
 
   // loadChildren shows the first page of a parent's children under its row.
