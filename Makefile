@@ -21,10 +21,13 @@ run:
 # uninstrumented copies of shared generic code hide the synchronization).
 # atexit_sleep_ms=0: a race-enabled binary otherwise sleeps 1 s on exit, once
 # per test binary and once per race-built process a test starts.
+# -trimpath: compiled packages are keyed by content, not by the checkout's
+# directory, so a second clone or worktree reuses the build cache (111 s ->
+# 49 s to build and link every test binary of a fresh clone).
 RACE_SKIP := -gcflags=modernc.org/...=-race=false
 test: export GORACE ?= atexit_sleep_ms=0
 test:
-	$(GO) test -race $(RACE_SKIP) -count=1 -timeout 20m $(PKGS)
+	$(GO) test -race $(RACE_SKIP) -trimpath -count=1 -timeout 20m $(PKGS)
 
 ## test-short: the inner loop: every module with -short (no process, chaos, Chromium or FerretDB tests)
 test-short:
