@@ -54,18 +54,55 @@ func strictInto(data []byte, v any) error {
 	return nil
 }
 
-// foldClaim sets *claim from a message's claim given under its other wire
-// name (next, nil when absent). A message giving both must give the same
-// value.
-func foldClaim(claim *int64, next *int64) error {
-	if next == nil {
+// claimNext is the claim of a message between the services under its
+// next wire name (WireClaimNext), embedded in each such message next to
+// its Claim (wire name WireClaim). It is only read: the message's Decode
+// function folds it into Claim (foldClaim) and clears it, so a decoded
+// message holds its claim in Claim alone and is written back with
+// WireClaim only. A plain field decoded in the same pass as the others
+// (no UnmarshalJSON of its own, which would parse each message twice).
+type claimNext struct {
+	// ClaimNext is the claim as the next release writes it; nil when
+	// absent, and always nil after decoding.
+	ClaimNext *int64 `json:"claim,omitempty"`
+}
+
+// foldClaim sets *claim from a decoded message's claim given under its
+// other wire name (next.ClaimNext, nil when absent) and clears that. A
+// message giving both must give the same value; the error is a
+// *DecodeError at the message's root (foldClaims puts the path of a
+// message in a list in front).
+func foldClaim(claim *int64, next *claimNext) error {
+	if next.ClaimNext == nil {
 		return nil
 	}
-	if *claim != 0 && *claim != *next {
-		return fmt.Errorf("%s %d and %s %d disagree", WireClaim, *claim, WireClaimNext, *next)
+	v := *next.ClaimNext
+	next.ClaimNext = nil
+	if *claim != 0 && *claim != v {
+		return &DecodeError{Reason: fmt.Sprintf("%s %d and %s %d disagree", WireClaim, *claim, WireClaimNext, v)}
 	}
-	*claim = *next
+	*claim = v
 	return nil
+}
+
+// foldClaims folds the claims of a decoded list of messages, the list at
+// path (its errors' paths start there).
+func foldClaims[T any](path string, list []T, fold func(m *T) error) error {
+	for i := range list {
+		if err := fold(&list[i]); err != nil {
+			return within(path+"["+strconv.Itoa(i)+"]", err)
+		}
+	}
+	return nil
+}
+
+// within is err, a *DecodeError of a value at path, with its path
+// starting there.
+func within(path string, err error) error {
+	if de, ok := err.(*DecodeError); ok {
+		return &DecodeError{Path: joinPath(path, de.Path), Reason: de.Reason}
+	}
+	return err
 }
 
 // UnmarshalJSON reads a job as this release writes it, or as an earlier
@@ -110,16 +147,28 @@ func (j Job) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads an event as this release writes it, or as an
-// earlier one did (no "claim": "attempt" is the claim; the run number is
-// then unknown, 0).
+// earlier one did (see readEvent). DecodeEvent reads events in one pass
+// without it; this is for a json.Unmarshal of an Event (API clients).
 func (e *Event) UnmarshalJSON(data []byte) error {
-	type plain Event
-	var w struct {
-		*plain
+	return readEvent(e, func(v any) error { return strictInto(data, v) })
+}
+
+// eventFields is an Event without its methods, and eventWire an Event as
+// read: its claim a pointer, so that an event without one is told apart.
+type (
+	eventFields Event
+	eventWire   struct {
+		*eventFields
 		Claim *int64 `json:"claim"`
 	}
-	w.plain = (*plain)(e)
-	if err := strictInto(data, &w); err != nil {
+)
+
+// readEvent reads an event with decode (strict: unknown fields are
+// refused) as this release writes it, or as an earlier one did (no
+// "claim": "attempt" is the claim; the run number is then unknown, 0).
+func readEvent(e *Event, decode func(v any) error) error {
+	w := eventWire{eventFields: (*eventFields)(e)}
+	if err := decode(&w); err != nil {
 		return err
 	}
 	if w.Claim != nil {
@@ -168,104 +217,8 @@ func (e RunError) MarshalJSON() ([]byte, error) {
 	return append(strconv.AppendInt(b, int64(e.Attempt), 10), '}'), nil
 }
 
-// UnmarshalJSON reads a lease with its claim under either wire name.
-func (l *Lease) UnmarshalJSON(data []byte) error {
-	type plain Lease
-	var w struct {
-		*plain
-		Next *int64 `json:"claim"`
-	}
-	w.plain = (*plain)(l)
-	if err := strictInto(data, &w); err != nil {
-		return err
-	}
-	return foldClaim(&l.Claim, w.Next)
-}
-
-// UnmarshalJSON reads a requeue with its claim under either wire name.
-func (m *Requeue) UnmarshalJSON(data []byte) error {
-	type plain Requeue
-	var w struct {
-		*plain
-		Next *int64 `json:"claim"`
-	}
-	w.plain = (*plain)(m)
-	if err := strictInto(data, &w); err != nil {
-		return err
-	}
-	return foldClaim(&m.Claim, w.Next)
-}
-
-// UnmarshalJSON reads a result with its claim under either wire name.
-func (m *Result) UnmarshalJSON(data []byte) error {
-	type plain Result
-	var w struct {
-		*plain
-		Next *int64 `json:"claim"`
-	}
-	w.plain = (*plain)(m)
-	if err := strictInto(data, &w); err != nil {
-		return err
-	}
-	return foldClaim(&m.Claim, w.Next)
-}
-
-// UnmarshalJSON reads an offered job with its claim under either wire
-// name.
-func (s *JobSpec) UnmarshalJSON(data []byte) error {
-	type plain JobSpec
-	var w struct {
-		*plain
-		Next *int64 `json:"claim"`
-	}
-	w.plain = (*plain)(s)
-	if err := strictInto(data, &w); err != nil {
-		return err
-	}
-	return foldClaim(&s.Claim, w.Next)
-}
-
-// UnmarshalJSON reads an offer answer with its claim under either wire
-// name.
-func (m *OfferResult) UnmarshalJSON(data []byte) error {
-	type plain OfferResult
-	var w struct {
-		*plain
-		Next *int64 `json:"claim"`
-	}
-	w.plain = (*plain)(m)
-	if err := strictInto(data, &w); err != nil {
-		return err
-	}
-	return foldClaim(&m.Claim, w.Next)
-}
-
-// UnmarshalJSON reads a cancel request with its claim under either wire
-// name.
-func (m *CancelJob) UnmarshalJSON(data []byte) error {
-	type plain CancelJob
-	var w struct {
-		*plain
-		Next *int64 `json:"claim"`
-	}
-	w.plain = (*plain)(m)
-	if err := strictInto(data, &w); err != nil {
-		return err
-	}
-	return foldClaim(&m.Claim, w.Next)
-}
-
-// UnmarshalJSON reads a progress report with its claim under either wire
-// name.
-func (m *ProgressReport) UnmarshalJSON(data []byte) error {
-	type plain ProgressReport
-	var w struct {
-		*plain
-		Next *int64 `json:"claim"`
-	}
-	w.plain = (*plain)(m)
-	if err := strictInto(data, &w); err != nil {
-		return err
-	}
-	return foldClaim(&m.Claim, w.Next)
-}
+// The folds of the messages that come in lists, for foldClaims.
+func foldResult(m *Result) error           { return foldClaim(&m.Claim, &m.claimNext) }
+func foldSpec(s *JobSpec) error            { return foldClaim(&s.Claim, &s.claimNext) }
+func foldLease(l *Lease) error             { return foldClaim(&l.Claim, &l.claimNext) }
+func foldOfferResult(m *OfferResult) error { return foldClaim(&m.Claim, &m.claimNext) }

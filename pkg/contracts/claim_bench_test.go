@@ -9,7 +9,8 @@ import (
 
 // What the compatibility of claim.go costs: a job's JSON with and without
 // its "runs" alias (MarshalJSON), and a message of 1,000 results with and
-// without reading the claim under either name (UnmarshalJSON). The
+// without reading the claim under either name (a second field folded
+// after decoding), the same through DecodeResults, and one event. The
 // "without" halves encode the same fields through a type without the
 // methods. Figures only; nothing is asserted.
 func BenchmarkClaimCompat(b *testing.B) {
@@ -43,6 +44,27 @@ func BenchmarkClaimCompat(b *testing.B) {
 		for b.Loop() {
 			var m ResultBatch
 			if err := decodeStrict(msg, &m); err != nil {
+				b.Fatal(err)
+			}
+			if err := foldClaims("results", m.Results, foldResult); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("1000 results DecodeResults", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := DecodeResults(msg); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	ev, err := json.Marshal(StateEvent(job))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("event DecodeEvent", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := DecodeEvent(ev); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -108,7 +108,8 @@ type ProgressReport struct {
 	JobID string `json:"job_id"`
 	// Claim is the claim the worker runs the job at; its wire name is
 	// WireClaim (WireClaimNext is read too).
-	Claim    int64    `json:"attempt"`
+	Claim int64 `json:"attempt"`
+	claimNext
 	WorkerID string   `json:"worker_id"`
 	Progress Progress `json:"progress"`
 }
@@ -142,6 +143,9 @@ func DecodeProgressReport(data []byte) (ProgressReport, error) {
 	if err := decodeStrict(data, &m); err != nil {
 		return m, err
 	}
+	if err := foldClaim(&m.Claim, &m.claimNext); err != nil {
+		return m, err
+	}
 	if err := checkLease(Lease{JobID: m.JobID, Claim: m.Claim}); err != nil {
 		return m, fmt.Errorf("progress report: %w", err)
 	}
@@ -164,7 +168,7 @@ func RoundPercent(p float64) float64 {
 // DecodeEvent decodes and checks an Event read from the event stream.
 func DecodeEvent(data []byte) (Event, error) {
 	var m Event
-	if err := decodeStrict(data, &m); err != nil {
+	if err := readEvent(&m, func(v any) error { return decodeStrict(data, v) }); err != nil {
 		return m, err
 	}
 	if !ValidJobID(m.JobID) {

@@ -88,6 +88,7 @@ type Lease struct {
 	// name is still "attempt" in this release; "claim" is read too (see
 	// WireClaim).
 	Claim int64 `json:"attempt"`
+	claimNext
 }
 
 // JobPage is one page of GET /v1/jobs.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -39,7 +40,8 @@ type Requeue struct {
 	JobID string `json:"job_id"`
 	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
 	// WireClaimNext is read too.
-	Claim  int64         `json:"attempt"`
+	Claim int64 `json:"attempt"`
+	claimNext
 	State  JobState      `json:"state"`
 	Reason RequeueReason `json:"reason"`
 }
@@ -49,7 +51,8 @@ type Result struct {
 	JobID string `json:"job_id"`
 	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
 	// WireClaimNext is read too.
-	Claim    int64           `json:"attempt"`
+	Claim int64 `json:"attempt"`
+	claimNext
 	WorkerID string          `json:"worker_id"`
 	State    JobState        `json:"state"`
 	Error    string          `json:"error,omitempty"`
@@ -65,7 +68,8 @@ type JobSpec struct {
 	Kind   string `json:"kind"`
 	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
 	// WireClaimNext is read too.
-	Claim    int64           `json:"attempt"`
+	Claim int64 `json:"attempt"`
+	claimNext
 	Payload  json.RawMessage `json:"payload,omitempty"`
 	Key      string          `json:"key,omitempty"`
 	Priority int             `json:"priority"`
@@ -96,7 +100,8 @@ type OfferResult struct {
 	JobID string `json:"job_id"`
 	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
 	// WireClaimNext is read too.
-	Claim  int64       `json:"attempt"`
+	Claim int64 `json:"attempt"`
+	claimNext
 	Status OfferStatus `json:"status"`
 	Reason string      `json:"reason,omitempty"`
 }
@@ -166,6 +171,44 @@ type Announce struct {
 	Seq uint64 `json:"seq,omitempty"`
 }
 
+// announceSeq is how an announcement ends when it has a seq: json.Marshal
+// writes the fields of Announce in order, and Seq, the last, only when set.
+const announceSeq = `,"seq":`
+
+// SplitAnnounce splits an announcement's JSON b into its cacheable part,
+// appended to dst and returned as rest, and its seq: rest is b without a
+// trailing seq member, which decodes (DecodeAnnounce) exactly as b does
+// but for Seq, so that a worker's announcements that differ only in their
+// seq share one rest. It splits only a seq written as the encoder writes
+// it (a JSON integer without sign, exponent or leading zero that fits in
+// a uint64, then the closing brace) after another member; for anything
+// else ok is false and rest is dst untouched.
+func SplitAnnounce(dst, b []byte) (rest []byte, seq uint64, ok bool) {
+	if len(b) == 0 || b[len(b)-1] != '}' {
+		return dst, 0, false
+	}
+	i := bytes.LastIndex(b, []byte(announceSeq))
+	if i < 0 {
+		return dst, 0, false
+	}
+	// Another member comes before it: "{" then "}" would be an empty
+	// object where b is not valid JSON.
+	if before := bytes.TrimRight(b[:i], " \t\r\n"); len(before) == 0 || before[len(before)-1] == '{' {
+		return dst, 0, false
+	}
+	// ParseUint in base 10 takes digits only (no sign, no underscore) but
+	// also leading zeros, which JSON does not.
+	digits := b[i+len(announceSeq) : len(b)-1]
+	if len(digits) > 1 && digits[0] == '0' {
+		return dst, 0, false
+	}
+	seq, err := strconv.ParseUint(string(digits), 10, 64)
+	if err != nil {
+		return dst, 0, false
+	}
+	return append(append(dst, b[:i]...), '}'), seq, true
+}
+
 // ScaleRequest asks for one more worker of Kind: Ready jobs of it found no
 // free slot, the oldest waiting OldestWaitMS. Live is how many spawned
 // workers were alive when it was made.
@@ -198,6 +241,7 @@ type CancelJob struct {
 	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
 	// WireClaimNext is read too.
 	Claim int64 `json:"attempt"`
+	claimNext
 }
 
 // ValidWorkerID reports whether id can be used as a worker id: 1–64 letters,
@@ -254,6 +298,9 @@ func DecodeRequeue(data []byte) (Requeue, error) {
 	if err := decodeStrict(data, &m); err != nil {
 		return m, err
 	}
+	if err := foldClaim(&m.Claim, &m.claimNext); err != nil {
+		return m, err
+	}
 	if !ValidJobID(m.JobID) || m.Claim < 0 {
 		return m, fmt.Errorf("requeue: job_id %q claim %d is not a lease", m.JobID, m.Claim)
 	}
@@ -270,6 +317,9 @@ func DecodeRequeue(data []byte) (Requeue, error) {
 func DecodeResult(data []byte) (Result, error) {
 	var m Result
 	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if err := foldClaim(&m.Claim, &m.claimNext); err != nil {
 		return m, err
 	}
 	if err := checkResult(m); err != nil {
@@ -312,23 +362,43 @@ func EncodeResultBatch(results [][]byte) []byte { return encodeBatch("results", 
 // (each a JobSpec's JSON).
 func EncodeOfferBatch(jobs [][]byte) []byte { return encodeBatch("jobs", jobs) }
 
+// AppendOffer appends to dst the request that offers a worker the jobs
+// whose JobSpecs specs holds, each already encoded (EncodeJSON): an Offer
+// for one job, an OfferBatch for several.
+func AppendOffer(dst []byte, specs [][]byte) []byte {
+	n := len(`{"jobs":[]}`)
+	for _, s := range specs {
+		n += len(s) + 1
+	}
+	dst = slices.Grow(dst, n)
+	if len(specs) == 1 {
+		dst = append(dst, `{"job":`...)
+		return append(append(dst, specs[0]...), '}')
+	}
+	return appendBatch(dst, "jobs", specs)
+}
+
 // encodeBatch is {"field":[items...]} of items that are JSON values.
 func encodeBatch(field string, items [][]byte) []byte {
 	n := len(field) + 8
 	for _, it := range items {
 		n += len(it) + 1
 	}
-	buf := make([]byte, 0, n)
-	buf = append(buf, `{"`...)
-	buf = append(buf, field...)
-	buf = append(buf, `":[`...)
+	return appendBatch(make([]byte, 0, n), field, items)
+}
+
+// appendBatch appends {"field":[items...]} to dst.
+func appendBatch(dst []byte, field string, items [][]byte) []byte {
+	dst = append(dst, `{"`...)
+	dst = append(dst, field...)
+	dst = append(dst, `":[`...)
 	for i, it := range items {
 		if i > 0 {
-			buf = append(buf, ',')
+			dst = append(dst, ',')
 		}
-		buf = append(buf, it...)
+		dst = append(dst, it...)
 	}
-	return append(buf, "]}"...)
+	return append(dst, "]}"...)
 }
 
 // DecodeResults decodes and checks a message on SubjectResult: a
@@ -336,6 +406,9 @@ func encodeBatch(field string, items [][]byte) []byte {
 func DecodeResults(data []byte) ([]Result, error) {
 	var b ResultBatch
 	err := decodeStrict(data, &b)
+	if err == nil {
+		err = foldClaims("results", b.Results, foldResult)
+	}
 	if err != nil {
 		if single, serr := DecodeResult(data); serr == nil {
 			return []Result{single}, nil
@@ -361,6 +434,9 @@ func DecodeOffer(data []byte) (Offer, error) {
 	if err := decodeStrict(data, &m); err != nil {
 		return m, err
 	}
+	if err := foldSpec(&m.Job); err != nil {
+		return m, within("job", err)
+	}
 	if err := checkSpec(m.Job); err != nil {
 		return m, fmt.Errorf("offer: %w", err)
 	}
@@ -382,7 +458,11 @@ func checkSpec(s JobSpec) error {
 // an OfferBatch of 1 to MaxOfferBatch jobs (batch true).
 func DecodeOffers(data []byte) (jobs []JobSpec, batch bool, err error) {
 	var b OfferBatch
-	if err := decodeStrict(data, &b); err != nil {
+	err = decodeStrict(data, &b)
+	if err == nil {
+		err = foldClaims("jobs", b.Jobs, foldSpec)
+	}
+	if err != nil {
 		one, oerr := DecodeOffer(data)
 		if oerr == nil {
 			return []JobSpec{one.Job}, false, nil
@@ -407,6 +487,9 @@ func DecodeOffers(data []byte) (jobs []JobSpec, batch bool, err error) {
 func DecodeOfferReply(data []byte) (OfferReply, error) {
 	var m OfferReply
 	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if err := foldClaims("results", m.Results, foldOfferResult); err != nil {
 		return m, err
 	}
 	switch m.Status {
@@ -436,6 +519,9 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 	if err := decodeStrict(data, &m); err != nil {
 		return m, err
 	}
+	if err := foldClaims("leases", m.Leases, foldLease); err != nil {
+		return m, err
+	}
 	if !ValidWorkerID(m.WorkerID) {
 		return m, fmt.Errorf("heartbeat: worker_id %q is not a worker id", m.WorkerID)
 	}
@@ -454,6 +540,12 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 func DecodeHeartbeatAck(data []byte) (HeartbeatAck, error) {
 	var m HeartbeatAck
 	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if err := foldClaims("lost", m.Lost, foldLease); err != nil {
+		return m, err
+	}
+	if err := foldClaims("cancel", m.Cancel, foldLease); err != nil {
 		return m, err
 	}
 	return m, nil
@@ -483,6 +575,9 @@ func DecodeAnnounce(data []byte) (Announce, error) {
 func DecodeCancelJob(data []byte) (CancelJob, error) {
 	var m CancelJob
 	if err := decodeStrict(data, &m); err != nil {
+		return m, err
+	}
+	if err := foldClaim(&m.Claim, &m.claimNext); err != nil {
 		return m, err
 	}
 	if err := checkLease(Lease{JobID: m.JobID, Claim: m.Claim}); err != nil {

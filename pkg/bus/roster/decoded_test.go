@@ -37,6 +37,30 @@ func TestDecodedFindsNumberedRepeats(t *testing.T) {
 	require.Len(t, d.m, 5, "four states of w1, one of w2")
 }
 
+// TestKeyOfSplitsOnlyAfterAMember: the key of a numbered announcement is
+// its cacheable part (contracts.SplitAnnounce); an object whose only
+// member is a seq after a stray comma is not cut down to "{}", a valid
+// object the whole is not.
+func TestKeyOfSplitsOnlyAfterAMember(t *testing.T) {
+	t.Parallel()
+	var d decoded
+	for _, tc := range []struct {
+		b, key   string
+		seq      uint64
+		numbered bool
+	}{
+		{`{"worker_id":"w1","seq":9}`, `{"worker_id":"w1"}`, 9, true},
+		{`{"worker_id":"w1"}`, `{"worker_id":"w1"}`, 0, false},
+		{`{,"seq":9}`, `{,"seq":9}`, 0, false},
+		{`{ ,"seq":9}`, `{ ,"seq":9}`, 0, false},
+	} {
+		key, seq, numbered := d.keyOf([]byte(tc.b))
+		require.Equal(t, tc.key, string(key), tc.b)
+		require.Equal(t, tc.seq, seq, tc.b)
+		require.Equal(t, tc.numbered, numbered, tc.b)
+	}
+}
+
 // decodedCases are announcements in and around the forms the cache
 // treats specially (a trailing seq), valid and not.
 var decodedCases = []string{

@@ -4,11 +4,9 @@
 package roster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -245,9 +243,6 @@ type decoded struct {
 // starts again.
 const maxDecoded = 1 << 16
 
-// seqMember is how a marshalled Announce ends when it has a seq.
-const seqMember = `,"seq":`
-
 // decode returns the announcement in b, decoding it only if no earlier
 // announcement had the same bytes (but for a trailing seq).
 func (d *decoded) decode(b []byte) (contracts.Announce, error) {
@@ -274,31 +269,16 @@ func (d *decoded) decode(b []byte) (contracts.Announce, error) {
 }
 
 // keyOf returns b's cache key: b without its trailing seq member when it
-// has one (then also the seq), else b. The seq must be a JSON integer as
-// the encoder writes it (no sign, no leading zero) that fits in a uint64;
-// anything else keeps the whole b as the key. The object without that
-// member is valid exactly when the object with it is, and decodes the same
-// but for Seq, so what is found under the key is the announcement.
+// has one (then also the seq), else b (contracts.SplitAnnounce, whose
+// rest decodes as b does but for Seq, so what is found under the key is
+// the announcement).
 func (d *decoded) keyOf(b []byte) (key []byte, seq uint64, numbered bool) {
-	if len(b) == 0 || b[len(b)-1] != '}' {
+	rest, seq, ok := contracts.SplitAnnounce(d.key[:0], b)
+	if !ok {
 		return b, 0, false
 	}
-	i := bytes.LastIndex(b, []byte(seqMember))
-	if i < 0 {
-		return b, 0, false
-	}
-	// ParseUint in base 10 takes digits only (no sign, no underscore) but
-	// also leading zeros, which JSON does not.
-	digits := b[i+len(seqMember) : len(b)-1]
-	if len(digits) > 1 && digits[0] == '0' {
-		return b, 0, false
-	}
-	seq, err := strconv.ParseUint(string(digits), 10, 64)
-	if err != nil {
-		return b, 0, false
-	}
-	d.key = append(append(d.key[:0], b[:i]...), '}')
-	return d.key, seq, true
+	d.key = rest
+	return rest, seq, true
 }
 
 // Subscribe feeds the roster from announcements on nc and asks every worker

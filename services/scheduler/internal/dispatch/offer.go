@@ -216,17 +216,14 @@ func (d *Dispatcher) offerGroup(ctx context.Context, g *offerGroup) {
 	}
 }
 
-// offerBody is the request for jobs: an Offer for one, an OfferBatch for
-// several (the specs are encoded already).
+// offerBody is the request for jobs (contracts.AppendOffer; the specs
+// are encoded already).
 func offerBody(jobs []*offerJob) []byte {
-	if len(jobs) == 1 {
-		return append(append([]byte(`{"job":`), jobs[0].spec...), '}')
-	}
 	specs := make([][]byte, len(jobs))
 	for i, oj := range jobs {
 		specs[i] = oj.spec
 	}
-	return contracts.EncodeOfferBatch(specs)
+	return contracts.AppendOffer(nil, specs)
 }
 
 // statusOutcome is the outcome of one job of a batch from its status.
