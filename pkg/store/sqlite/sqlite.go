@@ -343,8 +343,19 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if version > SchemaVersion {
 		return fmt.Errorf("migrate: database schema version %d is newer than this driver's %d", version, SchemaVersion)
 	}
-	for _, stmt := range schema {
+	counted, err := hasStateCounts(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, stmt := range append(schema[:len(schema):len(schema)], stateCountSchema...) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	if !counted {
+		// A store of an earlier release: its jobs are counted once, in the
+		// transaction that adds the triggers keeping the counts from now on.
+		if err := buildStateCounts(ctx, tx); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}

@@ -230,9 +230,10 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 	return n, nil
 }
 
-// Reconcile recomputes the admission counters from the jobs table in one
-// write transaction and returns the total absolute drift it corrected: 0
-// unless the counters table was changed behind the driver's back.
+// Reconcile recomputes the admission counters and the counts of jobs by
+// state from the jobs table in one write transaction and returns the total
+// absolute drift it corrected: 0 unless the counters were changed behind
+// the driver's back.
 func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	drift := 0
 	err := s.write(ctx, "reconcile counters", func(tx *sql.Tx) error {
@@ -243,6 +244,11 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 			return err
 		}
 		defer s.resetCounters()
+		stateDrift, err := reconcileStateCounts(ctx, tx)
+		if err != nil {
+			return err
+		}
+		defer func() { drift += stateDrift }()
 		stored := map[string]int{}
 		rows, err := tx.QueryContext(ctx, `SELECT scope, active FROM counters`)
 		if err != nil {

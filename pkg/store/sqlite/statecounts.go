@@ -1,0 +1,196 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Counts of jobs by state (see store.StateDeltas). The table job_counts
+// holds one row per tenant and state. Three triggers on jobs apply
+// store.StateDeltas for every row a statement inserts, moves to another
+// state or deletes, inside that statement: every write path (admission,
+// fan-out children staged, released or undone, claims, promotions,
+// transitions, the cancel cascade, stale requeue, purge) keeps the counts
+// in the same transaction without a line of its own, and a write the
+// driver forgets cannot exist. A row's trigger costs one upsert of a
+// small WITHOUT ROWID table per insert or delete, two per state change;
+// a write that keeps the state (a heartbeat renewal, a claim) fires none.
+var stateCountSchema = []string{
+	`CREATE TABLE IF NOT EXISTS job_counts (
+		tenant TEXT    NOT NULL,
+		state  TEXT    NOT NULL,
+		n      INTEGER NOT NULL,
+		PRIMARY KEY (tenant, state)
+	) STRICT, WITHOUT ROWID`,
+	`CREATE TRIGGER IF NOT EXISTS job_counts_insert AFTER INSERT ON jobs BEGIN
+		INSERT INTO job_counts (tenant, state, n) VALUES (new.tenant, new.state, 1)
+			ON CONFLICT (tenant, state) DO UPDATE SET n = n + 1;
+	END`,
+	`CREATE TRIGGER IF NOT EXISTS job_counts_move AFTER UPDATE OF state ON jobs
+		WHEN old.state != new.state BEGIN
+		UPDATE job_counts SET n = n - 1 WHERE tenant = old.tenant AND state = old.state;
+		INSERT INTO job_counts (tenant, state, n) VALUES (new.tenant, new.state, 1)
+			ON CONFLICT (tenant, state) DO UPDATE SET n = n + 1;
+	END`,
+	`CREATE TRIGGER IF NOT EXISTS job_counts_delete AFTER DELETE ON jobs BEGIN
+		UPDATE job_counts SET n = n - 1 WHERE tenant = old.tenant AND state = old.state;
+	END`,
+}
+
+const (
+	// countJobsQuery counts every job by tenant and state: a full scan,
+	// for building and reconciling the counters only.
+	countJobsQuery = `SELECT tenant, state, count(*) FROM jobs GROUP BY tenant, state`
+	// storedCountsQuery reads every counter.
+	storedCountsQuery = `SELECT tenant, state, n FROM job_counts WHERE n != 0`
+	// tenantCountsQuery reads one tenant's counters.
+	tenantCountsQuery = `SELECT state, n FROM job_counts WHERE tenant = ?`
+	// tenantActiveQuery reads the admission slots of each tenant from its
+	// admission counter (store.TenantScope).
+	tenantActiveQuery = `SELECT substr(scope, 8), active FROM counters
+		WHERE scope >= 'tenant:' AND scope < 'tenant;' AND active != 0`
+)
+
+// hasStateCounts reports whether the database already has its counters of
+// jobs by state (a store created by an earlier release has not).
+func hasStateCounts(ctx context.Context, tx *sql.Tx) (bool, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'job_counts'`).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up table job_counts: %w", err)
+	}
+	return n > 0, nil
+}
+
+// scanStateCounts reads (tenant, state, n) rows.
+func scanStateCounts(rows *sql.Rows) (store.StateCounts, error) {
+	defer func() { _ = rows.Close() }()
+	out := store.StateCounts{}
+	for rows.Next() {
+		var (
+			tenant, state string
+			n             int
+		)
+		if err := rows.Scan(&tenant, &state, &n); err != nil {
+			return nil, err
+		}
+		out.Apply(store.StateDelta{Tenant: tenant, State: contracts.JobState(state), N: n})
+	}
+	return out, rows.Err()
+}
+
+// countJobs counts every job of tx by tenant and state.
+func countJobs(ctx context.Context, tx *sql.Tx) (store.StateCounts, error) {
+	rows, err := tx.QueryContext(ctx, countJobsQuery)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by state: %w", err)
+	}
+	c, err := scanStateCounts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by state: %w", err)
+	}
+	return c, nil
+}
+
+// writeStateCounts replaces every counter with c.
+func writeStateCounts(ctx context.Context, tx *sql.Tx, c store.StateCounts) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM job_counts`); err != nil {
+		return fmt.Errorf("clear counts of jobs by state: %w", err)
+	}
+	for tenant, byState := range c {
+		for st, n := range byState {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO job_counts (tenant, state, n) VALUES (?, ?, ?)`,
+				tenant, string(st), n); err != nil {
+				return fmt.Errorf("write counts of jobs by state: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// buildStateCounts counts the jobs once into the counters (a store opened
+// for the first time by this release).
+func buildStateCounts(ctx context.Context, tx *sql.Tx) error {
+	c, err := countJobs(ctx, tx)
+	if err != nil {
+		return err
+	}
+	return writeStateCounts(ctx, tx, c)
+}
+
+// reconcileStateCounts rewrites the counters from a full count of the jobs
+// when they differ and returns how far they were (store.StateCountDrift).
+func reconcileStateCounts(ctx context.Context, tx *sql.Tx) (int, error) {
+	rows, err := tx.QueryContext(ctx, storedCountsQuery)
+	if err != nil {
+		return 0, fmt.Errorf("read counts of jobs by state: %w", err)
+	}
+	stored, err := scanStateCounts(rows)
+	if err != nil {
+		return 0, fmt.Errorf("read counts of jobs by state: %w", err)
+	}
+	actual, err := countJobs(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	drift := store.StateCountDrift(stored, actual)
+	if drift == 0 {
+		_, err := tx.ExecContext(ctx, `DELETE FROM job_counts WHERE n = 0`)
+		return 0, err
+	}
+	return drift, writeStateCounts(ctx, tx, actual)
+}
+
+// Stats reads the counters of jobs by state (every state present, zeros
+// included) and the admission slots of each tenant with some, from one
+// snapshot: a few rows per tenant, whatever the number of jobs.
+func (s *Store) Stats(ctx context.Context) (store.Counts, error) {
+	c := store.Counts{ByState: store.ZeroStates(), TenantActive: map[string]int{}}
+	err := s.read(ctx, "stats", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, storedCountsQuery)
+		if err != nil {
+			return fmt.Errorf("read counts of jobs by state: %w", err)
+		}
+		counts, err := scanStateCounts(rows)
+		if err != nil {
+			return fmt.Errorf("read counts of jobs by state: %w", err)
+		}
+		c.ByState = counts.ByState()
+		rows, err = tx.QueryContext(ctx, tenantActiveQuery)
+		if err != nil {
+			return fmt.Errorf("read tenants' slots: %w", err)
+		}
+		if err := scanAll(rows, func(k string, n int) { c.TenantActive[k] = n }); err != nil {
+			return fmt.Errorf("read tenants' slots: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Counts{}, err
+	}
+	return c, nil
+}
+
+// TenantCounts reads tenant's counters of jobs by state (every state
+// present, zeros included), children of its fan-outs included.
+func (s *Store) TenantCounts(ctx context.Context, tenant string) (map[contracts.JobState]int, error) {
+	out := store.ZeroStates()
+	err := s.read(ctx, "count the jobs of tenant "+tenant, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, tenantCountsQuery, tenant)
+		if err != nil {
+			return fmt.Errorf("read counts of jobs by state: %w", err)
+		}
+		if err := scanAll(rows, func(k string, n int) { out[contracts.JobState(k)] = n }); err != nil {
+			return fmt.Errorf("read counts of jobs by state: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
