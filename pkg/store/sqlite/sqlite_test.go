@@ -28,7 +28,7 @@ func openTest(t testing.TB, path string) *Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
+		return skewable{openTest(t, filepath.Join(t.TempDir(), "sluice.db"))}
 	})
 }
 
