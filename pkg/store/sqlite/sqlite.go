@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/store"
@@ -209,6 +210,9 @@ type Store struct {
 	// chunk is the most children one write transaction inserts (see
 	// stage.go).
 	chunk int
+	// stateChecked is when Reconcile last found the counts of jobs by
+	// state exact or repaired them (unix nanoseconds; 0: not since Open).
+	stateChecked atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)

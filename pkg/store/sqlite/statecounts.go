@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -122,27 +123,66 @@ func buildStateCounts(ctx context.Context, tx *sql.Tx) error {
 	return writeStateCounts(ctx, tx, c)
 }
 
-// reconcileStateCounts rewrites the counters from a full count of the jobs
-// when they differ and returns how far they were (store.StateCountDrift).
-func reconcileStateCounts(ctx context.Context, tx *sql.Tx) (int, error) {
+// stateCheckEvery is how often Reconcile compares the counts of jobs by
+// state with a full count of the jobs (the first Reconcile after Open
+// always does). The triggers keep them exact in every transaction, so
+// the check only guards against changes behind the driver's back; a full
+// count is O(jobs), which the reaper's sweep every few seconds must not
+// pay.
+const stateCheckEvery = 10 * time.Minute
+
+// stateDrift compares the stored counters with a full count of the jobs,
+// in one snapshot of tx, and returns the count and the drift.
+func stateDrift(ctx context.Context, tx *sql.Tx) (store.StateCounts, int, error) {
 	rows, err := tx.QueryContext(ctx, storedCountsQuery)
 	if err != nil {
-		return 0, fmt.Errorf("read counts of jobs by state: %w", err)
+		return nil, 0, fmt.Errorf("read counts of jobs by state: %w", err)
 	}
 	stored, err := scanStateCounts(rows)
 	if err != nil {
-		return 0, fmt.Errorf("read counts of jobs by state: %w", err)
+		return nil, 0, fmt.Errorf("read counts of jobs by state: %w", err)
 	}
 	actual, err := countJobs(ctx, tx)
 	if err != nil {
+		return nil, 0, err
+	}
+	return actual, store.StateCountDrift(stored, actual), nil
+}
+
+// reconcileStateCounts repairs the counts of jobs by state when they are
+// due for a check (see stateCheckEvery) and returns how far they were
+// (store.StateCountDrift). The full count runs on a read connection and
+// the writer is taken only to repair a drift found, counting again there.
+func (s *Store) reconcileStateCounts(ctx context.Context, now time.Time) (int, error) {
+	last := s.stateChecked.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < stateCheckEvery {
+		return 0, nil
+	}
+	drift := 0
+	err := s.read(ctx, "check counts of jobs by state", func(tx *sql.Tx) error {
+		var err error
+		_, drift, err = stateDrift(ctx, tx)
+		return err
+	})
+	if err != nil || drift == 0 {
+		if err == nil {
+			s.stateChecked.Store(now.UnixNano())
+		}
 		return 0, err
 	}
-	drift := store.StateCountDrift(stored, actual)
-	if drift == 0 {
-		_, err := tx.ExecContext(ctx, `DELETE FROM job_counts WHERE n = 0`)
+	err = s.write(ctx, "repair counts of jobs by state", func(tx *sql.Tx) error {
+		actual, d, err := stateDrift(ctx, tx)
+		if err != nil {
+			return err
+		}
+		drift = d
+		return writeStateCounts(ctx, tx, actual)
+	})
+	if err != nil {
 		return 0, err
 	}
-	return drift, writeStateCounts(ctx, tx, actual)
+	s.stateChecked.Store(now.UnixNano())
+	return drift, nil
 }
 
 // Stats reads the counters of jobs by state (every state present, zeros

@@ -244,11 +244,6 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 			return err
 		}
 		defer s.resetCounters()
-		stateDrift, err := reconcileStateCounts(ctx, tx)
-		if err != nil {
-			return err
-		}
-		defer func() { drift += stateDrift }()
 		stored := map[string]int{}
 		rows, err := tx.QueryContext(ctx, `SELECT scope, active FROM counters`)
 		if err != nil {
@@ -307,7 +302,11 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return drift, nil
+	states, err := s.reconcileStateCounts(ctx, time.Now())
+	if err != nil {
+		return drift, err
+	}
+	return drift + states, nil
 }
 
 // scanAll reads every (name, count) row into put and closes rows.
