@@ -210,6 +210,9 @@ type Store struct {
 	// chunk is the most children one write transaction inserts (see
 	// stage.go).
 	chunk int
+	// states are the open write transaction's changes to the counts of
+	// jobs by state (see statecounts.go). Only the write loop touches them.
+	states store.StateCounts
 	// stateChecked is when Reconcile last found the counts of jobs by
 	// state exact or repaired them (unix nanoseconds; 0: not since Open).
 	stateChecked atomic.Int64
