@@ -248,6 +248,9 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 	if err := s.insertJobs(ctx, tx, rows); err != nil {
 		return nil, err
 	}
+	for _, in := range rows {
+		s.countMove(in.job.Tenant, "", in.job.State, 1)
+	}
 	for _, f := range fanouts {
 		insert := s.insertChildren
 		if f.parent.stagedTo > 0 {

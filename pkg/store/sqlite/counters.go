@@ -96,7 +96,7 @@ func (s *Store) flushCounters(ctx context.Context, tx *sql.Tx) error {
 		r.active += r.delta
 		r.delta, r.fairSet = 0, false
 	}
-	return nil
+	return s.flushStateCounts(ctx, tx)
 }
 
 // resetCounters forgets the open transaction's counter rows (a new
@@ -107,4 +107,5 @@ func (s *Store) resetCounters() {
 	}
 	clear(s.counters)
 	clear(s.parents)
+	clear(s.states)
 }

@@ -88,6 +88,7 @@ func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) er
 	if n, err := res.RowsAffected(); err != nil || int(n) != len(f.parent.items) {
 		return fmt.Errorf("insert the children of %s: %d of %d inserted (%v)", p.ID, n, len(f.parent.items), err)
 	}
+	s.countMove(p.Tenant, "", contracts.StatePending, len(f.parent.items))
 	return nil
 }
 
@@ -147,7 +148,7 @@ const (
 		WHERE parent = ? AND parent != '' AND state = 'failed' ORDER BY id LIMIT ?`
 	// purgeChildrenQuery deletes the children of parent ?1: ids in the
 	// range (?2, ?3), see contracts.ChildID.
-	purgeChildrenQuery = `DELETE FROM jobs WHERE id > ?2 AND id < ?3 AND +parent = ?1`
+	purgeChildrenQuery = `DELETE FROM jobs WHERE id > ?2 AND id < ?3 AND +parent = ?1 RETURNING tenant, state`
 )
 
 // txParents are the parent rows of the open write transaction. Only the
@@ -270,6 +271,7 @@ func (s *Store) cancelWaiting(ctx context.Context, tx *sql.Tx, p *parentRow, now
 	if err != nil {
 		return fmt.Errorf("cancel the waiting children of %s: %w", p.id, err)
 	}
+	s.countMove(p.tenant, contracts.StatePending, contracts.StateCancelled, int(n))
 	p.counts.Cancelled += int(n)
 	p.released = p.counts.Total
 	p.dirty = true
@@ -309,15 +311,23 @@ func (s *Store) finishParentIfDone(ctx context.Context, tx *sql.Tx, p *parentRow
 	}
 	if n, _ := r.RowsAffected(); n == 1 {
 		s.release(p.tenant, contracts.ParentSlots(p.window, p.counts.Total), contracts.JobItems(p.counts.Total))
+		s.countMove(p.tenant, p.state, state, 1)
 		p.state = state
 	}
 	return nil
 }
 
-// startParent marks a child's parent running (when it is still pending).
-func (s *Store) startParent(ctx context.Context, tx *sql.Tx, parent string, now time.Time) error {
-	if _, err := tx.StmtContext(ctx, s.ws.startParent).ExecContext(ctx, now.UnixNano(), now.UnixNano(), parent); err != nil {
+// startParent marks a child's parent (of tenant) running (when it is
+// still pending).
+func (s *Store) startParent(ctx context.Context, tx *sql.Tx, tenant, parent string, now time.Time) error {
+	res, err := tx.StmtContext(ctx, s.ws.startParent).ExecContext(ctx, now.UnixNano(), now.UnixNano(), parent)
+	if err != nil {
 		return fmt.Errorf("start parent %s: %w", parent, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("start parent %s: %w", parent, err)
+	} else if n > 0 {
+		s.countMove(tenant, contracts.StatePending, contracts.StateRunning, int(n))
 	}
 	return nil
 }
@@ -404,11 +414,30 @@ type querier interface {
 
 // purgeChildren deletes the children of a purged parent and says how many
 // went.
-func purgeChildren(ctx context.Context, tx *sql.Tx, parent string) (int, error) {
-	res, err := tx.ExecContext(ctx, purgeChildrenQuery, parent, parent+"-", parent+".")
+func (s *Store) purgeChildren(ctx context.Context, tx *sql.Tx, parent string) (int, error) {
+	rows, err := tx.QueryContext(ctx, purgeChildrenQuery, parent, parent+"-", parent+".")
 	if err != nil {
 		return 0, fmt.Errorf("purge the children of %s: %w", parent, err)
 	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	n, err := s.countDeleted(rows)
+	if err != nil {
+		return 0, fmt.Errorf("purge the children of %s: %w", parent, err)
+	}
+	return n, nil
+}
+
+// countDeleted records the deletes of the (tenant, state) rows a DELETE
+// returned and says how many there were.
+func (s *Store) countDeleted(rows *sql.Rows) (int, error) {
+	defer func() { _ = rows.Close() }()
+	n := 0
+	for rows.Next() {
+		var tenant, state string
+		if err := rows.Scan(&tenant, &state); err != nil {
+			return n, err
+		}
+		s.countMove(tenant, contracts.JobState(state), "", 1)
+		n++
+	}
+	return n, rows.Err()
 }

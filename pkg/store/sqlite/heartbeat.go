@@ -104,8 +104,9 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				out.Renewed = append(out.Renewed, l)
 			case j.state == contracts.StatePending && j.attempt > 0:
 				promote.add(j.rowid)
+				s.countMove(j.tenant, contracts.StatePending, contracts.StateRunning, 1)
 				if j.parent != "" && !parentsStarted[j.parent] {
-					if err := s.startParent(ctx, tx, j.parent, now); err != nil {
+					if err := s.startParent(ctx, tx, j.tenant, j.parent, now); err != nil {
 						return err
 					}
 					parentsStarted[j.parent] = true

@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/store"
@@ -209,6 +210,12 @@ type Store struct {
 	// chunk is the most children one write transaction inserts (see
 	// stage.go).
 	chunk int
+	// states are the open write transaction's changes to the counts of
+	// jobs by state (see statecounts.go). Only the write loop touches them.
+	states store.StateCounts
+	// stateChecked is when Reconcile last found the counts of jobs by
+	// state exact or repaired them (unix nanoseconds; 0: not since Open).
+	stateChecked atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -343,8 +350,19 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if version > SchemaVersion {
 		return fmt.Errorf("migrate: database schema version %d is newer than this driver's %d", version, SchemaVersion)
 	}
-	for _, stmt := range schema {
+	counted, err := hasStateCounts(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, stmt := range append(schema[:len(schema):len(schema)], stateCountSchema...) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	if !counted {
+		// A store of an earlier release: its jobs are counted once, in the
+		// transaction that adds the triggers keeping the counts from now on.
+		if err := buildStateCounts(ctx, tx); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}

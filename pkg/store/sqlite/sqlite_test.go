@@ -28,7 +28,7 @@ func openTest(t testing.TB, path string) *Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return openTest(t, filepath.Join(t.TempDir(), "sluice.db"))
+		return skewable{openTest(t, filepath.Join(t.TempDir(), "sluice.db"))}
 	})
 }
 
@@ -225,24 +225,20 @@ func TestQueriesUseIndexes(t *testing.T) {
 		return query
 	}
 	for query, index := range map[string]string{
-		staleBeatQuery:                                 "INDEX jobs_running_work",
-		leaseStatesQuery:                               "INDEX sqlite_autoindex_jobs_1 (id=?)",
-		staleKindQuery:                                 "INDEX jobs_ready_queue (kind=?)",
-		pendingKindsQuery:                              "INDEX jobs_ready_queue (kind>?)",
-		purgeQuery:                                     "INDEX jobs_finished_top",
-		activeByTenantQuery:                            "COVERING INDEX jobs_unfinished_slots",
-		countTopByStateQuery:                           "COVERING INDEX jobs_top_state_listed",
-		countTopFinishedQuery:                          "COVERING INDEX jobs_finished_top",
-		countChildrenByState:                           "COVERING INDEX jobs_children",
-		tenantTopByStateQuery:                          "COVERING INDEX jobs_top_tenant_state_listed (tenant=?)",
-		tenantTopQuery:                                 "COVERING INDEX jobs_top_tenant_created (tenant=?)",
-		tenantChildrenByState:                          "COVERING INDEX jobs_children (parent=?)",
-		activeByKeyQuery:                               "INDEX jobs_active_key",
-		countRunningQuery:                              "COVERING INDEX jobs_children (parent=? AND state=?)",
-		list(store.Query{}):                            "INDEX jobs_top_created",
-		list(store.Query{Cursor: cursor}):              "INDEX jobs_top_created ((created_at,id)<(?,?))",
-		list(store.Query{Kind: "k", Cursor: cursor}):   "INDEX jobs_top_created ((created_at,id)<(?,?))",
-		list(store.Query{Tenant: "a", Cursor: cursor}): "INDEX jobs_top_tenant_created (tenant=? AND (created_at,id)<(?,?))",
+		staleBeatQuery:                    "INDEX jobs_running_work",
+		leaseStatesQuery:                  "INDEX sqlite_autoindex_jobs_1 (id=?)",
+		staleKindQuery:                    "INDEX jobs_ready_queue (kind=?)",
+		pendingKindsQuery:                 "INDEX jobs_ready_queue (kind>?)",
+		purgeQuery:                        "INDEX jobs_finished_top",
+		activeByTenantQuery:               "COVERING INDEX jobs_unfinished_slots",
+		tenantCountsQuery:                 "PRIMARY KEY (tenant=?)",
+		tenantActiveQuery:                 "INDEX sqlite_autoindex_counters_1 (scope>? AND scope<?)",
+		activeByKeyQuery:                  "INDEX jobs_active_key",
+		countRunningQuery:                 "COVERING INDEX jobs_children (parent=? AND state=?)",
+		list(store.Query{}):               "INDEX jobs_top_created",
+		list(store.Query{Cursor: cursor}): "INDEX jobs_top_created ((created_at,id)<(?,?))",
+		list(store.Query{Kind: "k", Cursor: cursor}):                "INDEX jobs_top_created ((created_at,id)<(?,?))",
+		list(store.Query{Tenant: "a", Cursor: cursor}):              "INDEX jobs_top_tenant_created (tenant=? AND (created_at,id)<(?,?))",
 		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_top_state_listed (state=? AND (created_at,id)<(?,?))",
 		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_top_tenant_state_listed (tenant=? AND state=?)",
 		list(store.Query{State: "failed", Cursor: cursor}):          "INDEX jobs_top_state_listed (state=? AND (created_at,id)<(?,?))",

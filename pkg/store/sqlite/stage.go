@@ -85,6 +85,7 @@ func (s *Store) stage(ctx context.Context, in *admitInput) error {
 			if n, err := res.RowsAffected(); err != nil || int(n) != len(chunk) {
 				return fmt.Errorf("%d of %d inserted (%v)", n, len(chunk), err)
 			}
+			s.countMove(p.Tenant, "", contracts.StatePending, len(chunk))
 			return nil
 		})
 		if err != nil {
@@ -105,8 +106,16 @@ func (s *Store) unstage(ctx context.Context, in *admitInput) {
 	for from := 0; from < in.stagedTo; from += s.chunk {
 		to := min(from+s.chunk, in.stagedTo)
 		_ = s.write(ctx, "unstage children of "+p.ID, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, unstageChildrenQuery, p.ID, contracts.ChildID(p.ID, from), contracts.ChildID(p.ID, to-1))
-			return err
+			res, err := tx.ExecContext(ctx, unstageChildrenQuery, p.ID, contracts.ChildID(p.ID, from), contracts.ChildID(p.ID, to-1))
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			s.countMove(p.Tenant, contracts.StatePending, "", int(n))
+			return nil
 		})
 	}
 	in.stagedTo = 0

@@ -21,7 +21,7 @@ func TestConformanceStaged(t *testing.T) {
 		s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sluice.db"), WithFanoutChunk(2))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
-		return s
+		return skewable{s}
 	})
 }
 

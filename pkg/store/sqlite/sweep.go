@@ -60,7 +60,7 @@ const (
 		WHERE finished_at IS NOT NULL AND parent = '' AND finished_at < ?
 			AND state IN ('succeeded', 'failed', 'cancelled')
 		ORDER BY finished_at LIMIT ?`
-	deleteJobQuery = `DELETE FROM jobs WHERE id = ?`
+	deleteJobQuery = `DELETE FROM jobs WHERE id = ? RETURNING tenant, state`
 )
 
 // Stale returns, oldest first, up to q.Limit jobs the reaper must look at,
@@ -210,17 +210,22 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 			return err
 		}
 		for _, p := range parents {
-			k, err := purgeChildren(ctx, tx, p)
+			k, err := s.purgeChildren(ctx, tx, p)
 			if err != nil {
 				return err
 			}
 			n += k
 		}
 		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, deleteJobQuery, id); err != nil {
+			rows, err := tx.QueryContext(ctx, deleteJobQuery, id)
+			if err != nil {
 				return fmt.Errorf("delete job %s: %w", id, err)
 			}
-			n++
+			k, err := s.countDeleted(rows)
+			if err != nil {
+				return fmt.Errorf("delete job %s: %w", id, err)
+			}
+			n += k
 		}
 		return nil
 	})
@@ -230,9 +235,10 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 	return n, nil
 }
 
-// Reconcile recomputes the admission counters from the jobs table in one
-// write transaction and returns the total absolute drift it corrected: 0
-// unless the counters table was changed behind the driver's back.
+// Reconcile recomputes the admission counters and the counts of jobs by
+// state from the jobs table in one write transaction and returns the total
+// absolute drift it corrected: 0 unless the counters were changed behind
+// the driver's back.
 func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	drift := 0
 	err := s.write(ctx, "reconcile counters", func(tx *sql.Tx) error {
@@ -301,7 +307,11 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return drift, nil
+	states, err := s.reconcileStateCounts(ctx, time.Now())
+	if err != nil {
+		return drift, err
+	}
+	return drift + states, nil
 }
 
 // scanAll reads every (name, count) row into put and closes rows.

@@ -186,6 +186,7 @@ func (s *Store) warm(ctx context.Context, query string) {
 // ends counts on its parent (childEnded), a child that starts starts its
 // parent.
 func (s *Store) followUp(ctx context.Context, tx *sql.Tx, job contracts.Job, exp store.Expect, ch store.Change) error {
+	s.countMove(job.Tenant, exp.State, ch.State, 1)
 	if ch.State.Final() && exp.State.Active() {
 		s.release(job.Tenant, job.Slots(), job.HeldItems())
 		if job.IsChild() {
@@ -193,7 +194,7 @@ func (s *Store) followUp(ctx context.Context, tx *sql.Tx, job contracts.Job, exp
 		}
 	}
 	if ch.State == contracts.StateRunning && exp.State == contracts.StatePending && job.IsChild() {
-		return s.startParent(ctx, tx, job.Parent, ch.Now)
+		return s.startParent(ctx, tx, job.Tenant, job.Parent, ch.Now)
 	}
 	return nil
 }
