@@ -57,9 +57,13 @@ type Store interface {
 	UpdateEach(ctx context.Context, ids []string, decide DecideEach) ([]Updated, error)
 
 	// Heartbeat renews the leases workerID holds and records pending claims
-	// the worker accepted as running. Each lease ends in exactly one of the
-	// outcome's lists.
-	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (HeartbeatOutcome, error)
+	// the worker accepted as running. Each lease ends in exactly one of
+	// Renewed, Kept, Promoted and Lost, as DecideLease says: a lease whose
+	// stored heartbeat is younger than renewAfter is kept without a write
+	// (renewAfter ≤ 0 writes every held lease). When no lease needs a
+	// write, nothing is written: the embedded driver answers from a read
+	// without taking the write lock.
+	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time, renewAfter time.Duration) (HeartbeatOutcome, error)
 
 	// Claim takes the dispatch claim (claim + 1, claim_until = r.Until)
 	// on up to r.Kinds[kind] of the best ready jobs of each kind, in one
@@ -249,8 +253,12 @@ type StaleQuery struct {
 
 // HeartbeatOutcome sorts a heartbeat's leases.
 type HeartbeatOutcome struct {
-	// Renewed leases were running on this worker at that claim.
+	// Renewed leases were running on this worker at that claim; their
+	// heartbeat_at was written.
 	Renewed []contracts.Lease
+	// Kept leases were running on this worker at that claim with a stored
+	// heartbeat younger than the renew point: held, nothing written.
+	Kept []contracts.Lease
 	// Promoted leases were pending claims at that claim and are now running on this worker.
 	Promoted []contracts.Lease
 	// Started holds the jobs of Promoted, in the same order, as they are
@@ -259,7 +267,8 @@ type HeartbeatOutcome struct {
 	Started []contracts.Job
 	// Lost leases are no longer this worker's: it must stop that work.
 	Lost []contracts.Lease
-	// Cancel lists held leases whose job a user asked to cancel.
+	// Cancel lists held leases (renewed, kept or promoted) whose job a
+	// user asked to cancel.
 	Cancel []contracts.Lease
 }
 

@@ -14,9 +14,13 @@ import (
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
-// Heartbeat sorts workerID's leases, one compare-and-set per lease:
+// Heartbeat sorts workerID's leases as store.DecideLease says. One query
+// reads every lease's job; a lease that needs no write is answered from
+// that read (Kept or Lost), each other one is one compare-and-set:
 //
-//   - running at that attempt on workerID: heartbeat_at = now (Renewed);
+//   - running at that attempt on workerID: kept without a write while the
+//     stored heartbeat is younger than renewAfter (Kept), else
+//     heartbeat_at = now (Renewed);
 //   - pending at that attempt (≥ 1, a dispatch claim the worker accepted,
 //     whatever claim_until says): now running on workerID, started and
 //     heartbeat at now, one more run, claim removed (Promoted);
@@ -27,14 +31,15 @@ import (
 // concurrent heartbeat of the same worker promoted it in between, as a
 // renewal again; each is one findOneAndUpdate, so a lease is promoted at
 // most once however many heartbeats race, and never reported lost to the
-// worker it was just promoted for. Renewed and promoted leases whose job
-// has a cancel request are also in Cancel. A zero now is taken as the
-// current time.
+// worker it was just promoted for. A lease read as lost cannot be this
+// worker's again (a claim only grows). Renewed, kept and promoted leases
+// whose job has a cancel request are also in Cancel. A zero now is taken
+// as the current time.
 //
 // On an error the leases already sorted have been written; the outcome is
 // not returned, and the worker's next heartbeat sorts them again (renewing
 // twice is harmless, and a promoted lease is then renewed).
-func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (store.HeartbeatOutcome, error) {
+func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time, renewAfter time.Duration) (store.HeartbeatOutcome, error) {
 	var out store.HeartbeatOutcome
 	if len(leases) == 0 {
 		return out, nil
@@ -78,7 +83,23 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		return v, ok, nil
 	}
 
+	read, err := s.leaseViews(ctx, leases)
+	if err != nil {
+		return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: read leases: %w", workerID, err)
+	}
 	for _, l := range leases {
+		r := read[l.JobID]
+		switch store.DecideLease(r.view(), l, workerID, now, renewAfter) {
+		case store.LeaseKeep:
+			out.Kept = append(out.Kept, l)
+			if r.CancelRequested {
+				out.Cancel = append(out.Cancel, l)
+			}
+			continue
+		case store.LeaseLost:
+			out.Lost = append(out.Lost, l)
+			continue
+		}
 		v, ok, err := renewLease(l)
 		if err != nil {
 			return store.HeartbeatOutcome{}, err
@@ -132,6 +153,50 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 // leaseView is what a renewal reads back of a job.
 type leaseView struct {
 	CancelRequested bool `bson:"cancel_requested"`
+}
+
+// leaseRead is what a heartbeat reads of a lease's job before it writes.
+type leaseRead struct {
+	ID              string     `bson:"_id"`
+	State           string     `bson:"state"`
+	Claim           int64      `bson:"attempt"`
+	Worker          string     `bson:"worker,omitempty"`
+	HeartbeatAt     *time.Time `bson:"heartbeat_at,omitempty"`
+	CancelRequested bool       `bson:"cancel_requested"`
+}
+
+// view is the job as store.DecideLease reads it; the zero leaseRead is a
+// missing job.
+func (r leaseRead) view() store.LeaseView {
+	v := store.LeaseView{State: contracts.JobState(r.State), Claim: r.Claim, Worker: r.Worker}
+	if r.HeartbeatAt != nil {
+		v.HeartbeatAt = *r.HeartbeatAt
+	}
+	return v
+}
+
+// leaseViews reads the jobs of leases in one query, by id; a missing job
+// is absent.
+func (s *Store) leaseViews(ctx context.Context, leases []contracts.Lease) (map[string]leaseRead, error) {
+	ids := make([]string, len(leases))
+	for i, l := range leases {
+		ids[i] = l.JobID
+	}
+	cur, err := s.jobs.Find(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}},
+		options.Find().SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fState, Value: 1}, {Key: fClaim, Value: 1},
+			{Key: fWorker, Value: 1}, {Key: fHeartbeatAt, Value: 1}, {Key: fCancelRequested, Value: 1}}))
+	if err != nil {
+		return nil, err
+	}
+	var docs []leaseRead
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, err
+	}
+	out := make(map[string]leaseRead, len(docs))
+	for _, d := range docs {
+		out[d.ID] = d
+	}
+	return out, nil
 }
 
 // leaseCAS applies update to the job filter matches, if any, and decodes

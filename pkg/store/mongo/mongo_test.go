@@ -423,7 +423,7 @@ func TestServerGoesDown(t *testing.T) {
 			return err
 		},
 		"heartbeat": func() error {
-			_, err := s.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: j.ID, Claim: 1}}, base)
+			_, err := s.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: j.ID, Claim: 1}}, base, 0)
 			return err
 		},
 		"stale":     func() error { _, err := s.Stale(ctx, store.StaleQuery{Now: base, HeartbeatBefore: base}); return err },

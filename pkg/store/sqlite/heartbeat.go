@@ -11,13 +11,15 @@ import (
 )
 
 // The statements of a heartbeat (see keyed). One query reads every lease's
-// job; the write transaction holds the write lock, so what it read stays
+// job, first from the read pool: when no lease needs a write (see
+// store.DecideLease) that read is the answer. Otherwise the write
+// transaction reads them again; it holds the write lock, so what it read stays
 // true until the updates, which change the rows it read by their rowids
 // (no second lookup by id): one UPDATE for the promotions, one for the
 // renewals.
 var (
 	leaseStateQuery, leaseStatesQuery = keyedQueries(`SELECT rowid, id, state, attempt, worker, cancel_requested,
-			tenant, kind, runs, created_at, parent FROM jobs WHERE `, `id`, `?`, ``)
+			tenant, kind, runs, created_at, parent, heartbeat_at FROM jobs WHERE `, `id`, `?`, ``)
 	// The leases' rows change at ?1.
 	renewOneQuery, renewQuery     = keyedQueries(`UPDATE jobs SET heartbeat_at = ?1 WHERE `, `rowid`, `?2`, ``)
 	promoteOneQuery, promoteQuery = keyedQueries(`UPDATE jobs SET state = 'running', worker = ?2,
@@ -36,40 +38,112 @@ type leaseJob struct {
 	runs    int
 	created int64
 	parent  string
+	// beat is the stored heartbeat, 0 when there is none.
+	beat int64
 	// renewed is set once the lease is in the heartbeat's renewals.
 	renewed bool
 }
 
-// leaseJobs reads the jobs of leases, by id; a missing job is absent.
-func (s *Store) leaseJobs(ctx context.Context, tx *sql.Tx, leases []contracts.Lease) (map[string]*leaseJob, error) {
+// view is the job as store.DecideLease reads it.
+func (j *leaseJob) view() store.LeaseView {
+	v := store.LeaseView{State: j.state, Claim: j.attempt, Worker: j.worker}
+	if j.beat != 0 {
+		v.HeartbeatAt = fromNanos(j.beat)
+	}
+	return v
+}
+
+// decide is store.DecideLease of lease l of job j (nil: missing).
+func decide(j *leaseJob, l contracts.Lease, workerID string, now time.Time, renewAfter time.Duration) store.LeaseAction {
+	if j == nil {
+		return store.LeaseLost
+	}
+	return store.DecideLease(j.view(), l, workerID, now, renewAfter)
+}
+
+// leaseJobs reads the jobs of leases with k, by id; a missing job is absent.
+func leaseJobs(ctx context.Context, tx *sql.Tx, k keyed, leases []contracts.Lease) (map[string]*leaseJob, error) {
 	ids := make([]string, len(leases))
 	for i, l := range leases {
 		ids[i] = l.JobID
 	}
-	return byID(ctx, tx, s.ws.leases, ids, func(rows *sql.Rows) (string, *leaseJob, error) {
+	return byID(ctx, tx, k, ids, func(rows *sql.Rows) (string, *leaseJob, error) {
 		var (
 			j     leaseJob
 			id    string
 			state string
+			beat  sql.NullInt64
 		)
-		err := rows.Scan(&j.rowid, &id, &state, &j.attempt, &j.worker, &j.cancel, &j.tenant, &j.kind, &j.runs, &j.created, &j.parent)
+		err := rows.Scan(&j.rowid, &id, &state, &j.attempt, &j.worker, &j.cancel, &j.tenant, &j.kind, &j.runs, &j.created, &j.parent, &beat)
 		j.state = contracts.JobState(state)
+		j.beat = beat.Int64
 		return id, &j, err
 	})
 }
 
-// Heartbeat sorts workerID's leases in one write transaction:
+// heartbeatRead sorts leases from the read pool when none of them needs a
+// write: it returns the outcome and true then, and false when a lease is to
+// be promoted or renewed (or the read statements are not prepared).
+func (s *Store) heartbeatRead(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time, renewAfter time.Duration) (store.HeartbeatOutcome, bool, error) {
+	var out store.HeartbeatOutcome
+	// Prepared before the transaction: preparing may need a connection.
+	one, err := s.rc.get(ctx, leaseStateQuery)
+	if err != nil {
+		return out, false, fmt.Errorf("sqlite: heartbeat of worker %s: %w", workerID, err)
+	}
+	many, err := s.rc.get(ctx, leaseStatesQuery)
+	if err != nil {
+		return out, false, fmt.Errorf("sqlite: heartbeat of worker %s: %w", workerID, err)
+	}
+	if one == nil || many == nil {
+		return out, false, nil
+	}
+	ok := true
+	err = s.read(ctx, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
+		jobs, err := leaseJobs(ctx, tx, keyed{one: one, many: many}, leases)
+		if err != nil {
+			return fmt.Errorf("read leases: %w", err)
+		}
+		for _, l := range leases {
+			j := jobs[l.JobID]
+			switch decide(j, l, workerID, now, renewAfter) {
+			case store.LeaseKeep:
+				out.Kept = append(out.Kept, l)
+				if j.cancel {
+					out.Cancel = append(out.Cancel, l)
+				}
+			case store.LeaseLost:
+				out.Lost = append(out.Lost, l)
+			default:
+				ok = false
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil || !ok {
+		return store.HeartbeatOutcome{}, false, err
+	}
+	return out, true, nil
+}
+
+// Heartbeat sorts workerID's leases as store.DecideLease says. It reads
+// them first from the read pool; when none is to be promoted or renewed
+// that read is the answer and the write lock is not taken. Otherwise one
+// write transaction reads and sorts them again:
 //
-//   - running at that attempt on workerID: heartbeat_at = now (Renewed);
+//   - running at that attempt on workerID: kept without a write while the
+//     stored heartbeat is younger than renewAfter (Kept), else
+//     heartbeat_at = now (Renewed);
 //   - pending at that attempt (≥ 1, a dispatch claim the worker accepted,
 //     whatever claim_until says): now running on workerID, started and
 //     heartbeat at now, one more run, claim cleared (Promoted);
 //   - anything else — another attempt or worker, a final or missing job —
 //     is Lost.
 //
-// Renewed and promoted leases whose job has a cancel request are also in
-// Cancel. A zero now is taken as the current time.
-func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (store.HeartbeatOutcome, error) {
+// Renewed, kept and promoted leases whose job has a cancel request are
+// also in Cancel. A zero now is taken as the current time.
+func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time, renewAfter time.Duration) (store.HeartbeatOutcome, error) {
 	var out store.HeartbeatOutcome
 	if len(leases) == 0 {
 		return out, nil
@@ -77,32 +151,34 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 	if now.IsZero() {
 		now = time.Now()
 	}
+	out, done, err := s.heartbeatRead(ctx, workerID, leases, now, renewAfter)
+	if err != nil || done {
+		return out, err
+	}
 	at := now.UnixNano()
-	err := s.writeUrgent(ctx, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
+	err = s.writeUrgent(ctx, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
 		out = store.HeartbeatOutcome{}
-		jobs, err := s.leaseJobs(ctx, tx, leases)
+		jobs, err := leaseJobs(ctx, tx, s.ws.leases, leases)
 		if err != nil {
 			return fmt.Errorf("read leases: %w", err)
 		}
 		var renew, promote rowids
 		parentsStarted := map[string]bool{} // parents marked running in this heartbeat
 		for _, l := range leases {
-			j, ok := jobs[l.JobID]
-			if !ok {
+			j := jobs[l.JobID]
+			switch decide(j, l, workerID, now, renewAfter) {
+			case store.LeaseLost:
 				out.Lost = append(out.Lost, l)
 				continue
-			}
-			switch {
-			case j.attempt != l.Claim:
-				out.Lost = append(out.Lost, l)
-				continue
-			case j.state == contracts.StateRunning && j.worker == workerID:
+			case store.LeaseKeep:
+				out.Kept = append(out.Kept, l)
+			case store.LeaseRenew:
 				if !j.renewed {
 					renew.add(j.rowid)
 					j.renewed = true
 				}
 				out.Renewed = append(out.Renewed, l)
-			case j.state == contracts.StatePending && j.attempt > 0:
+			case store.LeasePromote:
 				promote.add(j.rowid)
 				s.countMove(j.tenant, contracts.StatePending, contracts.StateRunning, 1)
 				if j.parent != "" && !parentsStarted[j.parent] {
@@ -120,10 +196,9 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				})
 				// The same lease twice in one heartbeat: the second finds
 				// the job as the first left it.
-				j.state, j.worker, j.runs = contracts.StateRunning, workerID, j.runs+1
-			default:
-				out.Lost = append(out.Lost, l)
-				continue
+				// Renewed, not kept, if given again: its stored heartbeat
+				// is the one written now.
+				j.state, j.worker, j.runs, j.beat = contracts.StateRunning, workerID, j.runs+1, 0
 			}
 			if j.cancel {
 				out.Cancel = append(out.Cancel, l)

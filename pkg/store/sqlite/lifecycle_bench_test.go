@@ -46,7 +46,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		for i, j := range claimed {
 			leases[i] = contracts.Lease{JobID: j.ID, Claim: j.Claim}
 		}
-		out, err := s.Heartbeat(ctx, "w1", leases, now)
+		out, err := s.Heartbeat(ctx, "w1", leases, now, 0)
 		require.NoError(b, err)
 		require.Len(b, out.Promoted, len(leases))
 		var wg sync.WaitGroup
@@ -138,7 +138,7 @@ func BenchmarkRenewSingleLeases(b *testing.B) {
 	leases := make([]contracts.Lease, len(claimed))
 	for i, j := range claimed {
 		leases[i] = contracts.Lease{JobID: j.ID, Claim: j.Claim}
-		_, err := s.Heartbeat(ctx, workerName(i), leases[i:i+1], now)
+		_, err := s.Heartbeat(ctx, workerName(i), leases[i:i+1], now, 0)
 		require.NoError(b, err)
 	}
 	var next atomic.Int64
@@ -152,7 +152,7 @@ func BenchmarkRenewSingleLeases(b *testing.B) {
 					return
 				}
 				k := (int(i)*64 + w) % len(leases)
-				out, err := s.Heartbeat(ctx, workerName(k), leases[k:k+1], now.Add(time.Second))
+				out, err := s.Heartbeat(ctx, workerName(k), leases[k:k+1], now.Add(time.Second), 0)
 				if err != nil || len(out.Renewed) != 1 {
 					b.Errorf("renew %d: %v %+v", k, err, out)
 					return

@@ -354,7 +354,7 @@ func testFanoutHeartbeat(t *testing.T, s store.Store) {
 	p, _ := admitFanout(t, s, "acme", 2, 2, store.Caps{}, nil)
 	got := claimN(t, s, 10, at(time.Second))
 	leases := []contracts.Lease{{JobID: got[0].ID, Claim: got[0].Claim}, {JobID: got[1].ID, Claim: got[1].Claim}}
-	out, err := s.Heartbeat(t.Context(), "w1", leases, at(2*time.Second))
+	out, err := s.Heartbeat(t.Context(), "w1", leases, at(2*time.Second), 0)
 	require.NoError(t, err)
 	require.Len(t, out.Promoted, 2)
 	require.Equal(t, p.ID, out.Started[0].Parent)

@@ -42,7 +42,7 @@ func requireOutcome(t *testing.T, renewed, promoted, lost, cancel []contracts.Le
 
 func testHeartbeatRenews(t *testing.T, s store.Store) {
 	j := start(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second))
-	out, err := s.Heartbeat(t.Context(), "w1", []contracts.Lease{leaseOf(j)}, at(5*time.Second))
+	out, err := s.Heartbeat(t.Context(), "w1", []contracts.Lease{leaseOf(j)}, at(5*time.Second), 0)
 	require.NoError(t, err)
 	requireOutcome(t, []contracts.Lease{leaseOf(j)}, nil, nil, nil, out)
 
@@ -54,7 +54,7 @@ func testHeartbeatRenews(t *testing.T, s store.Store) {
 	requireTime(t, "started_at", j.StartedAt, got.StartedAt)
 
 	// No leases, nothing to do.
-	out, err = s.Heartbeat(t.Context(), "w1", nil, at(6*time.Second))
+	out, err = s.Heartbeat(t.Context(), "w1", nil, at(6*time.Second), 0)
 	require.NoError(t, err)
 	requireOutcome(t, nil, nil, nil, nil, out)
 }
@@ -65,7 +65,7 @@ func testHeartbeatPromotes(t *testing.T, s store.Store) {
 	leases := []contracts.Lease{leaseOf(live), leaseOf(expired)}
 	now := at(5 * time.Second)
 
-	out, err := s.Heartbeat(t.Context(), "w1", leases, now)
+	out, err := s.Heartbeat(t.Context(), "w1", leases, now, 0)
 	require.NoError(t, err)
 	requireOutcome(t, nil, leases, nil, nil, out)
 	for _, j := range []contracts.Job{live, expired} {
@@ -81,7 +81,7 @@ func testHeartbeatPromotes(t *testing.T, s store.Store) {
 	require.Equal(t, 2, stats(t, s).ByState[contracts.StateRunning])
 
 	// The next heartbeat renews them.
-	out, err = s.Heartbeat(t.Context(), "w1", leases, at(10*time.Second))
+	out, err = s.Heartbeat(t.Context(), "w1", leases, at(10*time.Second), 0)
 	require.NoError(t, err)
 	requireOutcome(t, leases, nil, nil, nil, out)
 	got := get(t, s, live.ID)
@@ -122,7 +122,7 @@ func testHeartbeatLoses(t *testing.T, s store.Store) {
 			before[l.JobID] = j
 		}
 	}
-	out, err := s.Heartbeat(ctx, "w1", lost, at(5*time.Second))
+	out, err := s.Heartbeat(ctx, "w1", lost, at(5*time.Second), 0)
 	require.NoError(t, err)
 	requireOutcome(t, nil, nil, lost, nil, out)
 	for id, j := range before {
@@ -145,7 +145,7 @@ func testHeartbeatCancel(t *testing.T, s store.Store) {
 	calm := start(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second))
 
 	out, err := s.Heartbeat(ctx, "w1",
-		[]contracts.Lease{leaseOf(running), leaseOf(claimed), leaseOf(elsewhere), leaseOf(calm)}, at(5*time.Second))
+		[]contracts.Lease{leaseOf(running), leaseOf(claimed), leaseOf(elsewhere), leaseOf(calm)}, at(5*time.Second), 0)
 	require.NoError(t, err)
 	requireOutcome(t,
 		[]contracts.Lease{leaseOf(running), leaseOf(calm)},
@@ -175,7 +175,7 @@ func testHeartbeatMixed(t *testing.T, s store.Store) {
 		}
 		leases = append(leases, leaseOf(j))
 	}
-	out, err := s.Heartbeat(t.Context(), "w1", leases, at(5*time.Second))
+	out, err := s.Heartbeat(t.Context(), "w1", leases, at(5*time.Second), 0)
 	require.NoError(t, err)
 	requireOutcome(t, renewed, promoted, lost, nil, out)
 	c := stats(t, s)
@@ -188,7 +188,7 @@ func testHeartbeatMixed(t *testing.T, s store.Store) {
 func testHeartbeatSameLeaseTwice(t *testing.T, s store.Store) {
 	j := claim(t, s, admitNew(t, s, "acme", base), "w1", at(time.Second), at(time.Minute))
 	l := leaseOf(j)
-	out, err := s.Heartbeat(t.Context(), "w1", []contracts.Lease{l, l, l}, at(5*time.Second))
+	out, err := s.Heartbeat(t.Context(), "w1", []contracts.Lease{l, l, l}, at(5*time.Second), 0)
 	require.NoError(t, err)
 	requireOutcome(t, []contracts.Lease{l, l}, []contracts.Lease{l}, nil, nil, out)
 	got := get(t, s, j.ID)

@@ -31,7 +31,7 @@ func testHeartbeatConcurrent(t *testing.T, s store.Store) {
 		for range racers {
 			wg.Go(func() {
 				<-ready
-				out, err := s.Heartbeat(t.Context(), "w1", []contracts.Lease{l}, at(time.Minute+time.Second))
+				out, err := s.Heartbeat(t.Context(), "w1", []contracts.Lease{l}, at(time.Minute+time.Second), 0)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {

@@ -63,7 +63,7 @@ var countOps = []countOp{
 		for i, j := range claimed {
 			leases[i] = leaseOf(j)
 		}
-		_, err = s.Heartbeat(t.Context(), "w1", leases, now)
+		_, err = s.Heartbeat(t.Context(), "w1", leases, now, 0)
 		require.NoError(t, err)
 	}},
 	{"renew", func(t *testing.T, s store.Store, _ *rand.Rand, now time.Time, all []contracts.Job) {
@@ -73,7 +73,7 @@ var countOps = []countOp{
 				leases = append(leases, leaseOf(j))
 			}
 		}
-		_, err := s.Heartbeat(t.Context(), "w1", leases, now)
+		_, err := s.Heartbeat(t.Context(), "w1", leases, now, 0)
 		require.NoError(t, err)
 	}},
 	{"transition", func(t *testing.T, s store.Store, r *rand.Rand, now time.Time, all []contracts.Job) {

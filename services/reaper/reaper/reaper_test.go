@@ -61,7 +61,7 @@ func (b *bundle) running(id string, at time.Time) {
 	_, err := b.store.Transition(ctx, store.Expect{ID: id, State: contracts.StatePending},
 		store.Change{Now: at, State: contracts.StatePending, Claim: 1, ClaimUntil: &claim})
 	require.NoError(b.t, err)
-	_, err = b.store.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: id, Claim: 1}}, at)
+	_, err = b.store.Heartbeat(ctx, "w1", []contracts.Lease{{JobID: id, Claim: 1}}, at, 0)
 	require.NoError(b.t, err)
 }
 

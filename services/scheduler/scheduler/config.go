@@ -31,6 +31,12 @@ type Config struct {
 	MaxRetryBackoff time.Duration `env:"SLUICE_SCHEDULER_MAX_RETRY_BACKOFF" envOld:"SLUICE_RETRY_BACKOFF_MAX" envDefault:"10m" doc:"The longest wait between two runs of a failed job."`
 	// StaleThreshold is the heartbeat age that makes a running job stale.
 	StaleThreshold time.Duration `env:"SLUICE_STALE_THRESHOLD" envDefault:"30s" doc:"The heartbeat age that makes a running job stale: the schedulers and the reaper give its run up, and a worker stops a run whose heartbeats went unacknowledged for 2/3 of it. Must exceed twice SLUICE_HEARTBEAT_INTERVAL."`
+	// HeartbeatInterval is how often workers heartbeat; the lease renew
+	// point is checked against it.
+	HeartbeatInterval time.Duration `env:"SLUICE_HEARTBEAT_INTERVAL" envDefault:"5s" doc:"How often the worker renews the leases of its running jobs and announces itself."`
+	// LeaseRenewAfter is the age of a stored heartbeat at which a worker's
+	// heartbeat writes its lease again; 0 = the default (see RenewAfter).
+	LeaseRenewAfter time.Duration `env:"SLUICE_SCHEDULER_LEASE_RENEW_AFTER" envDefault:"0s" doc:"The age of a running job's stored heartbeat at which a worker's heartbeat writes it again; a heartbeat that finds a younger one is answered from a read and writes nothing. At most SLUICE_STALE_THRESHOLD minus twice SLUICE_HEARTBEAT_INTERVAL, so a live lease is written again at least one heartbeat before it would be stale. 0 = 2/3 of SLUICE_STALE_THRESHOLD, or that bound when it is lower."`
 	// MaxRuntime fails a job running longer than this; 0 = no limit.
 	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s" doc:"The longest any run may take: the gateway bounds a job's max_runtime by it, the schedulers and the reaper fail a run past it, whatever the job asked. 0 = no bound."`
 	// OfferTimeout bounds one offer request to one worker.
@@ -101,11 +107,31 @@ func LoadConfig(environ map[string]string) (Config, error) {
 	return c, envconfig.Explain(c.Validate(), deprecated)
 }
 
+// RenewAfter is the lease renew point in effect: LeaseRenewAfter, or when
+// it is 0, 2/3 of StaleThreshold but at most StaleThreshold minus twice
+// HeartbeatInterval.
+func (c Config) RenewAfter() time.Duration {
+	if c.LeaseRenewAfter != 0 {
+		return c.LeaseRenewAfter
+	}
+	return min(c.StaleThreshold*2/3, c.StaleThreshold-2*c.HeartbeatInterval)
+}
+
 // Validate checks the settings and names the variable at fault.
 func (c Config) Validate() error {
 	var p envconfig.Problems
 	envconfig.Positive(&p, "SLUICE_RETRY_INTERVAL", c.ReofferInterval)
 	envconfig.Positive(&p, "SLUICE_STALE_THRESHOLD", c.StaleThreshold)
+	envconfig.Positive(&p, "SLUICE_HEARTBEAT_INTERVAL", c.HeartbeatInterval)
+	envconfig.NotNegative(&p, "SLUICE_SCHEDULER_LEASE_RENEW_AFTER", c.LeaseRenewAfter, "2/3 of SLUICE_STALE_THRESHOLD")
+	if c.StaleThreshold > 0 && c.HeartbeatInterval > 0 {
+		if c.StaleThreshold <= 2*c.HeartbeatInterval {
+			p.Add("SLUICE_STALE_THRESHOLD", "%s must exceed twice SLUICE_HEARTBEAT_INTERVAL (%s)", c.StaleThreshold, c.HeartbeatInterval)
+		} else if c.LeaseRenewAfter > 0 && c.LeaseRenewAfter+2*c.HeartbeatInterval > c.StaleThreshold {
+			p.Add("SLUICE_SCHEDULER_LEASE_RENEW_AFTER", "%s plus twice SLUICE_HEARTBEAT_INTERVAL (%s) exceeds SLUICE_STALE_THRESHOLD (%s): a live lease would be renewed too late and found stale",
+				c.LeaseRenewAfter, c.HeartbeatInterval, c.StaleThreshold)
+		}
+	}
 	envconfig.Positive(&p, "SLUICE_SCHEDULER_OFFER_TIMEOUT", c.OfferTimeout)
 	envconfig.Positive(&p, "SLUICE_SCHEDULER_CLAIM_TTL", c.ClaimTTL)
 	envconfig.Positive(&p, "SLUICE_SCHEDULER_ACK_WAIT", c.AckWait)

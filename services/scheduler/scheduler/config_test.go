@@ -44,3 +44,38 @@ func TestDefaultConfigIsTheEmptyEnvironment(t *testing.T) {
 	require.Equal(t, c, DefaultConfig())
 	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
 }
+
+func TestLeaseRenewPoint(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want time.Duration // the renew point in effect
+		err  string        // the variable the error names
+	}{
+		{name: "default: 2/3 of the stale threshold", env: map[string]string{}, want: 20 * time.Second},
+		{name: "default bounded by two heartbeats before stale",
+			env: map[string]string{"SLUICE_STALE_THRESHOLD": "30s", "SLUICE_HEARTBEAT_INTERVAL": "14s"}, want: 2 * time.Second},
+		{name: "set", env: map[string]string{"SLUICE_SCHEDULER_LEASE_RENEW_AFTER": "10s"}, want: 10 * time.Second},
+		{name: "at the bound", env: map[string]string{"SLUICE_SCHEDULER_LEASE_RENEW_AFTER": "20s"}, want: 20 * time.Second},
+		{name: "past the bound", env: map[string]string{"SLUICE_SCHEDULER_LEASE_RENEW_AFTER": "21s"}, err: "SLUICE_SCHEDULER_LEASE_RENEW_AFTER"},
+		{name: "past the bound of a longer interval",
+			env: map[string]string{"SLUICE_SCHEDULER_LEASE_RENEW_AFTER": "10s", "SLUICE_HEARTBEAT_INTERVAL": "11s"}, err: "SLUICE_SCHEDULER_LEASE_RENEW_AFTER"},
+		{name: "negative", env: map[string]string{"SLUICE_SCHEDULER_LEASE_RENEW_AFTER": "-1s"}, err: "SLUICE_SCHEDULER_LEASE_RENEW_AFTER"},
+		{name: "interval not positive", env: map[string]string{"SLUICE_HEARTBEAT_INTERVAL": "0s"}, err: "SLUICE_HEARTBEAT_INTERVAL"},
+		{name: "stale threshold within two intervals",
+			env: map[string]string{"SLUICE_STALE_THRESHOLD": "10s", "SLUICE_HEARTBEAT_INTERVAL": "5s"}, err: "SLUICE_STALE_THRESHOLD"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := LoadConfig(tt.env)
+			if tt.err != "" {
+				require.ErrorContains(t, err, tt.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, c.RenewAfter())
+		})
+	}
+}

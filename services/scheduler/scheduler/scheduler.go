@@ -96,7 +96,7 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 		Offers: cfg.MaxConcurrent, NoWorkerGrace: cfg.NoWorkerGrace,
 	},
 		d.Store, d.NC, pick, pub, d.Now, rand.Float64, d.Log, m)
-	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime,
+	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, LeaseRenewAfter: cfg.RenewAfter(), MaxRuntime: cfg.MaxRuntime,
 		RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.MaxRetryBackoff},
 		d.Store, notifier{nc: d.NC, js: d.JS}, pub, d.Now, d.Log, m)
 	s.probe = observe.NewProbe(d.Log, d.Registry)

@@ -44,13 +44,15 @@ var contractReaders = map[string][]string{
 	"SLUICE_WORKER_MAX_CONCURRENT_TASKS": {"worker"},
 	"SLUICE_RETRY_INTERVAL":              {"scheduler"},
 	"SLUICE_DISPATCH_DEADLINE":           {"gateway"},
-	"SLUICE_HEARTBEAT_INTERVAL":          {"worker"},
-	"SLUICE_WORKER_IDLE_TIMEOUT":         {"worker"},
-	"SLUICE_WORKER_MAX_LIFETIME":         {"worker"},
-	"SLUICE_HTTP_ADDR":                   {"gateway"},
-	"SLUICE_API_TOKENS":                  {"gateway"},
-	"SLUICE_PIN_ROOTS":                   {"gateway"},
-	"SLUICE_WORKER_FETCH_ALLOW":          {"worker"},
+	// The scheduler reads the workers' period to check its lease renew
+	// point against it.
+	"SLUICE_HEARTBEAT_INTERVAL":  {"scheduler", "worker"},
+	"SLUICE_WORKER_IDLE_TIMEOUT": {"worker"},
+	"SLUICE_WORKER_MAX_LIFETIME": {"worker"},
+	"SLUICE_HTTP_ADDR":           {"gateway"},
+	"SLUICE_API_TOKENS":          {"gateway"},
+	"SLUICE_PIN_ROOTS":           {"gateway"},
+	"SLUICE_WORKER_FETCH_ALLOW":  {"worker"},
 }
 
 // TestNamingRule checks the rule docs/configuration.md states on every

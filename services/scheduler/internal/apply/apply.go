@@ -21,7 +21,7 @@ type Jobs interface {
 	Get(ctx context.Context, id string) (contracts.Job, error)
 	Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error)
 	UpdateEach(ctx context.Context, ids []string, decide store.DecideEach) ([]store.Updated, error)
-	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time) (store.HeartbeatOutcome, error)
+	Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time, renewAfter time.Duration) (store.HeartbeatOutcome, error)
 }
 
 // Notifier sends the messages applying a report can cause.
@@ -35,6 +35,10 @@ type Notifier interface {
 // Config holds the thresholds requeues are checked against.
 type Config struct {
 	StaleThreshold time.Duration
+	// LeaseRenewAfter is the age of a stored heartbeat at which a worker's
+	// heartbeat writes its lease again; a younger one is kept without a
+	// write (see store.DecideLease). 0 = every heartbeat writes.
+	LeaseRenewAfter time.Duration
 	// MaxRuntime is the hard limit on one run; 0 = none.
 	MaxRuntime time.Duration
 	// RetryBackoff and RetryBackoffMax bound the wait before a failed job

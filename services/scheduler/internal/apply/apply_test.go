@@ -69,7 +69,7 @@ func (b *bundle) running(id, w string, maxAttempts int) contracts.Job {
 	claim := b.now.Add(time.Minute)
 	_, err = b.store.Transition(ctx, store.Expect{ID: id, State: contracts.StatePending}, store.Change{Now: b.now, State: contracts.StatePending, Claim: 1, ClaimUntil: &claim})
 	require.NoError(b.t, err)
-	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: id, Claim: 1}}, b.now)
+	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: id, Claim: 1}}, b.now, 0)
 	require.NoError(b.t, err)
 	require.Len(b.t, out.Promoted, 1)
 	return b.get(id)
@@ -204,7 +204,7 @@ func TestRequeueStaleRunning(t *testing.T) {
 	require.Equal(t, []string{"j1"}, b.n.due)
 
 	// The old worker's heartbeat is now told its lease is lost.
-	out, err := b.store.Heartbeat(context.Background(), "w1", []contracts.Lease{{JobID: "j1", Claim: 1}}, b.now)
+	out, err := b.store.Heartbeat(context.Background(), "w1", []contracts.Lease{{JobID: "j1", Claim: 1}}, b.now, 0)
 	require.NoError(t, err)
 	require.Len(t, out.Lost, 1)
 

@@ -6,24 +6,28 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
 // Heartbeat renews a worker's leases and returns the encoded answer. The
-// first heartbeat of an attempt records the job as running; leases the
-// worker no longer holds come back as lost so it stops that work.
+// first heartbeat of an attempt records the job as running; a held lease
+// is written only once its stored heartbeat is LeaseRenewAfter old, and
+// kept from a read before; leases the worker no longer holds come back as
+// lost so it stops that work.
 func (a *Applier) Heartbeat(ctx context.Context, data []byte) []byte {
 	hb, err := contracts.DecodeHeartbeat(data)
 	if err != nil {
 		return encodeAck(contracts.HeartbeatAck{Error: "malformed heartbeat: " + err.Error()})
 	}
-	out, err := a.jobs.Heartbeat(ctx, hb.WorkerID, hb.Leases, a.now())
+	out, err := a.jobs.Heartbeat(ctx, hb.WorkerID, hb.Leases, a.now(), a.cfg.LeaseRenewAfter)
 	if err != nil {
 		a.log.Warn().Err(err).Str(observe.FieldWorkerID, hb.WorkerID).Msg("heartbeat not applied")
 		return encodeAck(contracts.HeartbeatAck{Error: "store unavailable"})
 	}
-	a.m.Heartbeats.WithLabelValues("renewed").Add(float64(len(out.Renewed)))
-	a.m.Heartbeats.WithLabelValues("promoted").Add(float64(len(out.Promoted)))
-	a.m.Heartbeats.WithLabelValues("lost").Add(float64(len(out.Lost)))
+	a.m.Heartbeats.WithLabelValues(metrics.HeartbeatRenewed).Add(float64(len(out.Renewed)))
+	a.m.Heartbeats.WithLabelValues(metrics.HeartbeatKept).Add(float64(len(out.Kept)))
+	a.m.Heartbeats.WithLabelValues(metrics.HeartbeatPromoted).Add(float64(len(out.Promoted)))
+	a.m.Heartbeats.WithLabelValues(metrics.HeartbeatLost).Add(float64(len(out.Lost)))
 	a.m.Started(out.Started) // queue wait: submit → running
 	for _, j := range out.Started {
 		a.ev.State(j)

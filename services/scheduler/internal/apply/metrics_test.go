@@ -93,6 +93,48 @@ func TestHeartbeatPromotionObservesQueueWait(t *testing.T) {
 	requireSeries(t, reg, 1, "sluice_scheduler_heartbeat_leases_total", map[string]string{"outcome": "renewed"})
 }
 
+// A worker heartbeating every 5 s with a 20 s renew point: its claim's
+// first heartbeat writes (promoted), the next three are kept without a
+// write, the fourth, 20 s on, writes (renewed); a cancel request still
+// reaches it from a kept one.
+func TestHeartbeatKeptWithoutWriteIsCounted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.a.cfg.LeaseRenewAfter = 20 * time.Second
+	reg := withMetrics(b)
+	ctx := context.Background()
+	_, _, err := b.store.Admit(ctx, contracts.Job{ID: "k1", Tenant: "t", Kind: "sleep", State: contracts.StatePending, MaxAttempts: 3,
+		CreatedAt: b.now, UpdatedAt: b.now, NextDispatchAt: &b.now, DispatchDeadline: b.now.Add(time.Hour)}, store.Caps{})
+	require.NoError(t, err)
+	claim := b.now.Add(time.Minute)
+	_, err = b.store.Transition(ctx, store.Expect{ID: "k1", State: contracts.StatePending},
+		store.Change{Now: b.now, State: contracts.StatePending, Claim: 1, ClaimUntil: &claim})
+	require.NoError(t, err)
+
+	hb := enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "k1", Claim: 1}}})
+	started := b.now
+	for i := 0; i < 5; i++ {
+		if i == 2 {
+			_, err = b.store.Transition(ctx, store.Expect{ID: "k1", State: contracts.StateRunning, Claim: 1},
+				store.Change{Now: b.now, State: contracts.StateRunning, CancelRequested: new(true)})
+			require.NoError(t, err)
+		}
+		ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(ctx, hb))
+		require.NoError(t, err)
+		require.Empty(t, ack.Lost)
+		if i >= 2 {
+			require.Equal(t, []contracts.Lease{{JobID: "k1", Claim: 1}}, ack.Cancel, "heartbeat %d", i)
+		}
+		b.now = b.now.Add(5 * time.Second)
+	}
+	requireSeries(t, reg, 1, "sluice_scheduler_heartbeat_leases_total", map[string]string{"outcome": metrics.HeartbeatPromoted})
+	requireSeries(t, reg, 3, "sluice_scheduler_heartbeat_leases_total", map[string]string{"outcome": metrics.HeartbeatKept})
+	requireSeries(t, reg, 1, "sluice_scheduler_heartbeat_leases_total", map[string]string{"outcome": metrics.HeartbeatRenewed})
+	got, err := b.store.Get(ctx, "k1")
+	require.NoError(t, err)
+	require.WithinDuration(t, started.Add(20*time.Second), *got.HeartbeatAt, time.Millisecond, "written at the renew point only")
+}
+
 func TestAppliedResultObservesRunTimeByState(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -60,7 +60,7 @@ func (b *bundle) rerun(j contracts.Job, w string) contracts.Job {
 	_, err := b.store.Transition(ctx, store.Expect{ID: j.ID, State: contracts.StatePending, Claim: j.Claim},
 		store.Change{Now: b.now, State: contracts.StatePending, Claim: j.Claim + 1, ClaimUntil: &claim})
 	require.NoError(b.t, err)
-	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: j.ID, Claim: j.Claim + 1}}, b.now)
+	out, err := b.store.Heartbeat(ctx, w, []contracts.Lease{{JobID: j.ID, Claim: j.Claim + 1}}, b.now, 0)
 	require.NoError(b.t, err)
 	require.Len(b.t, out.Promoted, 1)
 	return b.get(j.ID)

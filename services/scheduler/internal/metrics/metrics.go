@@ -16,6 +16,18 @@ const (
 	OfferEvicted = "evicted"
 )
 
+// Heartbeat outcome label values of sluice_scheduler_heartbeat_leases_total.
+const (
+	// HeartbeatRenewed: a held lease whose heartbeat_at was written.
+	HeartbeatRenewed = "renewed"
+	// HeartbeatKept: a held lease answered from a read, nothing written.
+	HeartbeatKept = "kept"
+	// HeartbeatPromoted: a claim's first heartbeat, written as running.
+	HeartbeatPromoted = "promoted"
+	// HeartbeatLost: a lease no longer the worker's, nothing written.
+	HeartbeatLost = "lost"
+)
+
 // Requeue outcome label values of sluice_scheduler_requeues_total.
 const (
 	// RequeueRequeued: a running job went back to pending (claim + 1).
@@ -44,7 +56,8 @@ type Scheduler struct {
 	// Results counts worker results by outcome (applied, retried: a failed
 	// run that goes back to pending for another, stale).
 	Results *prometheus.CounterVec
-	// Heartbeats counts heartbeat leases by outcome (renewed, promoted, lost).
+	// Heartbeats counts heartbeat leases by outcome (HeartbeatRenewed,
+	// HeartbeatKept, HeartbeatPromoted, HeartbeatLost).
 	Heartbeats *prometheus.CounterVec
 	// Progress counts workers' progress reports by outcome (applied, stale, malformed, store_error).
 	Progress *prometheus.CounterVec
@@ -109,7 +122,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 		}, []string{"reason", "outcome"}),
 		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_heartbeat_leases_total",
-			Help: "Leases in worker heartbeats, by outcome (renewed, promoted, lost).",
+			Help: "Leases in worker heartbeats, by outcome (renewed: held, its lease written; kept: held, answered from a read without a write as its stored heartbeat is younger than SLUICE_SCHEDULER_LEASE_RENEW_AFTER; promoted: a claim's first heartbeat, written as running; lost: no longer the worker's, nothing written).",
 		}, []string{"outcome"}),
 	}
 	// Every known series exists from the start, so dashboards and alerts
@@ -123,7 +136,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 	for _, o := range []string{"applied", "retried", "stale"} {
 		m.Results.WithLabelValues(o)
 	}
-	for _, o := range []string{"renewed", "promoted", "lost"} {
+	for _, o := range []string{HeartbeatRenewed, HeartbeatKept, HeartbeatPromoted, HeartbeatLost} {
 		m.Heartbeats.WithLabelValues(o)
 	}
 	for _, rq := range [][2]string{
