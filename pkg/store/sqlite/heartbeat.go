@@ -78,7 +78,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		now = time.Now()
 	}
 	at := now.UnixNano()
-	err := s.writeUrgent(ctx, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
+	err := s.writeUrgent(ctx, store.WriteHeartbeat, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
 		out = store.HeartbeatOutcome{}
 		jobs, err := s.leaseJobs(ctx, tx, leases)
 		if err != nil {

@@ -209,7 +209,16 @@ type Store struct {
 	// chunk is the most children one write transaction inserts (see
 	// stage.go).
 	chunk int
+	// tally counts the writes committed (WriteCounts).
+	tally store.WriteTally
 }
+
+var _ store.WriteCounter = (*Store)(nil)
+
+// WriteCounts says what the store has committed since it was opened:
+// each write request by operation, and the transactions that carried
+// them (a transaction carries several requests under load).
+func (s *Store) WriteCounts() store.WriteCounts { return s.tally.WriteCounts() }
 
 var _ store.Store = (*Store)(nil)
 
