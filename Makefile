@@ -55,6 +55,31 @@ build:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 20m ./cmd/sluice/internal/devstack/
 
+.PHONY: bench-peers
+
+# PEERS_DIR is the peers' harness (River on PostgreSQL, Asynq on Redis),
+# beside the repository; PEERS_DATA is where it keeps its servers' data,
+# binaries and results (its own PEERS_DIR variable).
+PEERS_DIR  ?= ../shared/peers
+PEERS_DATA ?= $(or $(TMPDIR),/tmp)/sluice-peers
+PEERS_BENCH := '^(BenchmarkBurnDown|BenchmarkEndToEnd|BenchmarkOneSecondJobs)$$'
+
+## bench-peers: the peers' figures (PEERS_DIR, default ../shared/peers) and Sluice's matching ones back to back, then one table of the ratios against the targets; Sluice's alone when the peers cannot be set up
+bench-peers:
+	@set -u; out=$$(mktemp -d); harness=$(abspath $(PEERS_DIR)); note=""; \
+	report="$(GO) run ./cmd/sluice/internal/peers/report"; \
+	$$report mark -results $(PEERS_DATA)/results -o $$out/mark.json || exit 1; \
+	if [ ! -x $$harness/peers.sh ]; then \
+		note="peers: no harness at $$harness (PEERS_DIR): Sluice's figures alone"; \
+	elif ! PEERS_DIR=$(PEERS_DATA) $$harness/peers.sh setup > $$out/peers-setup.log 2>&1; then \
+		note="peers: could not be set up (it needs apt and the network once; see $$out/peers-setup.log): Sluice's figures alone"; \
+	elif ! PEERS_DIR=$(PEERS_DATA) $$harness/peers.sh run 2>&1 | tee $$out/peers.txt; then \
+		note="peers: the run failed (see $$out/peers.txt): the figures it wrote are shown"; \
+	fi; \
+	[ -z "$$note" ] || echo "$$note"; \
+	$(GO) test -run '^$$' -bench $(PEERS_BENCH) -benchtime 1x -count 1 -timeout 30m ./cmd/sluice/internal/devstack/ 2>&1 | tee $$out/sluice.txt; \
+	echo; $$report table -sluice $$out/sluice.txt -results $(PEERS_DATA)/results -mark $$out/mark.json -note "$$note"
+
 vet:
 	$(GO) vet $(PKGS)
 

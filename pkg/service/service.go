@@ -116,6 +116,9 @@ func Run[C any](ctx context.Context, b Binary[C], environ map[string]string, log
 		}
 		defer func() { _ = st.Close() }()
 		deps.Store = st
+		if err := RegisterStoreWrites(deps.Registry, st); err != nil {
+			return fmt.Errorf("register the store's write counts: %w", err)
+		}
 	}
 	var dial []bus.DialOption
 	if common.MaxPayload > 0 {

@@ -36,6 +36,7 @@ const maxAdmitTries = 8
 // taken as now and a zero UpdatedAt as CreatedAt. The returned job is the
 // one stored: times in UTC, cut to the millisecond.
 func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (contracts.Job, store.Admission, error) {
+	ctx = store.WithWriteOp(ctx, store.WriteAdmit)
 	op := "admit job " + job.ID
 	if err := store.CheckNewJob(job); err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
@@ -171,6 +172,7 @@ func (s *Store) exists(ctx context.Context, id string) (bool, error) {
 // error stops the batch and leaves the jobs before it admitted; the error
 // says which job failed.
 func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]store.AdmitResult, error) {
+	ctx = store.WithWriteOp(ctx, store.WriteAdmit)
 	out := make([]store.AdmitResult, 0, len(reqs))
 	for _, r := range reqs {
 		if len(r.Items) > 0 {

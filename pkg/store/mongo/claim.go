@@ -75,6 +75,7 @@ type readyView struct {
 // schedulers never both take its last free slot; a key another scheduler
 // is claiming counts as full this time.
 func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error) {
+	ctx = store.WithWriteOp(ctx, store.WriteClaim)
 	now, kinds, wants := r.Plan()
 	if len(kinds) == 0 {
 		return nil, nil

@@ -396,6 +396,7 @@ func (s *Store) startParent(ctx context.Context, parent string, now time.Time) e
 
 // CancelParent cancels a fan-out parent (see store.Store).
 func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reason string) (contracts.Job, []contracts.Job, error) {
+	ctx = store.WithWriteOp(ctx, store.WriteCancel)
 	op := "cancel parent " + id
 	if now.IsZero() {
 		now = time.Now()

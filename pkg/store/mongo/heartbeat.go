@@ -40,6 +40,7 @@ import (
 // not returned, and the worker's next heartbeat sorts them again (renewing
 // twice is harmless, and a promoted lease is then renewed).
 func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contracts.Lease, now time.Time, renewAfter time.Duration) (store.HeartbeatOutcome, error) {
+	ctx = store.WithWriteOp(ctx, store.WriteHeartbeat)
 	var out store.HeartbeatOutcome
 	if len(leases) == 0 {
 		return out, nil

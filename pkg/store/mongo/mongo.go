@@ -61,6 +61,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -83,9 +84,32 @@ type Store struct {
 	grace    time.Duration
 	now      func() time.Time
 	suspects *suspects
+	// tally counts the write commands that succeeded (WriteCounts).
+	tally *store.WriteTally
 }
 
 var _ store.Store = (*Store)(nil)
+
+var _ store.WriteCounter = (*Store)(nil)
+
+// WriteCounts says what the store has written since it was opened: each
+// write command the server carried out, by the operation it was for.
+// Each command is its own transaction.
+func (s *Store) WriteCounts() store.WriteCounts { return s.tally.WriteCounts() }
+
+// writeCommands are the commands that write (bulk writes are sent as these).
+var writeCommands = map[string]bool{"insert": true, "update": true, "delete": true, "findAndModify": true}
+
+// countWrites is a command monitor that counts each write command that
+// succeeded under the operation its context carries (store.WithWriteOp).
+func countWrites(t *store.WriteTally) *event.CommandMonitor {
+	return &event.CommandMonitor{Succeeded: func(ctx context.Context, e *event.CommandSucceededEvent) {
+		if writeCommands[e.CommandName] {
+			t.Wrote(store.WriteOpOf(ctx))
+			t.Committed()
+		}
+	}}
+}
 
 // Open connects to the MongoDB server (or replica set) of uri, makes sure
 // the indexes exist and returns the store. The database is the URI's path
@@ -109,7 +133,9 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 
 	// Defaults first: what the URI sets (w=, journal=) wins.
 	journal := true
+	tally := new(store.WriteTally)
 	co := options.Client().
+		SetMonitor(countWrites(tally)).
 		SetWriteConcern(&writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: &journal}).
 		SetReadPreference(readpref.Primary()).
 		SetServerSelectionTimeout(cfg.timeout).
@@ -132,6 +158,7 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 		grace:    cfg.grace,
 		now:      cfg.now,
 		suspects: newSuspects(),
+		tally:    tally,
 	}
 	if err := s.ensureIndexes(ctx); err != nil {
 		_ = s.Close()

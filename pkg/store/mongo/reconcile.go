@@ -49,6 +49,7 @@ import (
 // Before the counters, it repairs fan-out parents (repairParents); each
 // parent repaired counts one in the drift.
 func (s *Store) Reconcile(ctx context.Context) (int, error) {
+	ctx = store.WithWriteOp(ctx, store.WriteReconcile)
 	ctx, cancel := s.call(ctx)
 	defer cancel()
 

@@ -171,6 +171,7 @@ func (s *Store) PendingKinds(ctx context.Context) ([]string, error) {
 // those ids with the same condition again, so that nothing that changed in
 // between goes (final jobs never change, but the condition costs nothing).
 func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) (int, error) {
+	ctx = store.WithWriteOp(ctx, store.WritePurge)
 	if limit <= 0 {
 		limit = DefaultPurgeLimit
 	}

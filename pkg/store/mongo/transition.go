@@ -33,6 +33,7 @@ import (
 // store.ErrBadTransition and touches nothing. A miss is store.ErrNotFound
 // when no job has that id and store.ErrConflict otherwise.
 func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error) {
+	ctx = store.WithWriteOp(ctx, store.WriteTransition)
 	op := "transition job " + exp.ID
 	if err := ch.Check(exp); err != nil {
 		return contracts.Job{}, fmt.Errorf("mongo: %s: %w", op, err)
@@ -193,10 +194,12 @@ func (s *Store) explainMiss(ctx context.Context, exp store.Expect) error {
 // compare-and-set on the state and attempt read; after a miss it reads and
 // asks again (see store.UpdateByTransition).
 func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (contracts.Job, error) {
+	ctx = store.WithWriteOp(ctx, store.WriteUpdate)
 	return store.UpdateByTransition(ctx, s, id, decide)
 }
 
 // UpdateEach is Update of each id in turn (see store.Store).
 func (s *Store) UpdateEach(ctx context.Context, ids []string, decide store.DecideEach) ([]store.Updated, error) {
+	ctx = store.WithWriteOp(ctx, store.WriteUpdate)
 	return store.UpdateEachByUpdate(ctx, ids, decide, s.Update), nil
 }

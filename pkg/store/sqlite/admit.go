@@ -33,7 +33,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 		return contracts.Job{}, 0, fmt.Errorf("sqlite: admit job %s: %w", job.ID, err)
 	}
 	var res []store.AdmitResult
-	err = s.write(ctx, "admit job "+job.ID, func(tx *sql.Tx) error {
+	err = s.write(ctx, store.WriteAdmit, "admit job "+job.ID, func(tx *sql.Tx) error {
 		var err error
 		res, err = s.admitAll(ctx, tx, []admitInput{in})
 		return err
@@ -82,7 +82,7 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 		}
 	}
 	var out []store.AdmitResult
-	err := s.write(ctx, fmt.Sprintf("admit a batch of %d jobs", len(reqs)), func(tx *sql.Tx) error {
+	err := s.write(ctx, store.WriteAdmit, fmt.Sprintf("admit a batch of %d jobs", len(reqs)), func(tx *sql.Tx) error {
 		var err error
 		out, err = s.admitAll(ctx, tx, ins)
 		return err

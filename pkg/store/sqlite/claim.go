@@ -62,7 +62,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		return nil, nil
 	}
 	var out []contracts.Job
-	err := s.write(ctx, "claim jobs", func(tx *sql.Tx) error {
+	err := s.write(ctx, store.WriteClaim, "claim jobs", func(tx *sql.Tx) error {
 		out = out[:0]
 		slots := store.NewKeySlots(func(tenant, key string) (int, error) {
 			return s.keyHoldersIn(ctx, tx, tenant, key, now)

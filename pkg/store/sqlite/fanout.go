@@ -342,7 +342,7 @@ func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reas
 		out     contracts.Job
 		running []contracts.Job
 	)
-	err := s.write(ctx, "cancel parent "+id, func(tx *sql.Tx) error {
+	err := s.write(ctx, store.WriteCancel, "cancel parent "+id, func(tx *sql.Tx) error {
 		running = nil
 		p, err := s.parent(ctx, tx, id)
 		switch {

@@ -156,7 +156,7 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		return out, err
 	}
 	at := now.UnixNano()
-	err = s.writeUrgent(ctx, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
+	err = s.writeUrgent(ctx, store.WriteHeartbeat, "heartbeat of worker "+workerID, func(tx *sql.Tx) error {
 		out = store.HeartbeatOutcome{}
 		jobs, err := leaseJobs(ctx, tx, s.ws.leases, leases)
 		if err != nil {

@@ -85,7 +85,7 @@ func TestGetSeesEveryCommittedWrite(t *testing.T) {
 // in line with the writes. Benchmarks compare it with Get.
 func (s *Store) getOnWriter(ctx context.Context, id string) (contracts.Job, error) {
 	var j contracts.Job
-	err := s.onWriter(ctx, "get job "+id, s.writes.reqs, true, func(tx *sql.Tx) error {
+	err := s.onWriter(ctx, store.WriteOther, "get job "+id, s.writes.reqs, true, func(tx *sql.Tx) error {
 		var err error
 		if j, err = s.jobIn(ctx, tx, id); err != nil {
 			return err

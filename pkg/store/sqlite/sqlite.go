@@ -216,7 +216,16 @@ type Store struct {
 	// stateChecked is when Reconcile last found the counts of jobs by
 	// state exact or repaired them (unix nanoseconds; 0: not since Open).
 	stateChecked atomic.Int64
+	// tally counts the writes committed (WriteCounts).
+	tally store.WriteTally
 }
+
+var _ store.WriteCounter = (*Store)(nil)
+
+// WriteCounts says what the store has committed since it was opened:
+// each write request by operation, and the transactions that carried
+// them (a transaction carries several requests under load).
+func (s *Store) WriteCounts() store.WriteCounts { return s.tally.WriteCounts() }
 
 var _ store.Store = (*Store)(nil)
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
 )
 
 // Staged fan-outs. The admission of a parent and its children is one
@@ -74,7 +75,7 @@ func (s *Store) stage(ctx context.Context, in *admitInput) error {
 	for from := 0; from < len(in.items); from += s.chunk {
 		to := min(from+s.chunk, len(in.items))
 		chunk := in.items[from:to]
-		err := s.write(ctx, fmt.Sprintf("stage children %d-%d of %s", from, to-1, p.ID), func(tx *sql.Tx) error {
+		err := s.write(ctx, store.WriteAdmit, fmt.Sprintf("stage children %d-%d of %s", from, to-1, p.ID), func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, stageChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 				p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
 				p.ConcurrencyKey, p.ConcurrencyLimit, itemStrings(chunk), from, weightArg(in.caps.Weight),
@@ -105,7 +106,7 @@ func (s *Store) unstage(ctx context.Context, in *admitInput) {
 	p := in.job
 	for from := 0; from < in.stagedTo; from += s.chunk {
 		to := min(from+s.chunk, in.stagedTo)
-		_ = s.write(ctx, "unstage children of "+p.ID, func(tx *sql.Tx) error {
+		_ = s.write(ctx, store.WriteAdmit, "unstage children of "+p.ID, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, unstageChildrenQuery, p.ID, contracts.ChildID(p.ID, from), contracts.ChildID(p.ID, to-1))
 			if err != nil {
 				return err

@@ -186,7 +186,7 @@ func (s *Store) reconcileStateCounts(ctx context.Context, now time.Time) (int, e
 		}
 		return 0, err
 	}
-	err = s.write(ctx, "repair counts of jobs by state", func(tx *sql.Tx) error {
+	err = s.write(ctx, store.WriteReconcile, "repair counts of jobs by state", func(tx *sql.Tx) error {
 		// The writes before this one in the group commit go first.
 		if err := s.flushCounters(ctx, tx); err != nil {
 			return err

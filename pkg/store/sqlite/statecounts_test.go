@@ -20,7 +20,7 @@ type skewable struct{ *Store }
 
 // SkewStateCount adds by to tenant's counter of state behind the store's back.
 func (s skewable) SkewStateCount(ctx context.Context, tenant string, state contracts.JobState, by int) error {
-	return s.write(ctx, "skew a count", func(tx *sql.Tx) error {
+	return s.write(ctx, store.WriteOther, "skew a count", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO job_counts (tenant, state, n) VALUES (?, ?, ?)
 			ON CONFLICT (tenant, state) DO UPDATE SET n = n + excluded.n`, tenant, string(state), by)
 		return err

@@ -190,7 +190,7 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 		return 0, nil
 	}
 	var n int
-	err := s.write(ctx, "purge jobs", func(tx *sql.Tx) error {
+	err := s.write(ctx, store.WritePurge, "purge jobs", func(tx *sql.Tx) error {
 		n = 0
 		rows, err := tx.QueryContext(ctx, purgeQuery, finishedBefore.UnixNano(), limit)
 		if err != nil {
@@ -241,7 +241,7 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 // the driver's back.
 func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	drift := 0
-	err := s.write(ctx, "reconcile counters", func(tx *sql.Tx) error {
+	err := s.write(ctx, store.WriteReconcile, "reconcile counters", func(tx *sql.Tx) error {
 		drift = 0
 		// Reconcile rewrites the rows: the transaction's changes go first,
 		// and what it read is stale afterwards.

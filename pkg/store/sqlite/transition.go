@@ -44,7 +44,7 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 	}
 
 	var out contracts.Job
-	err = s.write(ctx, op, func(tx *sql.Tx) error {
+	err = s.write(ctx, store.WriteTransition, op, func(tx *sql.Tx) error {
 		if err := execCAS(ctx, tx, cached, query, args, exp); err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 		out   contracts.Job
 		query string
 	)
-	err := s.writeUrgent(ctx, "update job "+id, func(tx *sql.Tx) error {
+	err := s.writeUrgent(ctx, store.WriteUpdate, "update job "+id, func(tx *sql.Tx) error {
 		before, rowid, err := s.jobRowIn(ctx, tx, id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return store.ErrNotFound
@@ -106,7 +106,7 @@ func (s *Store) UpdateEach(ctx context.Context, ids []string, decide store.Decid
 		out     []store.Updated
 		queries []string
 	)
-	err := s.writeUrgent(ctx, fmt.Sprintf("update %d jobs", len(ids)), func(tx *sql.Tx) error {
+	err := s.writeUrgent(ctx, store.WriteUpdate, fmt.Sprintf("update %d jobs", len(ids)), func(tx *sql.Tx) error {
 		out, queries = make([]store.Updated, len(ids)), queries[:0]
 		rows, err := s.jobRowsIn(ctx, tx, ids)
 		if err != nil {

@@ -33,6 +33,7 @@ var errClosed = errors.New("store closed")
 type writeReq struct {
 	ctx  context.Context
 	op   string
+	wop  store.WriteOp // what the write counts as
 	fn   func(tx *sql.Tx) error
 	read bool // writes nothing: no savepoint needed
 	err  error
@@ -64,17 +65,18 @@ func (w *writer) stop() {
 
 // write runs fn in the write transaction and returns its error (or the
 // commit's). Errors get the "sqlite: op: " prefix.
-func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	return s.onWriter(ctx, op, s.writes.reqs, false, fn)
+// It counts as wop in WriteCounts once committed.
+func (s *Store) write(ctx context.Context, wop store.WriteOp, op string, fn func(tx *sql.Tx) error) error {
+	return s.onWriter(ctx, wop, op, s.writes.reqs, false, fn)
 }
 
 // writeUrgent is write in the urgent lane (see writer.urgent).
-func (s *Store) writeUrgent(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	return s.onWriter(ctx, op, s.writes.urgent, false, fn)
+func (s *Store) writeUrgent(ctx context.Context, wop store.WriteOp, op string, fn func(tx *sql.Tx) error) error {
+	return s.onWriter(ctx, wop, op, s.writes.urgent, false, fn)
 }
 
-func (s *Store) onWriter(ctx context.Context, op string, lane chan<- *writeReq, read bool, fn func(tx *sql.Tx) error) error {
-	req := &writeReq{ctx: ctx, op: op, fn: fn, read: read, done: make(chan struct{})}
+func (s *Store) onWriter(ctx context.Context, wop store.WriteOp, op string, lane chan<- *writeReq, read bool, fn func(tx *sql.Tx) error) error {
+	req := &writeReq{ctx: ctx, op: op, wop: wop, fn: fn, read: read, done: make(chan struct{})}
 	select {
 	case lane <- req:
 	case <-s.writes.quit:
@@ -209,6 +211,17 @@ func (s *Store) commit(batch []*writeReq) {
 				r.err = fmt.Errorf("commit: %w", err)
 			}
 		}
+		return
+	}
+	wrote := false
+	for _, r := range batch {
+		if r.err == nil && !r.read {
+			s.tally.Wrote(r.wop)
+			wrote = true
+		}
+	}
+	if wrote {
+		s.tally.Committed()
 	}
 }
 
@@ -249,6 +262,8 @@ func (s *Store) runAlone(r *writeReq) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.tally.Committed()
+	s.tally.Wrote(r.wop)
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/store"
 )
 
 func openTemp(t *testing.T) *Store {
@@ -28,7 +30,7 @@ func queueBehind(t *testing.T, s *Store) (release chan struct{}) {
 	release = make(chan struct{})
 	started := make(chan struct{})
 	go func() {
-		_ = s.write(context.Background(), "gate", func(*sql.Tx) error {
+		_ = s.write(context.Background(), store.WriteOther, "gate", func(*sql.Tx) error {
 			close(started)
 			<-release
 			return nil
@@ -70,7 +72,7 @@ func TestBatchKeepsGoodRequestsWhenOneFailsMidWrite(t *testing.T) {
 			if i == 3 {
 				fail = errors.New("boom after writing")
 			}
-			errs[i] = s.write(context.Background(), "req", insert(fmt.Sprintf("test:%d", i), fail))
+			errs[i] = s.write(context.Background(), store.WriteOther, "req", insert(fmt.Sprintf("test:%d", i), fail))
 		}()
 	}
 	require.Eventually(t, func() bool { return len(s.writes.reqs) == 6 }, 5*time.Second, time.Millisecond)
@@ -96,7 +98,7 @@ func TestBatchSentinelErrorsDoNotAbortOthers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = s.write(context.Background(), "req", func(tx *sql.Tx) error {
+			_ = s.write(context.Background(), store.WriteOther, "req", func(tx *sql.Tx) error {
 				if i%2 == 1 {
 					return sql.ErrNoRows // a miss: nothing was written
 				}
@@ -120,7 +122,7 @@ func TestCloseWithWritesInFlightNeverHangs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.write(context.Background(), "req", func(tx *sql.Tx) error {
+			err := s.write(context.Background(), store.WriteOther, "req", func(tx *sql.Tx) error {
 				_, err := tx.Exec(`INSERT INTO counters (scope, active) VALUES (?, 1)`, fmt.Sprintf("test:%d", i))
 				return err
 			})
@@ -146,7 +148,7 @@ func TestCancelledRequestIsSkipped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		errc <- s.write(ctx, "req", func(tx *sql.Tx) error {
+		errc <- s.write(ctx, store.WriteOther, "req", func(tx *sql.Tx) error {
 			_, err := tx.Exec(`INSERT INTO counters (scope, active) VALUES ('test:x', 1)`)
 			return err
 		})
@@ -179,11 +181,15 @@ func TestUrgentLaneGoesFirst(t *testing.T) {
 	}
 	const bulk = maxBatch + 50 // more than one transaction's worth
 	for i := range bulk {
-		wg.Go(func() { require.NoError(t, s.write(context.Background(), "bulk", record(fmt.Sprint("bulk-", i)))) })
+		wg.Go(func() {
+			require.NoError(t, s.write(context.Background(), store.WriteOther, "bulk", record(fmt.Sprint("bulk-", i))))
+		})
 	}
 	// Wait until the bulk lane is full and the rest are blocked sending.
 	require.Eventually(t, func() bool { return len(s.writes.reqs) == maxBatch }, 5*time.Second, time.Millisecond)
-	wg.Go(func() { require.NoError(t, s.writeUrgent(context.Background(), "urgent", record("urgent"))) })
+	wg.Go(func() {
+		require.NoError(t, s.writeUrgent(context.Background(), store.WriteOther, "urgent", record("urgent")))
+	})
 	require.Eventually(t, func() bool { return len(s.writes.urgent) == 1 }, 5*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()

@@ -153,6 +153,7 @@ func others(counts map[int]int64, except int) map[int]int64 {
 func BenchmarkEndToEnd(b *testing.B) {
 	s, base := benchStack(b, 4, map[string]string{"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "64", "SLUICE_MAX_ACTIVE": "0"})
 	const jobs = 30000
+	before := writeCounts(b, s)
 	start := time.Now()
 	counts, _ := hammer(base, 64, 5*time.Minute, jobs, sleepBody(0))
 	submitted := time.Since(start)
@@ -167,6 +168,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	fmt.Printf("steady, 64 HTTP clients, single submits: %.0f jobs/s completed (%d no-op jobs in %s, submission alone %s; 4 workers × 64 slots; target ≥ 3,000)\n",
 		rate, jobs, took.Round(time.Millisecond), submitted.Round(time.Millisecond))
 	fmt.Printf("offers per dispatched job (steady): %.3f (%.0f offers for %.0f dispatches)\n", offers/dispatched, offers, dispatched)
+	reportWrites(b, s, "steady", before, jobs)
 
 	done := jobs
 	for _, perSec := range []int{500, 2000} {

@@ -21,14 +21,17 @@ import (
 )
 
 // batchBody is a batch of n no-op sleep jobs.
-func batchBody(n int) []byte {
+func batchBody(n int) []byte { return batchOf(n, `{"kind":"sleep"}`) }
+
+// batchOf is a batch of n copies of the job request job.
+func batchOf(n int, job string) []byte {
 	var sb strings.Builder
 	sb.WriteString(`{"jobs":[`)
 	for i := range n {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		sb.WriteString(`{"kind":"sleep"}`)
+		sb.WriteString(job)
 	}
 	sb.WriteString(`]}`)
 	return []byte(sb.String())
@@ -38,7 +41,13 @@ func batchBody(n int) []byte {
 // returns how many were admitted and how long it took.
 func submitBatches(b *testing.B, base string, total, size, conc int) (int64, time.Duration) {
 	b.Helper()
-	body := batchBody(size)
+	return submitBatchesOf(b, base, total, size, conc, `{"kind":"sleep"}`)
+}
+
+// submitBatchesOf is submitBatches of copies of the job request job.
+func submitBatchesOf(b *testing.B, base string, total, size, conc int, job string) (int64, time.Duration) {
+	b.Helper()
+	body := batchOf(size, job)
 	var (
 		admitted atomic.Int64
 		next     atomic.Int64
@@ -102,6 +111,7 @@ func startWorkers(b *testing.B, s *Stack, n, slots int) {
 func BenchmarkBurnDown(b *testing.B) {
 	s, base := benchStack(b, -1, map[string]string{"SLUICE_MAX_ACTIVE": "0", "SLUICE_SCHEDULER_NO_WORKER_GRACE": "0", "SLUICE_SCHEDULER_MAX_CONCURRENT": "256"})
 	const total = 100_000
+	before := writeCounts(b, s)
 	admitted, took := submitBatches(b, base, total, 1000, 8)
 	if admitted != total {
 		b.Fatalf("admitted %d of %d", admitted, total)
@@ -116,6 +126,7 @@ func BenchmarkBurnDown(b *testing.B) {
 	offers, dispatched := offerFigures(b, s)
 	fmt.Printf("burn-down: %d jobs completed in %s = %.0f jobs/s (4 workers × 256 slots; %.3f offers per dispatched job; target ≥ 10,000)\n",
 		total, burn.Round(time.Millisecond), rate, offers/dispatched)
+	reportWrites(b, s, "burn-down", before, total)
 	rss := peakRSS()
 	b.ReportMetric(float64(rss)/1024, "peak-rss-MiB")
 	fmt.Printf("peak RSS after 100k jobs, the whole stack and the load in one process: %.1f MiB (target ≤ 128)\n", float64(rss)/1024)

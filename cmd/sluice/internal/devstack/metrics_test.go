@@ -295,6 +295,13 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 		{name: "sluice_gateway_due_publish_failures_total", typ: counter},
 		{name: "sluice_gateway_nats_replies_refused_total", labels: map[string]string{"subject": contracts.SubjectSubmit}, typ: counter},
 		{name: "sluice_gateway_nats_replies_refused_total", labels: map[string]string{"subject": contracts.SubjectSubmitBatch}, typ: counter},
+		// The store the gateway shares with the other services here.
+		{name: "sluice_store_writes_total", labels: map[string]string{"operation": "admit"}, typ: counter, grow: true},
+		{name: "sluice_store_writes_total", labels: map[string]string{"operation": "claim"}, typ: counter, grow: true},
+		{name: "sluice_store_writes_total", labels: map[string]string{"operation": "heartbeat"}, typ: counter, grow: true},
+		{name: "sluice_store_writes_total", labels: map[string]string{"operation": "update"}, typ: counter, grow: true},
+		{name: "sluice_store_writes_total", labels: map[string]string{"operation": "purge"}, typ: counter},
+		{name: "sluice_store_commits_total", typ: counter, grow: true},
 	}
 	schedulerWants := []metricWant{
 		{name: "sluice_scheduler_offers_total", labels: map[string]string{"outcome": "accepted"}, typ: counter, grow: true},

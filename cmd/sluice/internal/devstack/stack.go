@@ -146,6 +146,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err = service.RegisterStoreWrites(s.Registry, s.Store); err != nil {
+		return nil, fmt.Errorf("register the store's write counts: %w", err)
+	}
 	connect := func(name string) (*nats.Conn, jetstream.JetStream, error) {
 		co := bus.ConnectOptions{URL: s.NATSURL, Name: name, User: natsUser, Password: natsPassword, Notify: service.LogNotices(o.Log)}
 		if s.NATS != nil {

@@ -1,0 +1,53 @@
+package service
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// StoreWrites exports a store's write counts on /metrics: each write it
+// committed by operation (sluice_store_writes_total) and the transactions
+// that carried them (sluice_store_commits_total), read when scraped.
+type StoreWrites struct {
+	src     store.WriteCounter
+	writes  *prometheus.Desc
+	commits *prometheus.Desc
+}
+
+// NewStoreWrites is the collector of src's write counts.
+func NewStoreWrites(src store.WriteCounter) *StoreWrites {
+	return &StoreWrites{
+		src: src,
+		writes: prometheus.NewDesc("sluice_store_writes_total",
+			"Writes the store committed, by operation (embedded store: write requests; MongoDB: write commands).",
+			[]string{"operation"}, nil),
+		commits: prometheus.NewDesc("sluice_store_commits_total",
+			"Transactions the store committed (the embedded store commits several writes in one under load).", nil, nil),
+	}
+}
+
+// RegisterStoreWrites registers the collector of st's write counts on reg
+// when st counts its writes (both drivers do).
+func RegisterStoreWrites(reg prometheus.Registerer, st store.Store) error {
+	wc, ok := st.(store.WriteCounter)
+	if !ok {
+		return nil
+	}
+	return reg.Register(NewStoreWrites(wc))
+}
+
+// Describe implements prometheus.Collector.
+func (c *StoreWrites) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.writes
+	ch <- c.commits
+}
+
+// Collect implements prometheus.Collector.
+func (c *StoreWrites) Collect(ch chan<- prometheus.Metric) {
+	n := c.src.WriteCounts()
+	for _, op := range store.WriteOps() {
+		ch <- prometheus.MustNewConstMetric(c.writes, prometheus.CounterValue, float64(n.Writes[op]), op.String())
+	}
+	ch <- prometheus.MustNewConstMetric(c.commits, prometheus.CounterValue, float64(n.Commits))
+}
