@@ -305,7 +305,6 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 	}
 	schedulerWants := []metricWant{
 		{name: "sluice_scheduler_offers_total", labels: map[string]string{"outcome": "accepted"}, typ: counter, grow: true},
-		{name: "sluice_scheduler_offers_per_dispatch", typ: histogram, grow: true},
 		{name: "sluice_scheduler_queue_wait_seconds", typ: histogram, grow: true},
 		{name: "sluice_scheduler_run_duration_seconds", labels: map[string]string{"state": "succeeded"}, typ: histogram, grow: true},
 		{name: "sluice_scheduler_run_duration_seconds", labels: map[string]string{"state": "failed"}, typ: histogram, grow: true},
