@@ -56,8 +56,8 @@ type Config struct {
 // Dispatcher moves ready jobs to workers: it reserves the free worker
 // slots it knows of, in stable worker order, and claims the best ready
 // jobs into them in one store write (each job running on its slot), then
-// offers each job to its slot's worker. A job the worker does not take
-// goes back to pending. The picker's reservations are the one count of
+// offers each job to its slot's worker. A job the worker says it does not
+// take goes back to pending. The picker's reservations are the one count of
 // room promised and not yet answered.
 type Dispatcher struct {
 	cfg    Config

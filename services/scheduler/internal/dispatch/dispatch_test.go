@@ -584,10 +584,11 @@ func TestOfferBatchPerWorker(t *testing.T) {
 	require.Len(t, b.acceptedBy(), 5)
 }
 
-// TestStopGivesClaimsBack checks that a dispatcher stopping while its
-// offers are unanswered gives their jobs back to pending, so another
-// scheduler can take them at once instead of after the stale threshold.
-func TestStopGivesClaimsBack(t *testing.T) {
+// TestStopLeavesSentOffersWithTheirWorkers checks that a dispatcher
+// stopping while an offer is unanswered leaves the job running on its
+// worker: the worker may have taken it, and only its heartbeats (or, when
+// none come, the reaper at the stale threshold) can say.
+func TestStopLeavesSentOffersWithTheirWorkers(t *testing.T) {
 	t.Parallel()
 	b := setupWith(t, Config{RetryInterval: retry, OfferTimeout: time.Minute})
 	b.roster.Observe(contracts.Announce{WorkerID: "mute", Kinds: []string{"sleep"}, Capacity: 1, IntervalMS: 60000})
@@ -615,9 +616,41 @@ func TestStopGivesClaimsBack(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	got := b.get(j.ID)
-	require.Equal(t, contracts.StatePending, got.State, "given back on the way out")
-	require.Zero(t, got.Attempt)
-	require.False(t, got.NextDispatchAt.After(time.Now()), "ready at once: stopping is not the worker's failure")
+	require.Equal(t, contracts.StateRunning, got.State, "not given back: the worker may have it")
+	require.Equal(t, "mute", got.Worker)
+	require.Equal(t, int64(1), got.Claim)
+}
+
+// TestUnansweredOfferLeavesTheJobWithItsWorker: an offer that times out
+// leaves its job running on the worker, with the lease its claim wrote, so
+// that a worker that took it runs it alone; the stale query finds it once
+// that lease is old, and the worker comes last in the next claim's slots.
+func TestUnansweredOfferLeavesTheJobWithItsWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.roster.Observe(contracts.Announce{WorkerID: "mute", Kinds: []string{"sleep"}, Capacity: 2, IntervalMS: 60000})
+	sub, err := b.nc.Subscribe(contracts.WorkerOfferSubject("mute"), func(*nats.Msg) {}) // never answers
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+	b.worker("w2", 1, contracts.OfferAccepted)
+	j := b.admit(time.Hour)
+
+	claimed := b.round()
+	require.Len(t, claimed, 1)
+	require.Equal(t, "mute", claimed[0].Worker)
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StateRunning, got.State, "no answer: it stays with the worker")
+	require.Equal(t, int64(1), got.Claim)
+	require.Equal(t, 1, b.picker.Failures("mute"))
+
+	stale, err := b.store.Stale(context.Background(), store.StaleQuery{Now: time.Now(), HeartbeatBefore: got.HeartbeatAt.Add(time.Nanosecond), Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{j.ID}, jobIDs(stale), "the reaper finds it by the lease the claim wrote")
+
+	next := b.admit(time.Hour)
+	require.Equal(t, []string{next.ID}, jobIDs(b.round()))
+	require.Equal(t, "w2", b.get(next.ID).Worker, "the silent worker comes last")
 }
 
 // TestOfferCarriesThePayloadAsStored: a worker is offered the payload's

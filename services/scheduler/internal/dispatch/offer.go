@@ -35,10 +35,11 @@ const offerEnvelope = 64
 // dispatchAll offers the jobs of one claim round, each to the worker whose
 // slot the claim gave it (the job is running there in the store already):
 // each worker gets its jobs in as few requests as the batch and message
-// limits allow. A job its worker does not take goes back to pending (see
-// release): ready again at once when the worker was busy or did not
-// answer (the view now knows it is full, or puts it last), after
-// RetryInterval when the worker refused it.
+// limits allow. A job its worker says it does not take goes back to
+// pending (see release): ready again at once when the worker was busy or
+// nobody listened (the view now knows it is full, or puts it last), after
+// RetryInterval when the worker refused it. A job whose answer did not
+// come stays running on the worker (see offerGroup).
 func (d *Dispatcher) dispatchAll(ctx context.Context, jobs []contracts.Job) {
 	limit := int(d.nc.MaxPayload())
 	if limit <= 0 {
@@ -93,11 +94,10 @@ func (d *Dispatcher) dispatchAll(ctx context.Context, jobs []contracts.Job) {
 // releaseOnStop bounds giving claims back when the dispatcher stops.
 const releaseOnStop = 2 * time.Second
 
-// giveBack returns a group's jobs to pending when the dispatcher stops
-// before their answer: another scheduler offers them now, not when the
-// reaper finds them stale. One a worker accepted without its answer
-// arriving here is confirmed by the worker's first heartbeat, at the same
-// claim, or fenced by the next claim.
+// giveBack returns the jobs of a group never offered to pending when the
+// dispatcher stops: another scheduler offers them now, not when the reaper
+// finds them stale. (Offers already sent are not given back: see
+// offerGroup.)
 func (d *Dispatcher) giveBack(ctx context.Context, g *offerGroup) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseOnStop)
 	defer cancel()
@@ -112,8 +112,7 @@ func (d *Dispatcher) offerGroup(ctx context.Context, g *offerGroup) {
 	body := offerBody(g.jobs)
 	outcome, reply := d.offerTo(ctx, g.worker, body)
 	if ctx.Err() != nil {
-		d.giveBack(ctx, g)
-		return
+		outcome, reply = picker.Timeout, nil // stopping: the answer will not be read
 	}
 	outcomes := make([]picker.Outcome, len(g.jobs))
 	for i := range outcomes {
@@ -145,11 +144,22 @@ func (d *Dispatcher) offerGroup(ctx context.Context, g *offerGroup) {
 			jobFields(d.log.Debug(), oj.job).Str(observe.FieldWorkerID, g.worker).Msg("job accepted")
 		case picker.Refused:
 			d.release(ctx, oj.job, true) // the worker said no: wait before the next try
-		default:
-			// Busy (the view now knows it is full), not sent, or the
-			// worker did not answer (counted towards its eviction, and it
-			// comes last in the next claim's slots): ready again at once.
+		case picker.Busy, picker.NotSent, picker.NoResponders:
+			// Busy (the view now knows it is full), never sent, or no
+			// worker listening (counted towards its eviction, and it comes
+			// last in the next claim's slots): ready again at once.
 			d.release(ctx, oj.job, false)
+		default:
+			// No answer, or one that cannot be read: the worker may have
+			// taken the job. Giving it back now could let a second worker
+			// run it while the first, whose start heartbeat read it as
+			// its own before the give-back, runs it too. It stays running
+			// on this worker: the worker's heartbeats confirm it, or the
+			// reaper requeues it once its lease, written by the claim, is
+			// stale.
+			d.m.Dispatch(metrics.DispatchUnanswered)
+			jobFields(d.log.Debug(), oj.job).Str(observe.FieldWorkerID, g.worker).Str("outcome", outcomes[i].String()).
+				Msg("offer unanswered; the job stays with the worker until its lease says otherwise")
 		}
 	}
 	// The reservations end once the view holds the answer and the jobs

@@ -36,11 +36,15 @@ const (
 	DispatchTooLarge DispatchOutcome = "too_large"
 	// DispatchDropped: a due message for a job already dispatched or finished.
 	DispatchDropped DispatchOutcome = "dropped"
+	// DispatchUnanswered: the worker's answer did not come (timeout, or
+	// one that cannot be read); the job stays running on it, confirmed by
+	// its heartbeats or requeued by the reaper once its lease is stale.
+	DispatchUnanswered DispatchOutcome = "unanswered"
 )
 
 // dispatchOutcomes lists every DispatchOutcome.
 var dispatchOutcomes = []DispatchOutcome{DispatchDispatched, DispatchOverflow, DispatchCapacityFailed,
-	DispatchNoWorker, DispatchTooLarge, DispatchDropped}
+	DispatchNoWorker, DispatchTooLarge, DispatchDropped, DispatchUnanswered}
 
 // Heartbeat outcome label values of sluice_scheduler_heartbeat_leases_total.
 const (
@@ -111,7 +115,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 		}),
 		Dispatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_dispatches_total",
-			Help: "Dispatch outcomes: dispatched (the worker whose slot the claim gave the job accepted it), overflow (the worker did not take it, busy, refused or no answer: the job went back to pending, a second write), capacity_failed (dispatch deadline), no_worker (no worker runs the kind), too_large (cannot be carried), dropped (a due message for a job already dispatched or finished).",
+			Help: "Dispatch outcomes: dispatched (the worker whose slot the claim gave the job accepted it), overflow (the worker did not take it, busy, refused, or nobody listened: the job went back to pending, a second write), capacity_failed (dispatch deadline), no_worker (no worker runs the kind), too_large (cannot be carried), dropped (a due message for a job already dispatched or finished), unanswered (no answer came: the job stays running on the worker, confirmed by its heartbeats or requeued by the reaper once its lease is stale).",
 		}, []string{"outcome"}),
 		Claims: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_scheduler_claims_total",
