@@ -42,7 +42,7 @@ type Config struct {
 	// OfferTimeout bounds one offer request to one worker.
 	OfferTimeout time.Duration `env:"SLUICE_SCHEDULER_OFFER_TIMEOUT" envOld:"SLUICE_OFFER_TIMEOUT" envDefault:"1s" doc:"How long the scheduler waits for a worker's answer to one offer."`
 	// ClaimTTL is no longer used: a claim starts its job on a worker slot.
-	ClaimTTL time.Duration `env:"SLUICE_SCHEDULER_CLAIM_TTL" envOld:"SLUICE_CLAIM_TTL" envDefault:"30s" doc:"No longer used, still accepted: a claim now starts its job on a worker slot, and a job whose offer went unanswered goes back to pending at once (or, if its scheduler died, is requeued at SLUICE_STALE_THRESHOLD)."`
+	ClaimTTL time.Duration `env:"SLUICE_SCHEDULER_CLAIM_TTL" envOld:"SLUICE_CLAIM_TTL" envDefault:"30s" doc:"No longer used, still accepted: a claim now starts its job on a worker slot; a job its worker answers busy or refuses goes back to pending at once, one whose answer is lost (or whose scheduler died) is requeued at SLUICE_STALE_THRESHOLD unless its worker confirms it."`
 	// AckWait is JetStream's redelivery timer for an unacknowledged message.
 	AckWait time.Duration `env:"SLUICE_SCHEDULER_ACK_WAIT" envOld:"SLUICE_ACK_WAIT" envDefault:"30s" doc:"How long JetStream waits before it delivers an unacknowledged message (a due job, a result) again."`
 	// MaxConcurrent is how many due messages and results one scheduler

@@ -52,7 +52,9 @@ const (
 	HeartbeatRenewed = "renewed"
 	// HeartbeatKept: a held lease answered from a read, nothing written.
 	HeartbeatKept = "kept"
-	// HeartbeatPromoted: a claim's first heartbeat, written as running.
+	// HeartbeatPromoted: the first heartbeat of a claim given back to
+	// pending after its offer's answer was lost, which the worker had
+	// taken after all: written as running on it again.
 	HeartbeatPromoted = "promoted"
 	// HeartbeatLost: a lease no longer the worker's, nothing written.
 	HeartbeatLost = "lost"
@@ -145,7 +147,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 		}, []string{"reason", "outcome"}),
 		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_heartbeat_leases_total",
-			Help: "Leases in worker heartbeats, by outcome (renewed: held, its lease written; kept: held, answered from a read without a write as its stored heartbeat is younger than SLUICE_SCHEDULER_LEASE_RENEW_AFTER; promoted: a claim's first heartbeat, written as running; lost: no longer the worker's, nothing written).",
+			Help: "Leases in worker heartbeats, by outcome (renewed: held, its lease written; kept: held, answered from a read without a write as its stored heartbeat is younger than SLUICE_SCHEDULER_LEASE_RENEW_AFTER; promoted: a heartbeat for a job given back to pending that its worker had taken after all, written as running again; lost: no longer the worker's, nothing written).",
 		}, []string{"outcome"}),
 	}
 	// Every known series exists from the start, so dashboards and alerts
