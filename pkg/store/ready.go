@@ -30,6 +30,22 @@ type ClaimRequest struct {
 	// worker appears once for each of its free slots. A kind gets at most
 	// MaxClaim jobs.
 	Slots map[string][]string
+	// Clock, when set, is read as the claimed jobs start, inside the
+	// store's write: a claim that waited behind other writes (a result
+	// that freed a fan-out's next child, say) never records a start
+	// before them. Nil starts them at Now.
+	Clock func() time.Time
+}
+
+// StartAt is when the jobs of a claim planned at now start: Clock's time
+// when it is set and later than now, else now.
+func (r ClaimRequest) StartAt(now time.Time) time.Time {
+	if r.Clock != nil {
+		if t := r.Clock(); t.After(now) {
+			return t
+		}
+	}
+	return now
 }
 
 // Plan is what a driver's Claim works through: the time that decides

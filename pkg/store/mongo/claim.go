@@ -120,7 +120,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					skippedNow++
 					continue
 				}
-				j, ok, err := s.claimOne(ctx, c, r.Slots[kind][got], now)
+				j, ok, err := s.claimOne(ctx, c, r.Slots[kind][got], r.StartAt(now))
 				if err != nil {
 					return out, fmt.Errorf("mongo: claim jobs: %w", err)
 				}

@@ -71,6 +71,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	var out []contracts.Job
 	err := s.write(ctx, store.WriteClaim, "claim jobs", func(tx *sql.Tx) error {
 		out = out[:0]
+		start := r.StartAt(now)
 		slots := store.NewKeySlots(func(tenant, key string) (int, error) {
 			return s.keyHoldersIn(ctx, tx, tenant, key, now)
 		})
@@ -111,7 +112,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					got++
 				}
 				// The page's claims go in before the next page is read.
-				claimed, err := s.claimIn(ctx, tx, taken, now)
+				claimed, err := s.claimIn(ctx, tx, taken, start)
 				if err != nil {
 					return err
 				}

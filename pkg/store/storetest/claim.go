@@ -19,6 +19,7 @@ var claimTests = []test{
 	{"ClaimHonoursTenantWeights", testClaimWeights},
 	{"ClaimHonoursConcurrencyKeys", testClaimKeys},
 	{"ClaimPerKindAndBounded", testClaimPerKind},
+	{"ClaimStartsAtItsClock", testClaimClock},
 	{"ConcurrentClaimsNeverShareAJob", testConcurrentClaims},
 	{"ConcurrentClaimsHonourAKeyLimit", testConcurrentClaimsKeyLimit},
 	{"RunErrorsRoundTrip", testRunErrorsRoundTrip},
@@ -331,4 +332,24 @@ func testBacklog(t *testing.T, s store.Store) {
 	n, _, err = s.Backlog(ctx, "other.kind", at(time.Minute), 10)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// testClaimClock: a claim's jobs start at its clock's time, read in the
+// store's write, when that is later than the time the claim was planned
+// at; never earlier.
+func testClaimClock(t *testing.T, s store.Store) {
+	a := admitNew(t, s, "acme", base)
+	b := admitNew(t, s, "acme", base)
+	late := func() time.Time { return at(5 * time.Second) }
+	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Slots: map[string][]string{"test.kind": Slots("w1", 1)}, Clock: late})
+	require.NoError(t, err)
+	require.Equal(t, []string{a.ID}, ids(got))
+	requireTime(t, "started_at", ptr(at(5*time.Second)), got[0].StartedAt)
+	requireJob(t, get(t, s, a.ID), got[0])
+	early := func() time.Time { return at(0) }
+	got, err = s.Claim(t.Context(), store.ClaimRequest{Now: at(6 * time.Second), Slots: map[string][]string{"test.kind": Slots("w1", 1)}, Clock: early})
+	require.NoError(t, err)
+	require.Equal(t, []string{b.ID}, ids(got))
+	requireTime(t, "started_at", ptr(at(6*time.Second)), got[0].StartedAt)
+	requireTime(t, "heartbeat_at", ptr(at(6*time.Second)), get(t, s, b.ID).HeartbeatAt)
 }

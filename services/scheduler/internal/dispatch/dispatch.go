@@ -191,7 +191,7 @@ func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained
 	if len(slots) == 0 {
 		return nil, false, nil
 	}
-	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots})
+	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Clock: d.now})
 	if err != nil {
 		for _, s := range slots {
 			d.releaseSlots(s)
