@@ -1,0 +1,182 @@
+package apply
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// progressBook is what a scheduler holds of workers' progress reports
+// between two flushes: per job, the newest report of its current claim,
+// and the job as read at that claim's first report (for the events, so a
+// report after the first costs no read).
+//
+// Memory is bounded by the jobs that reported lately: an entry goes when
+// the job's result is applied here (end), when the claim is found lost
+// (a heartbeat's answer, a flush that misses, a report of a newer claim),
+// and when no report came for a whole flush period (drop, after each
+// flush). Every method is safe for concurrent use.
+type progressBook struct {
+	mu      sync.Mutex
+	entries map[string]*progressEntry // by job id
+}
+
+// progressEntry is one job's claim as the book holds it.
+type progressEntry struct {
+	// job is the job as read at the claim's first report: its id, claim
+	// and worker fence every write of the entry.
+	job contracts.Job
+	// progress is the newest report of the claim.
+	progress contracts.Progress
+	// seq counts the claim's reports; a flush compares it to know
+	// whether a newer report came while it wrote.
+	seq uint64
+	// dirty: progress is not in the store yet.
+	dirty bool
+	// ended: the job's result is being applied; reports of the claim
+	// that come now are stale (the result stores progress).
+	ended bool
+	// seen is when the newest report came.
+	seen time.Time
+}
+
+// progressWrite is one entry a flush writes: the claim and the report
+// it carries.
+type progressWrite struct {
+	job      contracts.Job
+	progress contracts.Progress
+	seq      uint64
+}
+
+// noteOutcome is what the book made of a report.
+type noteOutcome int
+
+const (
+	// noteUnknown: the book holds no entry for the report's claim; the
+	// caller reads the job and adds it (add).
+	noteUnknown noteOutcome = iota
+	// noteKept: the report is the claim's newest now.
+	noteKept
+	// noteStale: the report's claim is not the one the book holds, or
+	// the job is ending; drop it.
+	noteStale
+)
+
+func newProgressBook() *progressBook {
+	return &progressBook{entries: map[string]*progressEntry{}}
+}
+
+// note keeps rep as the newest report of its claim when the book holds
+// that claim, and returns the job as read at the claim's first report.
+// replaced says a report not yet written was replaced by rep.
+func (b *progressBook) note(rep contracts.ProgressReport, now time.Time) (job contracts.Job, out noteOutcome, replaced bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.entries[rep.JobID]
+	switch {
+	case !ok || e.job.Claim < rep.Claim:
+		return contracts.Job{}, noteUnknown, false
+	case e.job.Claim > rep.Claim || e.job.Worker != rep.WorkerID || e.ended:
+		return contracts.Job{}, noteStale, false
+	}
+	replaced = e.dirty
+	e.progress, e.dirty, e.seen = rep.Progress, true, now
+	e.seq++
+	return e.job, noteKept, replaced
+}
+
+// add starts the entry of job's claim with its first report, as read
+// from the store (running at rep's claim on rep's worker). It returns
+// false, keeping nothing, when the book meanwhile holds a newer claim or
+// the job is ending; an entry of an older claim is replaced, and
+// replaced reports whether it held a report not yet written.
+func (b *progressBook) add(job contracts.Job, rep contracts.ProgressReport, now time.Time) (ok, replaced bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, held := b.entries[job.ID]; held {
+		if e.job.Claim > job.Claim || (e.job.Claim == job.Claim && e.ended) {
+			return false, false
+		}
+		replaced = e.dirty
+	}
+	job.Payload, job.Result, job.Errors = nil, nil, nil // only the fields the events and the fence need
+	b.entries[job.ID] = &progressEntry{job: job, progress: rep.Progress, seq: 1, dirty: true, seen: now}
+	return true, replaced
+}
+
+// due returns the entries with a report not yet written, and marks them
+// written: a newer report makes one dirty again, and settle marks it
+// dirty again when its write failed.
+func (b *progressBook) due() []progressWrite {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []progressWrite
+	for _, e := range b.entries {
+		if !e.dirty || e.ended {
+			continue
+		}
+		e.dirty = false
+		out = append(out, progressWrite{job: e.job, progress: e.progress, seq: e.seq})
+	}
+	return out
+}
+
+// failed marks w's entry dirty again after its write failed, unless a
+// newer report already did or the entry went.
+func (b *progressBook) failed(w progressWrite) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, ok := b.entries[w.job.ID]; ok && e.job.Claim == w.job.Claim && e.seq == w.seq && !e.ended {
+		e.dirty = true
+	}
+}
+
+// end marks the entry of job's claim as ending, its result being
+// applied, and returns its newest report (nil when the book holds none
+// of that claim). Reports of the claim that come afterwards are stale.
+func (b *progressBook) end(jobID string, claim int64) *contracts.Progress {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.entries[jobID]
+	if !ok || e.job.Claim != claim {
+		return nil
+	}
+	e.ended = true
+	p := e.progress
+	return &p
+}
+
+// forget drops the entry of jobID when it holds claim or an older one,
+// and reports whether it held a report not yet written.
+func (b *progressBook) forget(jobID string, claim int64) (unwritten bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.entries[jobID]
+	if !ok || e.job.Claim > claim {
+		return false
+	}
+	delete(b.entries, jobID)
+	return e.dirty
+}
+
+// drop removes the entries with no report since before: their job
+// reports no more (it ended elsewhere, or it runs without reports) and
+// a later report starts again from a read. (An entry still dirty then
+// holds a report whose write failed, already counted.)
+func (b *progressBook) drop(before time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, e := range b.entries {
+		if e.seen.Before(before) {
+			delete(b.entries, id)
+		}
+	}
+}
+
+// len is how many jobs the book holds.
+func (b *progressBook) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.entries)
+}
