@@ -48,8 +48,11 @@ func (a *Applier) Progress(ctx context.Context, data []byte) {
 			a.m.Progress.WithLabelValues(outcome).Inc()
 			return
 		}
-		var added bool
-		if added, replaced = a.book.add(job, rep, now); !added {
+		added, lost := a.book.add(job, rep, now)
+		if lost { // the report kept of the job's former claim
+			a.m.Progress.WithLabelValues(metrics.ProgressStale).Inc()
+		}
+		if !added {
 			a.m.Progress.WithLabelValues(metrics.ProgressStale).Inc()
 			return
 		}

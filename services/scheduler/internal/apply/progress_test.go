@@ -246,3 +246,26 @@ func (b *bundle) claimAgain(id, w string) {
 	require.NoError(b.t, err)
 	require.Len(b.t, out.Promoted, 1)
 }
+
+// TestProgressOfANewClaimReplacesTheOld: the first report of the job's
+// next claim replaces what was kept of the former one, which is never
+// written.
+func TestProgressOfANewClaimReplacesTheOld(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	flushing(b, time.Hour)
+	b.running("j1", "w1", 3)
+	ctx := context.Background()
+	b.a.Progress(ctx, report(t, "j1", 1, "w1", 80)) // kept, not written
+	b.now = b.now.Add(2 * time.Second)
+	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
+	require.Equal(t, consume.Ack(), b.a.Requeue(ctx, enc(t, rq), nil))
+	b.claimAgain("j1", "w2")
+
+	b.a.Progress(ctx, report(t, "j1", 3, "w2", 5))
+	require.Equal(t, 1.0, b.progressCount(metrics.ProgressStale), "the former claim's 80 %")
+	require.Equal(t, 1, b.a.book.len())
+	b.a.flushProgress(ctx)
+	require.Equal(t, 5.0, b.get("j1").Progress.Percent)
+	require.Equal(t, 1.0, b.progressCount(metrics.ProgressApplied))
+}

@@ -89,20 +89,22 @@ func (b *progressBook) note(rep contracts.ProgressReport, now time.Time) (job co
 // add starts the entry of job's claim with its first report, as read
 // from the store (running at rep's claim on rep's worker). It returns
 // false, keeping nothing, when the book meanwhile holds a newer claim or
-// the job is ending; an entry of an older claim is replaced, and
-// replaced reports whether it held a report not yet written.
-func (b *progressBook) add(job contracts.Job, rep contracts.ProgressReport, now time.Time) (ok, replaced bool) {
+// the job is ending. An entry of an older claim is replaced: lost
+// reports whether it held a report not yet written (never to be).
+func (b *progressBook) add(job contracts.Job, rep contracts.ProgressReport, now time.Time) (ok, lost bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e, held := b.entries[job.ID]; held {
-		if e.job.Claim > job.Claim || (e.job.Claim == job.Claim && e.ended) {
+		if e.job.Claim >= job.Claim {
 			return false, false
 		}
-		replaced = e.dirty
+		lost = e.dirty
 	}
-	job.Payload, job.Result, job.Errors = nil, nil, nil // only the fields the events and the fence need
-	b.entries[job.ID] = &progressEntry{job: job, progress: rep.Progress, seq: 1, dirty: true, seen: now}
-	return true, replaced
+	// Only what the events and the fence need.
+	kept := contracts.Job{ID: job.ID, Tenant: job.Tenant, Kind: job.Kind, Parent: job.Parent,
+		State: job.State, Attempt: job.Attempt, Claim: job.Claim, Worker: job.Worker}
+	b.entries[job.ID] = &progressEntry{job: kept, progress: rep.Progress, seq: 1, dirty: true, seen: now}
+	return true, lost
 }
 
 // due returns the entries with a report not yet written, and marks them
