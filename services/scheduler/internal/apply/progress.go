@@ -172,12 +172,13 @@ func (a *Applier) writeProgresses(ctx context.Context, ws []progressWrite, now t
 		w := ws[i]
 		switch {
 		case u.Err == nil:
+			a.book.wrote(w)
 			a.m.Progress.WithLabelValues(metrics.ProgressApplied).Inc()
 		case errors.Is(u.Err, errStale) || errors.Is(u.Err, store.ErrNotFound):
 			// The claim is gone (the job ended on another scheduler, or
 			// was requeued): forget it, with any newer report of it.
 			a.m.Progress.WithLabelValues(metrics.ProgressStale).Inc()
-			if a.book.forget(w.job.ID, w.job.Claim) {
+			if a.book.forget(w.job.ID, w.job.Claim) > w.seq {
 				a.m.Progress.WithLabelValues(metrics.ProgressStale).Inc()
 			}
 		case errors.Is(u.Err, store.ErrConflict):

@@ -269,3 +269,38 @@ func TestProgressOfANewClaimReplacesTheOld(t *testing.T) {
 	require.Equal(t, 5.0, b.get("j1").Progress.Percent)
 	require.Equal(t, 1.0, b.progressCount(metrics.ProgressApplied))
 }
+
+// TestProgressWithTwoSchedulers: reports of one job go to two
+// schedulers; each keeps and writes its own, every write fenced by the
+// claim. A result applied by one never writes back a report it wrote
+// already (the other may have written a newer one since), and the other
+// forgets the job at its next flush without writing.
+func TestProgressWithTwoSchedulers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	flushing(b, time.Hour)
+	a1 := b.a
+	flushing(b, time.Hour)
+	a2 := b.a
+	b.running("j1", "w1", 3)
+	ctx := context.Background()
+
+	a1.Progress(ctx, report(t, "j1", 1, "w1", 10))
+	a1.flushProgress(ctx)
+	a2.Progress(ctx, report(t, "j1", 1, "w1", 20))
+	a2.flushProgress(ctx)
+	require.Equal(t, 20.0, b.get("j1").Progress.Percent)
+	a2.Progress(ctx, report(t, "j1", 1, "w1", 30)) // kept by a2 alone
+
+	res := contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}
+	require.Equal(t, consume.Ack(), a1.Result(ctx, enc(t, res), nil))
+	got := b.get("j1")
+	require.Equal(t, contracts.StateSucceeded, got.State)
+	require.Equal(t, 20.0, got.Progress.Percent, "a1's 10 %, written already, does not go back over a2's 20 %")
+	require.Zero(t, a1.book.len())
+
+	a2.flushProgress(ctx)
+	require.Equal(t, 20.0, b.get("j1").Progress.Percent, "a finished job takes no more progress")
+	require.Zero(t, a2.book.len())
+	require.Equal(t, 1.0, testutil.ToFloat64(a2.m.Progress.WithLabelValues(metrics.ProgressStale)))
+}

@@ -32,8 +32,10 @@ type progressEntry struct {
 	// seq counts the claim's reports; a flush compares it to know
 	// whether a newer report came while it wrote.
 	seq uint64
-	// dirty: progress is not in the store yet.
+	// dirty: progress waits for the next flush.
 	dirty bool
+	// written is the seq of the newest report a flush wrote (0: none).
+	written uint64
 	// ended: the job's result is being applied; reports of the claim
 	// that come now are stale (the result stores progress).
 	ended bool
@@ -134,9 +136,21 @@ func (b *progressBook) failed(w progressWrite) {
 	}
 }
 
+// wrote records that a flush wrote w.
+func (b *progressBook) wrote(w progressWrite) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, ok := b.entries[w.job.ID]; ok && e.job.Claim == w.job.Claim && w.seq > e.written {
+		e.written = w.seq
+	}
+}
+
 // end marks the entry of job's claim as ending, its result being
-// applied, and returns its newest report (nil when the book holds none
-// of that claim). Reports of the claim that come afterwards are stale.
+// applied, and returns its newest report unless a flush wrote it (nil
+// also when the book holds nothing of that claim): a report this
+// scheduler wrote already must not overwrite a newer one another
+// scheduler wrote since. Reports of the claim that come afterwards are
+// stale.
 func (b *progressBook) end(jobID string, claim int64) *contracts.Progress {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -145,21 +159,28 @@ func (b *progressBook) end(jobID string, claim int64) *contracts.Progress {
 		return nil
 	}
 	e.ended = true
+	if e.written == e.seq {
+		return nil
+	}
 	p := e.progress
 	return &p
 }
 
 // forget drops the entry of jobID when it holds claim or an older one,
-// and reports whether it held a report not yet written.
-func (b *progressBook) forget(jobID string, claim int64) (unwritten bool) {
+// and returns the seq of its newest report that no flush wrote (0 when
+// there is none, or no entry went).
+func (b *progressBook) forget(jobID string, claim int64) (unwritten uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[jobID]
 	if !ok || e.job.Claim > claim {
-		return false
+		return 0
 	}
 	delete(b.entries, jobID)
-	return e.dirty
+	if e.written == e.seq {
+		return 0
+	}
+	return e.seq
 }
 
 // drop removes the entries with no report since before: their job

@@ -103,7 +103,7 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 // forgetProgress drops the progress kept of res's claim once its result
 // settled; a report not yet written counts as outcome.
 func (a *Applier) forgetProgress(res contracts.Result, outcome string) {
-	if a.book.forget(res.JobID, res.Claim) {
+	if a.book.forget(res.JobID, res.Claim) != 0 {
 		a.m.Progress.WithLabelValues(outcome).Inc()
 	}
 }
