@@ -37,6 +37,9 @@ type Config struct {
 	// LeaseRenewAfter is the age of a stored heartbeat at which a worker's
 	// heartbeat writes its lease again; 0 = the default (see RenewAfter).
 	LeaseRenewAfter time.Duration `env:"SLUICE_SCHEDULER_LEASE_RENEW_AFTER" envDefault:"0s" doc:"The age of a running job's stored heartbeat at which a worker's heartbeat writes it again; a heartbeat that finds a younger one is answered from a read and writes nothing. At most SLUICE_STALE_THRESHOLD minus twice SLUICE_HEARTBEAT_INTERVAL, so a live lease is written again at least one heartbeat before it would be stale. 0 = 2/3 of SLUICE_STALE_THRESHOLD, or that bound when it is lower."`
+	// ProgressFlush is how often the newest progress report of each
+	// running job is written to the store; 0 = every report.
+	ProgressFlush time.Duration `env:"SLUICE_SCHEDULER_PROGRESS_FLUSH" envDefault:"5s" doc:"How often a scheduler writes the newest progress report of each running job to the store (at most one write per job per period, many jobs per write); a job's last report is written with its result. Progress events are published as reports come, so the store's progress of a running job (GET /v1/jobs/{id}) is at most this old. 0 = write every report as it comes."`
 	// MaxRuntime fails a job running longer than this; 0 = no limit.
 	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s" doc:"The longest any run may take: the gateway bounds a job's max_runtime by it, the schedulers and the reaper fail a run past it, whatever the job asked. 0 = no bound."`
 	// OfferTimeout bounds one offer request to one worker.
@@ -132,6 +135,7 @@ func (c Config) Validate() error {
 				c.LeaseRenewAfter, c.HeartbeatInterval, c.StaleThreshold)
 		}
 	}
+	envconfig.NotNegative(&p, "SLUICE_SCHEDULER_PROGRESS_FLUSH", c.ProgressFlush, "write every report")
 	envconfig.Positive(&p, "SLUICE_SCHEDULER_OFFER_TIMEOUT", c.OfferTimeout)
 	envconfig.Positive(&p, "SLUICE_SCHEDULER_CLAIM_TTL", c.ClaimTTL)
 	envconfig.Positive(&p, "SLUICE_SCHEDULER_ACK_WAIT", c.AckWait)

@@ -14,6 +14,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, "2s", c.ReofferInterval.String())
 	require.Equal(t, "30s", c.StaleThreshold.String())
 	require.Equal(t, 64, c.MaxConcurrent)
+	require.Equal(t, 5*time.Second, c.ProgressFlush)
 	require.Equal(t, "./.sluice", c.Store.DataDir)
 }
 
@@ -25,6 +26,7 @@ func TestLoadConfigNamesTheVariable(t *testing.T) {
 		"SLUICE_SCHEDULER_MAX_CONCURRENT": {"SLUICE_SCHEDULER_MAX_CONCURRENT": "0"},
 		"SLUICE_SCHEDULER_CLAIM_TTL":      {"SLUICE_SCHEDULER_CLAIM_TTL": "0s"},
 		"SLUICE_MAX_RUNTIME":              {"SLUICE_MAX_RUNTIME": "-5m"},
+		"SLUICE_SCHEDULER_PROGRESS_FLUSH": {"SLUICE_SCHEDULER_PROGRESS_FLUSH": "-1s"},
 		"SLUICE_STORE":                    {"SLUICE_STORE": "postgres://x"},
 		"SLUICE_SCHEDULER_OFFER_TIMEOUT":  {"SLUICE_SCHEDULER_OFFER_TIMEOUT": "soon"},
 	}

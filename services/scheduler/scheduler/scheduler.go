@@ -97,7 +97,8 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	},
 		d.Store, d.NC, pick, pub, d.Now, rand.Float64, d.Log, m)
 	s.apply = apply.New(apply.Config{StaleThreshold: cfg.StaleThreshold, LeaseRenewAfter: cfg.RenewAfter(), MaxRuntime: cfg.MaxRuntime,
-		RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.MaxRetryBackoff},
+		RetryBackoff: cfg.RetryBackoff, RetryBackoffMax: cfg.MaxRetryBackoff,
+		ProgressFlush: cfg.ProgressFlush, ShutdownTimeout: cfg.ShutdownTimeout},
 		d.Store, notifier{nc: d.NC, js: d.JS}, pub, d.Now, d.Log, m)
 	s.probe = observe.NewProbe(d.Log, d.Registry)
 	s.probe.AddCheck("store", d.Store.Ping)
@@ -136,6 +137,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	g.Go(func() error { return s.dispatch.Run(gctx) })
 	g.Go(func() error { return s.parents.Run(gctx) })
 	g.Go(func() error { return s.spawn.Run(gctx) })
+	g.Go(func() error { return s.apply.Run(gctx) })
 	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.MaxConcurrent, s.dispatch.Handle)
 	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.MaxConcurrent, s.apply.Result)
 	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)

@@ -1,7 +1,8 @@
-// Package apply records what workers and the reaper report: results and
-// heartbeats from workers, requeue events from the reaper. Every write is a
-// compare-and-set on the job's attempt, so a late report from an old
-// attempt changes nothing.
+// Package apply records what workers and the reaper report: results,
+// heartbeats and progress from workers, requeue events from the reaper.
+// Every write is a compare-and-set on the job's claim, so a late report
+// from an old claim changes nothing. Progress is kept in memory and
+// written at most once per flush period per job, and with the job's end.
 package apply
 
 import (
@@ -45,9 +46,15 @@ type Config struct {
 	// runs again (see RetryDelay).
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
+	// ProgressFlush is how often the newest progress report of each
+	// running job is written (see Run); 0 = every report as it comes.
+	ProgressFlush time.Duration
+	// ShutdownTimeout bounds the last flush when Run's context ends.
+	ShutdownTimeout time.Duration
 }
 
-// Applier applies results, heartbeats and requeue events.
+// Applier applies results, heartbeats, progress reports and requeue
+// events. Run owns its progress flushes.
 type Applier struct {
 	cfg    Config
 	jobs   Jobs
@@ -56,11 +63,12 @@ type Applier struct {
 	log    zerolog.Logger
 	m      *metrics.Scheduler
 	ev     *events.Publisher
+	book   *progressBook
 }
 
 // New returns an applier that publishes change events to ev (nil = none).
 func New(cfg Config, jobs Jobs, n Notifier, ev *events.Publisher, now func() time.Time, log zerolog.Logger, m *metrics.Scheduler) *Applier {
-	return &Applier{cfg: cfg, jobs: jobs, notify: n, now: now, log: log, m: m, ev: ev}
+	return &Applier{cfg: cfg, jobs: jobs, notify: n, now: now, log: log, m: m, ev: ev, book: newProgressBook()}
 }
 
 // storeRetry is how soon a message comes back when the store did not answer.

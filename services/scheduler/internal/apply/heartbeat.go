@@ -35,6 +35,10 @@ func (a *Applier) Heartbeat(ctx context.Context, data []byte) []byte {
 		a.ev.State(j)
 	}
 	for _, l := range out.Lost {
+		// Progress kept of a lost claim is never written.
+		if a.book.forget(l.JobID, l.Claim) != 0 {
+			a.m.Progress.WithLabelValues(metrics.ProgressStale).Inc()
+		}
 		a.log.Info().Str(observe.FieldWorkerID, hb.WorkerID).Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).Msg("lease lost; worker told to stop")
 	}
 	return encodeAck(contracts.HeartbeatAck{Lost: out.Lost, Cancel: out.Cancel})

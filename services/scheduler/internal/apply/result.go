@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
 // Result applies a message of worker results: one Result or a batch
@@ -37,6 +38,11 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 			return store.Change{}, errStale
 		}
 		changes[i] = a.resultChange(job, res)
+		// The claim's newest progress, kept since the last flush, is
+		// stored with its end: no write of its own.
+		if p := a.book.end(res.JobID, res.Claim); p != nil {
+			changes[i].Progress = p
+		}
 		return changes[i], nil
 	})
 	if err != nil {
@@ -65,9 +71,11 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 	switch err := u.Err; {
 	case errors.Is(err, store.ErrNotFound):
 		a.m.Results.WithLabelValues("stale").Inc()
+		a.forgetProgress(res, metrics.ProgressStale)
 		return consume.Ack()
 	case errors.Is(err, errStale):
 		a.m.Results.WithLabelValues("stale").Inc()
+		a.forgetProgress(res, metrics.ProgressStale)
 		fields(a.log.Info()).Str("state", string(before.State)).Int64("current_claim", before.Claim).Msg("result for an old claim ignored")
 		return consume.Ack()
 	case errors.Is(err, store.ErrConflict):
@@ -77,6 +85,7 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 		return consume.RetryIn(storeRetry)
 	}
 	a.ev.State(u.Job)
+	a.forgetProgress(res, metrics.ProgressCoalesced) // stored with the end
 	if ch.State == contracts.StatePending {
 		a.m.Results.WithLabelValues("retried").Inc()
 		fields(a.log.Info()).Str("error", res.Error).Time("next_dispatch_at", *ch.NextDispatchAt).Msg("run failed; job runs again after a backoff")
@@ -89,6 +98,14 @@ func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before
 	a.m.Results.WithLabelValues("applied").Inc()
 	a.m.Finished(ch.State, before.StartedAt, ch.Now)
 	return consume.Ack()
+}
+
+// forgetProgress drops the progress kept of res's claim once its result
+// settled; a report not yet written counts as outcome.
+func (a *Applier) forgetProgress(res contracts.Result, outcome string) {
+	if a.book.forget(res.JobID, res.Claim) != 0 {
+		a.m.Progress.WithLabelValues(outcome).Inc()
+	}
 }
 
 // errStale is the decision on a result that no longer speaks for its job.

@@ -60,6 +60,27 @@ const (
 	HeartbeatLost = "lost"
 )
 
+// Progress outcome label values of sluice_scheduler_progress_reports_total:
+// each report a scheduler receives ends in exactly one of them, except
+// ProgressStoreError, which counts the reports a failed write carried (a
+// coalesced report stays to be written at the next flush).
+const (
+	// ProgressApplied: written to the store, on its own (flush period 0)
+	// or as the newest report of its claim at a flush.
+	ProgressApplied = "applied"
+	// ProgressCoalesced: kept in memory and never written on its own: a
+	// newer report of its claim replaced it, or the job's result stored
+	// it with the job's end.
+	ProgressCoalesced = "coalesced"
+	// ProgressStale: for a claim that is no longer the job's (an old
+	// claim, another worker, a job not running or gone), nothing written.
+	ProgressStale = "stale"
+	// ProgressMalformed: not a valid report, nothing written.
+	ProgressMalformed = "malformed"
+	// ProgressStoreError: the store failed to read the job or to write the report.
+	ProgressStoreError = "store_error"
+)
+
 // Requeue outcome label values of sluice_scheduler_requeues_total.
 const (
 	// RequeueRequeued: a running job went back to pending (claim + 1).
@@ -89,7 +110,8 @@ type Scheduler struct {
 	// Heartbeats counts heartbeat leases by outcome (HeartbeatRenewed,
 	// HeartbeatKept, HeartbeatPromoted, HeartbeatLost).
 	Heartbeats *prometheus.CounterVec
-	// Progress counts workers' progress reports by outcome (applied, stale, malformed, store_error).
+	// Progress counts workers' progress reports by outcome (ProgressApplied,
+	// ProgressCoalesced, ProgressStale, ProgressMalformed, ProgressStoreError).
 	Progress *prometheus.CounterVec
 	// ScaleRequests counts scale requests by kind and outcome (published,
 	// command_failed).
@@ -173,9 +195,9 @@ func New(reg prometheus.Registerer) *Scheduler {
 	}
 	m.Progress = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_scheduler_progress_reports_total",
-		Help: "Workers' progress reports, by outcome (applied, stale, malformed, store_error).",
+		Help: "Workers' progress reports, by outcome (applied: written to the store, each report at flush period 0, else the newest of its claim once per SLUICE_SCHEDULER_PROGRESS_FLUSH; coalesced: replaced by a newer report of its claim or stored with the job's result, never written on its own; stale: for a claim no longer the job's; malformed; store_error: the job could not be read or the write failed).",
 	}, []string{"outcome"})
-	for _, o := range []string{"applied", "stale", "malformed", "store_error"} {
+	for _, o := range []string{ProgressApplied, ProgressCoalesced, ProgressStale, ProgressMalformed, ProgressStoreError} {
 		m.Progress.WithLabelValues(o)
 	}
 	m.ScaleRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
