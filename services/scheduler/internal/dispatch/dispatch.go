@@ -210,11 +210,6 @@ func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained
 		d.releaseSlots(s[got[kind]:]) // the store fills a kind's slots in order
 	}
 	d.m.Claims.Add(float64(len(jobs)))
-	// Running from the claim: the events say so now, before any result of
-	// the run can come.
-	for _, j := range jobs {
-		d.ev.State(j)
-	}
 	return jobs, drained, nil
 }
 

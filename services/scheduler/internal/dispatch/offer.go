@@ -141,6 +141,7 @@ func (d *Dispatcher) offerGroup(ctx context.Context, g *offerGroup) {
 		case picker.Accepted:
 			d.m.Dispatch(metrics.DispatchDispatched)
 			d.m.Started([]contracts.Job{oj.job}) // queue wait: submit → running
+			d.ev.State(oj.job)
 			jobFields(d.log.Debug(), oj.job).Str(observe.FieldWorkerID, g.worker).Msg("job accepted")
 		case picker.Refused:
 			d.release(ctx, oj.job, true) // the worker said no: wait before the next try
@@ -158,6 +159,7 @@ func (d *Dispatcher) offerGroup(ctx context.Context, g *offerGroup) {
 			// reaper requeues it once its lease, written by the claim, is
 			// stale.
 			d.m.Dispatch(metrics.DispatchUnanswered)
+			d.ev.State(oj.job)
 			jobFields(d.log.Debug(), oj.job).Str(observe.FieldWorkerID, g.worker).Str("outcome", outcomes[i].String()).
 				Msg("offer unanswered; the job stays with the worker until its lease says otherwise")
 		}
@@ -199,7 +201,7 @@ func (d *Dispatcher) release(ctx context.Context, job contracts.Job, failed bool
 		at := NextAttemptAt(now, d.cfg.RetryInterval, d.jitter(), job.DispatchDeadline)
 		next = &at
 	}
-	back, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Claim: job.Claim},
+	_, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Claim: job.Claim},
 		store.ReleaseChange(now, next))
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
@@ -208,7 +210,9 @@ func (d *Dispatcher) release(ctx context.Context, job contracts.Job, failed bool
 	case err != nil:
 		jobFields(d.log.Warn(), job).Err(err).Msg("claimed job not given back; the reaper requeues it when its lease goes stale")
 	default:
-		d.ev.State(back)
+		// No event either way: its running event is published only once
+		// its worker takes it, so the event stream never saw it leave
+		// pending.
 		d.m.Dispatch(metrics.DispatchOverflow)
 	}
 }
