@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,7 +33,8 @@ const (
 // through POST /v1/jobs/batch before any worker runs, starts the workers,
 // waits until every job has succeeded and prints each process's peak
 // (VmHWM) and final (VmRSS) resident memory against 64 MiB, and their sum
-// against 128 MiB. `make bench-memory` runs it.
+// against 128 MiB. `make bench-memory` runs it; GOMEMLIMIT set for it is
+// passed on to every process (GOMEMLIMIT=off: no soft limit).
 func BenchmarkMemory(b *testing.B) {
 	ctx := context.Background()
 	work := b.TempDir()
@@ -42,6 +44,16 @@ func BenchmarkMemory(b *testing.B) {
 		b.Fatal(err)
 	}
 	fmt.Printf("memory: binaries built in %s\n", time.Since(start).Round(time.Second))
+	env := []string{
+		"SLUICE_MAX_ACTIVE=0", "SLUICE_TENANT_MAX_ACTIVE=0",
+		"SLUICE_SCHEDULER_NO_WORKER_GRACE=0", "SLUICE_SCHEDULER_MAX_CONCURRENT=256",
+	}
+	// GOMEMLIMIT set for the benchmark is passed on to every process
+	// (e.g. GOMEMLIMIT=off to measure without the services' default).
+	limit := "the services' default"
+	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		env, limit = append(env, "GOMEMLIMIT="+v), "GOMEMLIMIT="+v
+	}
 	c, err := Start(Config{
 		BinDir: bin, WorkDir: work, Store: StoreEmbedded,
 		Gateways: 1, Schedulers: 1, Workers: 4, WorkerLimit: 256, Tenants: 1,
@@ -49,10 +61,7 @@ func BenchmarkMemory(b *testing.B) {
 		// The services' own defaults, as users run them.
 		HeartbeatInterval: 5 * time.Second, StaleThreshold: 30 * time.Second,
 		RetryInterval: 2 * time.Second, DispatchDeadline: 10 * time.Minute, ReaperInterval: 10 * time.Second,
-		Env: []string{
-			"SLUICE_MAX_ACTIVE=0", "SLUICE_TENANT_MAX_ACTIVE=0",
-			"SLUICE_SCHEDULER_NO_WORKER_GRACE=0", "SLUICE_SCHEDULER_MAX_CONCURRENT=256",
-		},
+		Env: env,
 	})
 	b.Cleanup(c.Close) // every process, by pid
 	if err != nil {
@@ -119,8 +128,8 @@ func BenchmarkMemory(b *testing.B) {
 			p.Name, mib(f.Peak), mib(f.Now), verdict(f.Peak, memoryTarget), holds(p.Service))
 	}
 	b.ReportMetric(mib(sumPeak), "stack-peak-MiB")
-	fmt.Printf("memory: whole stack, %d processes: peaks summed %.1f MiB, final %.1f MiB (target ≤ 128: %s)\n",
-		len(c.all()), mib(sumPeak), mib(sumNow), verdict(sumPeak, stackTarget))
+	fmt.Printf("memory: whole stack, %d processes: peaks summed %.1f MiB, final %.1f MiB (target ≤ 128: %s; soft memory limit: %s)\n",
+		len(c.all()), mib(sumPeak), mib(sumNow), verdict(sumPeak, stackTarget), limit)
 }
 
 // holds says which process holds what besides its own service.
