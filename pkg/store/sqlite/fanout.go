@@ -98,9 +98,6 @@ func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) er
 // write their parent once.
 type parentRow struct {
 	dirty            bool // counts or cursor changed since read
-	// op is what the write that last changed it counts as: its row,
-	// written at the commit, counts under it (rows.go).
-	op store.WriteOp
 	id, tenant       string
 	state            contracts.JobState
 	window, released int
@@ -110,6 +107,9 @@ type parentRow struct {
 	// wait is how long a released child may wait for a worker: the
 	// parent's own dispatch deadline, counted from its run_at or creation.
 	wait time.Duration
+	// op is what the write that last changed it counts as: its row,
+	// written at the commit, counts under it (rows.go).
+	op store.WriteOp
 }
 
 // The statements of a fan-out.
