@@ -20,9 +20,17 @@ import (
 // when the transaction commits and forgets them when it rolls back. One
 // hook counts every statement, so no write path can forget to.
 //
-// Measured against the statements' own RowsAffected (BenchmarkLifecycle,
-// claims of 256 jobs, a start and results): the hook's cost is a map
-// lookup and a call per row, lost in the writer's time per job.
+// What it costs (BenchmarkRowHook, an UPDATE of 256 two-column rows, CPU
+// profile): the hook is about 90 ns of CPU per row (a lookup of the
+// connection's hook, the table's name copied, a call), 19 % of that
+// trivial UPDATE; a job's row (40 columns, its indexes) costs the writer
+// far more, so at about four rows per job it is some 0.4 µs of the
+// writer's 240 µs or more per job (BenchmarkLifecycle). Reading each
+// statement's RowsAffected would cost nothing more, but needs a line at
+// every statement that writes (two dozen, RETURNING ones counted by
+// hand) and misses the ones added later; total_changes() around each
+// request costs a statement per request and cannot tell a job's row from
+// a counter's.
 
 // txRows are the rows the open write transaction has written so far.
 // Only the goroutine that holds the writer connection touches them: the
