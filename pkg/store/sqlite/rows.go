@@ -24,8 +24,8 @@ import (
 // profile): the hook is about 90 ns of CPU per row (a lookup of the
 // connection's hook, the table's name copied, a call), 19 % of that
 // trivial UPDATE; a job's row (40 columns, its indexes) costs the writer
-// far more, so at about four rows per job it is some 0.4 µs of the
-// writer's 240 µs or more per job (BenchmarkLifecycle). Reading each
+// far more: in a burn-down of 100k jobs (400k job rows) the hook took
+// 90 ms of 45 s of CPU samples, 0.4 % of the write loop's. Reading each
 // statement's RowsAffected would cost nothing more, but needs a line at
 // every statement that writes (two dozen, RETURNING ones counted by
 // hand) and misses the ones added later; total_changes() around each
