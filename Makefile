@@ -55,6 +55,12 @@ build:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 20m ./cmd/sluice/internal/devstack/
 
+.PHONY: bench-memory
+
+## bench-memory: each service binary as its own process (NATS, gateway, scheduler, reaper, 4 workers × 256 slots) through a burn-down of 100,000 jobs; peak and final RSS of each against 64 MiB and their sum against 128 MiB (about 90 s)
+bench-memory:
+	$(GO) test -run '^$$' -bench '^BenchmarkMemory$$' -benchtime 1x -count 1 -timeout 20m ./cmd/sluice/internal/chaos/
+
 .PHONY: bench-peers
 
 # PEERS_DIR is the peers' harness (River on PostgreSQL, Asynq on Redis),

@@ -80,8 +80,10 @@ type Binary[C any] struct {
 }
 
 // Main runs b until SIGINT or SIGTERM and exits the process: status 0 after
-// a clean stop, 1 with the error on stderr otherwise.
+// a clean stop, 1 with the error on stderr otherwise. The process runs
+// with a soft memory limit of DefaultMemoryLimit unless GOMEMLIMIT is set.
 func Main[C any](b Binary[C]) {
+	applyMemoryLimit()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := Run(ctx, b, nil, os.Stderr)
 	stop()

@@ -7,12 +7,17 @@ import (
 )
 
 // StoreWrites exports a store's write counts on /metrics: each write it
-// committed by operation (sluice_store_writes_total) and the transactions
-// that carried them (sluice_store_commits_total), read when scraped.
+// committed by operation (sluice_store_writes_total), the job rows those
+// writes changed by operation (sluice_store_rows_written_total), the
+// other rows they changed (sluice_store_side_rows_written_total) and the
+// transactions that carried them (sluice_store_commits_total), read when
+// scraped.
 type StoreWrites struct {
-	src     store.WriteCounter
-	writes  *prometheus.Desc
-	commits *prometheus.Desc
+	src      store.WriteCounter
+	writes   *prometheus.Desc
+	rows     *prometheus.Desc
+	sideRows *prometheus.Desc
+	commits  *prometheus.Desc
 }
 
 // NewStoreWrites is the collector of src's write counts.
@@ -22,6 +27,11 @@ func NewStoreWrites(src store.WriteCounter) *StoreWrites {
 		writes: prometheus.NewDesc("sluice_store_writes_total",
 			"Writes the store committed, by operation (embedded store: write requests; MongoDB: write commands).",
 			[]string{"operation"}, nil),
+		rows: prometheus.NewDesc("sluice_store_rows_written_total",
+			"Job rows the store's committed writes inserted, updated or deleted, by operation (embedded store: rows of the jobs table; MongoDB: documents of the jobs collection).",
+			[]string{"operation"}, nil),
+		sideRows: prometheus.NewDesc("sluice_store_side_rows_written_total",
+			"Other rows the store's committed writes changed: admission counters, counts of jobs by state, key locks.", nil, nil),
 		commits: prometheus.NewDesc("sluice_store_commits_total",
 			"Transactions the store committed (the embedded store commits several writes in one under load).", nil, nil),
 	}
@@ -40,6 +50,8 @@ func RegisterStoreWrites(reg prometheus.Registerer, st store.Store) error {
 // Describe implements prometheus.Collector.
 func (c *StoreWrites) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.writes
+	ch <- c.rows
+	ch <- c.sideRows
 	ch <- c.commits
 }
 
@@ -48,6 +60,8 @@ func (c *StoreWrites) Collect(ch chan<- prometheus.Metric) {
 	n := c.src.WriteCounts()
 	for _, op := range store.WriteOps() {
 		ch <- prometheus.MustNewConstMetric(c.writes, prometheus.CounterValue, float64(n.Writes[op]), op.String())
+		ch <- prometheus.MustNewConstMetric(c.rows, prometheus.CounterValue, float64(n.Rows[op]), op.String())
 	}
+	ch <- prometheus.MustNewConstMetric(c.sideRows, prometheus.CounterValue, float64(n.SideRows))
 	ch <- prometheus.MustNewConstMetric(c.commits, prometheus.CounterValue, float64(n.Commits))
 }

@@ -70,15 +70,38 @@ func (o WriteOp) String() string {
 // WriteCounts is what a store has written since it was opened: each
 // write it committed, by operation (the embedded driver: each write
 // request, applied atomically; the MongoDB driver: each write command),
-// and the transactions that carried them (the embedded driver commits
-// several requests in one transaction under load; MongoDB: one per
-// command).
+// the rows those writes changed (see Rows), and the transactions that
+// carried them (the embedded driver commits several requests in one
+// transaction under load; MongoDB: one per command).
+//
+// A request is not a row: a claim round of 256 jobs is one write and 256
+// rows, a heartbeat renewing 100 leases one write and 100 rows. "Store
+// writes per completed job" is judged on rows.
 type WriteCounts struct {
 	// Writes is indexed by WriteOp.
 	Writes [writeOps]uint64
+	// Rows are the job rows written, indexed by WriteOp: the rows of a
+	// job table (JobTable) that committed writes inserted, updated or
+	// deleted. A write counts the rows the database wrote, as it reports
+	// them (SQLite: each row an INSERT, UPDATE or DELETE touched;
+	// MongoDB: documents inserted, modified, upserted or deleted), once
+	// it commits: a compare-and-set that missed, a lease kept in memory
+	// and a rolled-back transaction count none.
+	Rows [writeOps]uint64
+	// SideRows are the other rows written: admission counters, counts
+	// of jobs by state, key locks. They are not counted by operation (the
+	// embedded driver writes the counters of every request of a
+	// transaction at once, at its commit).
+	SideRows uint64
 	// Commits are the transactions committed.
 	Commits uint64
 }
+
+// JobTable reports whether a table (embedded store) or collection
+// (MongoDB) named name holds jobs, so that the rows written there count
+// in WriteCounts.Rows; every other table's count as SideRows. Both
+// drivers keep a job in one row of "jobs".
+func JobTable(name string) bool { return name == "jobs" }
 
 // Total is the sum of Writes.
 func (c WriteCounts) Total() uint64 {
@@ -89,11 +112,22 @@ func (c WriteCounts) Total() uint64 {
 	return n
 }
 
+// RowsTotal is the sum of Rows: the job rows written.
+func (c WriteCounts) RowsTotal() uint64 {
+	var n uint64
+	for _, r := range c.Rows {
+		n += r
+	}
+	return n
+}
+
 // Sub is c minus an earlier reading: what was written in between.
 func (c WriteCounts) Sub(earlier WriteCounts) WriteCounts {
 	for i := range c.Writes {
 		c.Writes[i] -= earlier.Writes[i]
+		c.Rows[i] -= earlier.Rows[i]
 	}
+	c.SideRows -= earlier.SideRows
 	c.Commits -= earlier.Commits
 	return c
 }
@@ -107,27 +141,68 @@ type WriteCounter interface {
 // WriteTally counts writes for a driver; safe for concurrent use. Its
 // zero value is ready.
 type WriteTally struct {
-	writes  [writeOps]atomic.Uint64
-	commits atomic.Uint64
+	writes   [writeOps]atomic.Uint64
+	rows     [writeOps]atomic.Uint64
+	sideRows atomic.Uint64
+	commits  atomic.Uint64
 }
 
 // Wrote counts one committed write of op.
 func (t *WriteTally) Wrote(op WriteOp) {
-	if op < 0 || op >= writeOps {
-		op = WriteOther
+	t.writes[known(op)].Add(1)
+}
+
+// WroteRows counts n job rows written by committed writes of op
+// (WriteCounts.Rows).
+func (t *WriteTally) WroteRows(op WriteOp, n uint64) {
+	if n > 0 {
+		t.rows[known(op)].Add(n)
 	}
-	t.writes[op].Add(1)
+}
+
+// known is op, or WriteOther for a value that names no operation.
+func known(op WriteOp) WriteOp {
+	if op < 0 || op >= writeOps {
+		return WriteOther
+	}
+	return op
+}
+
+// WroteSide counts n committed side rows (WriteCounts.SideRows).
+func (t *WriteTally) WroteSide(n uint64) {
+	if n > 0 {
+		t.sideRows.Add(n)
+	}
 }
 
 // Committed counts one committed transaction.
 func (t *WriteTally) Committed() { t.commits.Add(1) }
+
+// Add counts everything c holds: what one transaction wrote, counted
+// while it ran and added once it committed.
+func (t *WriteTally) Add(c WriteCounts) {
+	for i := range c.Writes {
+		if c.Writes[i] > 0 {
+			t.writes[i].Add(c.Writes[i])
+		}
+		if c.Rows[i] > 0 {
+			t.rows[i].Add(c.Rows[i])
+		}
+	}
+	t.WroteSide(c.SideRows)
+	if c.Commits > 0 {
+		t.commits.Add(c.Commits)
+	}
+}
 
 // WriteCounts reads the tally.
 func (t *WriteTally) WriteCounts() WriteCounts {
 	var c WriteCounts
 	for i := range c.Writes {
 		c.Writes[i] = t.writes[i].Load()
+		c.Rows[i] = t.rows[i].Load()
 	}
+	c.SideRows = t.sideRows.Load()
 	c.Commits = t.commits.Load()
 	return c
 }

@@ -61,7 +61,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -97,20 +96,6 @@ var _ store.WriteCounter = (*Store)(nil)
 // Each command is its own transaction.
 func (s *Store) WriteCounts() store.WriteCounts { return s.tally.WriteCounts() }
 
-// writeCommands are the commands that write (bulk writes are sent as these).
-var writeCommands = map[string]bool{"insert": true, "update": true, "delete": true, "findAndModify": true}
-
-// countWrites is a command monitor that counts each write command that
-// succeeded under the operation its context carries (store.WithWriteOp).
-func countWrites(t *store.WriteTally) *event.CommandMonitor {
-	return &event.CommandMonitor{Succeeded: func(ctx context.Context, e *event.CommandSucceededEvent) {
-		if writeCommands[e.CommandName] {
-			t.Wrote(store.WriteOpOf(ctx))
-			t.Committed()
-		}
-	}}
-}
-
 // Open connects to the MongoDB server (or replica set) of uri, makes sure
 // the indexes exist and returns the store. The database is the URI's path
 // ("mongodb://host/sluice"), or WithDatabase, or "sluice". Open fails when
@@ -135,7 +120,7 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 	journal := true
 	tally := new(store.WriteTally)
 	co := options.Client().
-		SetMonitor(countWrites(tally)).
+		SetMonitor(newWriteMonitor(tally).monitor()).
 		SetWriteConcern(&writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: &journal}).
 		SetReadPreference(readpref.Primary()).
 		SetServerSelectionTimeout(cfg.timeout).

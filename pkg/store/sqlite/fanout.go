@@ -107,6 +107,9 @@ type parentRow struct {
 	// wait is how long a released child may wait for a worker: the
 	// parent's own dispatch deadline, counted from its run_at or creation.
 	wait time.Duration
+	// op is what the write that last changed it counts as: its row,
+	// written at the commit, counts under it (rows.go).
+	op store.WriteOp
 }
 
 // The statements of a fan-out.
@@ -189,6 +192,7 @@ func (s *Store) flushParents(ctx context.Context, tx *sql.Tx) error {
 		if !p.dirty {
 			continue
 		}
+		s.rows.op = p.op
 		_, err := tx.StmtContext(ctx, s.ws.writeParent).ExecContext(ctx, p.released, p.counts.Succeeded, p.counts.Failed, p.counts.Cancelled, p.id)
 		if err != nil {
 			return fmt.Errorf("write parent %s: %w", p.id, err)
@@ -217,7 +221,7 @@ func (s *Store) childEnded(ctx context.Context, tx *sql.Tx, child contracts.Job,
 	// (a cancel) held no place in the window.
 	held := child.Index != nil && *child.Index >= p.released
 	p.counts.Add(st)
-	p.dirty = true
+	p.dirty, p.op = true, s.rows.op
 	switch {
 	case st == contracts.StateFailed && p.failFast && !p.cancel:
 		if err := s.cancelWaiting(ctx, tx, p, now, contracts.JobError(contracts.ClassCancelled,
@@ -274,7 +278,7 @@ func (s *Store) cancelWaiting(ctx context.Context, tx *sql.Tx, p *parentRow, now
 	s.countMove(p.tenant, contracts.StatePending, contracts.StateCancelled, int(n))
 	p.counts.Cancelled += int(n)
 	p.released = p.counts.Total
-	p.dirty = true
+	p.dirty, p.op = true, s.rows.op
 	if _, err := tx.ExecContext(ctx, requestCancelQuery, at, p.id); err != nil {
 		return fmt.Errorf("cancel the running children of %s: %w", p.id, err)
 	}

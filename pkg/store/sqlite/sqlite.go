@@ -218,6 +218,9 @@ type Store struct {
 	stateChecked atomic.Int64
 	// tally counts the writes committed (WriteCounts).
 	tally store.WriteTally
+	// rows are the rows the open write transaction wrote (see rows.go),
+	// counted by the writer connection's pre-update hook.
+	rows *txRows
 }
 
 var _ store.WriteCounter = (*Store)(nil)
@@ -275,10 +278,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: create directory: %w", abs, err)
 	}
 
-	w, err := sql.Open("sqlite", dsn(abs, cfg, roleWriter))
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
-	}
+	rows := new(txRows)
+	w := openWriter(dsn(abs, cfg, roleWriter), rows)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -303,7 +304,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter(), cp: cp,
-		chunk: cfg.fanoutChunk}
+		chunk: cfg.fanoutChunk, rows: rows}
 	go s.writeLoop()
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
@@ -434,6 +435,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes both connection pools.
 func (s *Store) Close() error {
 	s.writes.stop()
+	unhookWriter(s.w)
 	err := errors.Join(s.cp.stop(), s.rc.close(), s.wc.close(), s.r.Close(), s.w.Close())
 	if err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)

@@ -182,10 +182,12 @@ func (s *Store) commit(batch []*writeReq) {
 		return
 	}
 	s.resetCounters()
+	s.rows.reset()
 	for _, r := range batch {
 		if r.err = r.ctx.Err(); r.err != nil {
 			continue
 		}
+		s.rows.op = r.wop
 		if r.read {
 			// A read sees what the requests before it wrote, parents'
 			// counts included (they are written at the commit).
@@ -213,16 +215,14 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		return
 	}
-	wrote := false
+	n := &s.rows.n
 	for _, r := range batch {
 		if r.err == nil && !r.read {
-			s.tally.Wrote(r.wop)
-			wrote = true
+			n.Writes[r.wop]++
+			n.Commits = 1
 		}
 	}
-	if wrote {
-		s.tally.Committed()
-	}
+	s.tally.Add(*n)
 }
 
 // rerunAlone rolls tx back after failed (nil: the commit's own step
@@ -247,6 +247,8 @@ func (s *Store) runAlone(r *writeReq) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	s.resetCounters()
+	s.rows.reset()
+	s.rows.op = r.wop
 	if err := r.fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -262,8 +264,9 @@ func (s *Store) runAlone(r *writeReq) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	s.tally.Committed()
-	s.tally.Wrote(r.wop)
+	s.rows.n.Writes[r.wop]++
+	s.rows.n.Commits++
+	s.tally.Add(s.rows.n)
 	return nil
 }
 

@@ -39,6 +39,7 @@ var packages = map[string]string{
 	"gateway":     "github.com/sluicehq/sluice/services/gateway",
 	"scheduler":   "github.com/sluicehq/sluice/services/scheduler",
 	"reaper":      "github.com/sluicehq/sluice/services/reaper",
+	"worker":      "github.com/sluicehq/sluice/services/worker",
 }
 
 // StoreKind selects the store the services share.
@@ -61,9 +62,20 @@ func Build(ctx context.Context, dir string, kind StoreKind) error {
 	if kind == StoreMongo {
 		names = append(names, "ferretd")
 	}
+	return BuildBinaries(ctx, dir, names...)
+}
+
+// BuildBinaries compiles the named binaries of the harness ("natsd",
+// "probeworker", "ferretd", "gateway", "scheduler", "reaper", "worker")
+// into dir, like Build.
+func BuildBinaries(ctx context.Context, dir string, names ...string) error {
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	for _, name := range names {
-		args = append(args, packages[name])
+		pkg, ok := packages[name]
+		if !ok {
+			return fmt.Errorf("chaos: no binary %q to build", name)
+		}
+		args = append(args, pkg)
 	}
 	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
 	if err != nil {
@@ -95,6 +107,16 @@ type Config struct {
 	// standalone server; 3 is a cluster with the streams at 3 replicas
 	// (SLUICE_STREAM_REPLICAS), whose NATS faults kill one node at a time.
 	NATSNodes int
+	// RealWorkers runs the worker service's own binary (built-in kind
+	// "sleep") instead of the probe worker, whose "probe" kind the fault
+	// profiles submit: for measuring the services as users run them.
+	RealWorkers bool
+	// WorkersLater leaves the workers stopped in Start: StartWorkers
+	// starts them (e.g. once a backlog has been admitted).
+	WorkersLater bool
+	// Env is more settings for every service, after the harness's own (a
+	// variable set twice takes the later value).
+	Env []string
 }
 
 func (c *Config) defaults() {
@@ -237,6 +259,7 @@ func Start(cfg Config) (*Cluster, error) {
 		"SLUICE_GATEWAY_RATE_LIMIT_IP=0",
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ=0",
 	)
+	common = append(common, cfg.Env...)
 	c.newProc = func(name, service, bin string, args []string, extra ...string) *Proc {
 		return &Proc{Name: name, Service: service, bin: filepath.Join(cfg.BinDir, bin), args: args,
 			env: append(append([]string(nil), common...), extra...), log: filepath.Join(logDir, name+".log")}
@@ -273,7 +296,11 @@ func Start(cfg Config) (*Cluster, error) {
 	for i := 1; i <= cfg.Workers; i++ {
 		id := fmt.Sprintf("chaos-w%d", i)
 		name := fmt.Sprintf("worker-%d", i)
-		p := add(name, "worker", "probeworker", []string{"-journal", filepath.Join(c.JournalDir, name+journal.Ext)},
+		bin, args := "probeworker", []string{"-journal", filepath.Join(c.JournalDir, name+journal.Ext)}
+		if cfg.RealWorkers {
+			bin, args = "worker", nil
+		}
+		p := add(name, "worker", bin, args,
 			"SLUICE_WORKER_ID="+id, "SLUICE_WORKER_KINDS=sleep",
 			fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT_TASKS=%d", cfg.WorkerLimit))
 		p.workerID = id
@@ -299,11 +326,28 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 	}
 	for _, p := range c.procs() {
+		if cfg.WorkersLater && p.workerID != "" {
+			continue
+		}
 		if err := p.start(); err != nil {
 			return c, err
 		}
 	}
 	return c, nil
+}
+
+// StartWorkers starts the worker processes that are not running: those
+// Start left stopped with Config.WorkersLater.
+func (c *Cluster) StartWorkers() error {
+	for _, p := range c.workers() {
+		if p.alive() {
+			continue
+		}
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // natsNodes makes the NATS processes (not started) and sets NATSURL; it

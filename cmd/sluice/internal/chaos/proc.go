@@ -209,6 +209,18 @@ func (p *Proc) peakRSS() int64 {
 	return procmem.PeakRSS(cmd.Process.Pid)
 }
 
+// memory is the current incarnation's resident memory figures (VmHWM and
+// VmRSS, KiB), or zeros when it is not running.
+func (p *Proc) memory() procmem.Figures {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil {
+		return procmem.Figures{}
+	}
+	return procmem.Read(cmd.Process.Pid)
+}
+
 // history returns copies of p's incarnations and finished freezes.
 func (p *Proc) history() ([]Life, []Span) {
 	p.mu.Lock()

@@ -38,9 +38,10 @@ var Targets = []Target{
 	{Figure: Steady, Against: Asynq, Bound: 1.0, HigherBetter: true, Aim: "aim 1.5×"},
 	{Figure: P99At500, Against: Asynq, Bound: 1.0, Aim: "aim ≤ 5 ms"},
 	{Figure: P99At2000, Bound: 25},
-	// Counted as write requests (a claim round of 256 jobs is one), not
-	// rows written: by rows each job is still admitted, claimed, started
-	// and finished, so "met" here is not yet the per-row goal.
+	// Judged on the job rows written (a claim round of 256 jobs is 256).
+	{Figure: RowsOneSecond, Bound: 1.5},
+	// The same bound on write requests (a claim round is one), shown
+	// beside it: not the goal.
 	{Figure: WritesOneSecond, Bound: 1.5, Aim: "write requests, not rows"},
 }
 

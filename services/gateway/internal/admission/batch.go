@@ -78,9 +78,10 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 			}
 		}
 		if o.Job != nil {
-			j := *o.Job
-			j.Payload = nil // the caller has it; keeps the reply small
-			o.Job = &j
+			// The caller has the payload; leaving it out keeps the reply
+			// small. o.Job is settle's own copy of the job: cleared in
+			// place, not copied again (a batch holds one of each).
+			o.Job.Payload = nil
 		}
 		results[at[k]] = o
 	}
