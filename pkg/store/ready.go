@@ -30,11 +30,56 @@ type ClaimRequest struct {
 	// worker appears once for each of its free slots. A kind gets at most
 	// MaxClaim jobs.
 	Slots map[string][]string
+	// Capacity is the slots each worker has in all, as it announced them
+	// (absent or 0: no bound). The claim gives a worker no more jobs than
+	// its capacity less the jobs the store shows running on it (see
+	// FitSlots), so the store never shows a worker running more jobs than
+	// it has slots, whichever schedulers claim at once.
+	Capacity map[string]int
 	// Clock, when set, is read as the claimed jobs start, inside the
 	// store's write: a claim that waited behind other writes (a result
 	// that freed a fan-out's next child, say) never records a start
 	// before them. Nil starts them at Now.
 	Clock func() time.Time
+}
+
+// FitSlots returns r's slots with those of each worker bounded by its
+// Capacity less the jobs running on it (running counts them, once per
+// worker), kinds in the order of kinds, each worker's slots in their
+// order. A worker running several kinds shares its room between them,
+// the first kinds first. Slots dropped here are not filled; the caller
+// (the dispatcher) gives back the reservations a claim did not fill.
+func (r ClaimRequest) FitSlots(kinds []string, running func(worker string) (int, error)) (map[string][]string, error) {
+	if len(r.Capacity) == 0 {
+		return r.Slots, nil
+	}
+	room := map[string]int{}
+	out := make(map[string][]string, len(kinds))
+	for _, kind := range kinds {
+		var fit []string
+		for _, w := range r.Slots[kind] {
+			c := r.Capacity[w]
+			if c <= 0 {
+				fit = append(fit, w)
+				continue
+			}
+			n, ok := room[w]
+			if !ok {
+				busy, err := running(w)
+				if err != nil {
+					return nil, err
+				}
+				n = c - busy
+			}
+			if n > 0 {
+				fit = append(fit, w)
+				n--
+			}
+			room[w] = n
+		}
+		out[kind] = fit
+	}
+	return out, nil
 }
 
 // StartAt is when the jobs of a claim planned at now start: Clock's time

@@ -95,8 +95,15 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		}
 		return s.keyHolders(ctx, tenant, key, now)
 	})
+	// Without transactions the count and the claims are apart: schedulers
+	// claiming for one worker at the same moment can each see its last
+	// free slot (the worker then answers one of them busy).
+	fit, err := r.FitSlots(kinds, func(worker string) (int, error) { return s.runningOn(ctx, worker) })
+	if err != nil {
+		return nil, fmt.Errorf("mongo: claim jobs: %w", err)
+	}
 	for _, kind := range kinds {
-		want := wants[kind]
+		want := min(wants[kind], len(fit[kind]))
 		got, skipped := 0, 0
 		// Each round reads from the best: a little more than still wanted,
 		// plus the jobs held back by their keys so far. Candidates another
@@ -120,7 +127,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					skippedNow++
 					continue
 				}
-				j, ok, err := s.claimOne(ctx, c, r.Slots[kind][got], r.StartAt(now))
+				j, ok, err := s.claimOne(ctx, c, fit[kind][got], r.StartAt(now))
 				if err != nil {
 					return out, fmt.Errorf("mongo: claim jobs: %w", err)
 				}
@@ -186,6 +193,17 @@ func (s *Store) keyHolders(ctx context.Context, tenant, key string, now time.Tim
 	})
 	if err != nil {
 		return 0, fmt.Errorf("count the holders of key %q: %w", key, err)
+	}
+	return int(n), nil
+}
+
+// runningOn counts the jobs running on worker.
+func (s *Store) runningOn(ctx context.Context, worker string) (int, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	n, err := s.jobs.CountDocuments(ctx, bson.D{{Key: fState, Value: string(contracts.StateRunning)}, {Key: fWorker, Value: worker}})
+	if err != nil {
+		return 0, fmt.Errorf("count the jobs running on worker %s: %w", worker, err)
 	}
 	return int(n), nil
 }

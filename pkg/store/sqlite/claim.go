@@ -33,6 +33,8 @@ const (
 	keyHoldersQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_concurrency_key
 		WHERE tenant = ?1 AND concurrency_key = ?2 AND concurrency_key != '' AND held = 0
 			AND (state = 'running' OR (state = 'pending' AND claim_until > ?3))`
+	// workerRunningQuery counts the jobs running on a worker (?1).
+	workerRunningQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_running_worker WHERE worker = ?1 AND state = 'running'`
 	// expireClaimsQuery clears the claims that ended at or before ?1, so
 	// their jobs are in the ready queue again.
 	expireClaimsQuery = `UPDATE jobs INDEXED BY jobs_claimed SET claim_until = NULL
@@ -79,8 +81,18 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		if _, err := tx.StmtContext(ctx, s.ws.expireClaims).ExecContext(ctx, now.UnixNano()); err != nil {
 			return fmt.Errorf("clear expired claims: %w", err)
 		}
+		// The write lock holds what the counts read until the claim is in.
+		fit, err := r.FitSlots(kinds, func(worker string) (n int, err error) {
+			if err := tx.StmtContext(ctx, s.ws.workerRunning).QueryRowContext(ctx, worker).Scan(&n); err != nil {
+				return 0, fmt.Errorf("count the jobs running on worker %s: %w", worker, err)
+			}
+			return n, nil
+		})
+		if err != nil {
+			return err
+		}
 		for _, kind := range kinds {
-			want := wants[kind]
+			want := min(wants[kind], len(fit[kind]))
 			got, skipped := 0, 0
 			var after *candidate
 			// Read a little more than wanted; read on, page by page, only
@@ -106,7 +118,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 						skipped++
 						continue
 					}
-					c.worker = r.Slots[kind][got]
+					c.worker = fit[kind][got]
 					taken = append(taken, c)
 					virtual = max(virtual, c.job.FairAt)
 					got++

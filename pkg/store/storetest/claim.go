@@ -20,6 +20,7 @@ var claimTests = []test{
 	{"ClaimHonoursConcurrencyKeys", testClaimKeys},
 	{"ClaimPerKindAndBounded", testClaimPerKind},
 	{"ClaimStartsAtItsClock", testClaimClock},
+	{"ClaimBoundedByWorkerCapacity", testClaimCapacity},
 	{"ConcurrentClaimsNeverShareAJob", testConcurrentClaims},
 	{"ConcurrentClaimsHonourAKeyLimit", testConcurrentClaimsKeyLimit},
 	{"RunErrorsRoundTrip", testRunErrorsRoundTrip},
@@ -352,4 +353,36 @@ func testClaimClock(t *testing.T, s store.Store) {
 	require.Equal(t, []string{b.ID}, ids(got))
 	requireTime(t, "started_at", ptr(at(6*time.Second)), got[0].StartedAt)
 	requireTime(t, "heartbeat_at", ptr(at(6*time.Second)), get(t, s, b.ID).HeartbeatAt)
+}
+
+// testClaimCapacity: a claim gives a worker no more jobs than its capacity
+// less the jobs the store shows running on it, its room shared by the
+// kinds it runs; a worker without a capacity is not bounded.
+func testClaimCapacity(t *testing.T, s store.Store) {
+	for i := range 3 {
+		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, func(j *contracts.Job) { j.Kind = "a" })
+		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, func(j *contracts.Job) { j.Kind = "b" })
+	}
+	running := start(t, s, admitWith(t, s, "acme", base, store.Caps{}, func(j *contracts.Job) { j.Kind = "c" }), "w1", at(time.Second))
+	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
+		Slots:    map[string][]string{"a": Slots("w1", 3), "b": Slots("w1", 3)},
+		Capacity: map[string]int{"w1": 3}})
+	require.NoError(t, err)
+	require.Len(t, got, 2, "three slots, one of them running already: two more, the first kind first")
+	for _, j := range got {
+		require.Equal(t, "a", j.Kind)
+	}
+	got, err = s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
+		Slots: map[string][]string{"b": Slots("w1", 1)}, Capacity: map[string]int{"w1": 3}})
+	require.NoError(t, err)
+	require.Empty(t, got, "full in the store, whatever the slots asked")
+	finish(t, s, running, contracts.StateSucceeded, at(2*time.Second))
+	got, err = s.Claim(t.Context(), store.ClaimRequest{Now: at(2 * time.Second),
+		Slots: map[string][]string{"b": append(Slots("w1", 2), "w2", "w2")}, Capacity: map[string]int{"w1": 3, "w2": 0}})
+	require.NoError(t, err)
+	workers := map[string]int{}
+	for _, j := range got {
+		workers[j.Worker]++
+	}
+	require.Equal(t, map[string]int{"w1": 1, "w2": 2}, workers, "w1 has one slot again; w2 has no bound")
 }

@@ -178,50 +178,55 @@ const drainedPause = 5 * time.Millisecond
 const claimBatch = 256
 
 // claimRound reserves the free slots the workers have for each kind (at
-// most claimBatch) and claims the best ready jobs into them; the slots no
-// job filled are released at once. drained says the store had fewer ready
-// jobs than slots, of every kind asked.
+// most claimBatch) and claims the best ready jobs into them, bounded in
+// the store by each worker's capacity; the reservations no job filled are
+// ended at once. drained says the store had fewer ready jobs than slots,
+// of every kind asked.
 func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained bool, _ error) {
 	slots := map[string][]string{}
+	reserved := map[string]int{} // per worker
 	for kind, n := range d.picker.Room() {
-		if s := d.picker.Slots(kind, min(n, claimBatch)); len(s) > 0 {
-			slots[kind] = s
+		s := d.picker.Slots(kind, min(n, claimBatch))
+		if len(s) == 0 {
+			continue
+		}
+		slots[kind] = s
+		for _, w := range s {
+			reserved[w]++
 		}
 	}
 	if len(slots) == 0 {
 		return nil, false, nil
 	}
-	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Clock: d.now})
+	capacity := make(map[string]int, len(reserved))
+	for w := range reserved {
+		capacity[w] = d.picker.Capacity(w)
+	}
+	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Capacity: capacity, Clock: d.now})
 	if err != nil {
-		for _, s := range slots {
-			d.releaseSlots(s)
-		}
+		d.endReservations(reserved)
 		return nil, false, err
 	}
 	got := map[string]int{}
 	for _, j := range jobs {
 		got[j.Kind]++
+		reserved[j.Worker]-- // filled: ended once the worker's answer is in
 	}
+	d.endReservations(reserved)
 	drained = true
 	for kind, s := range slots {
 		if got[kind] >= len(s) {
 			drained = false
 		}
-		d.releaseSlots(s[got[kind]:]) // the store fills a kind's slots in order
 	}
 	d.m.Claims.Add(float64(len(jobs)))
 	return jobs, drained, nil
 }
 
-// releaseSlots ends the reservations of slots no job filled.
-func (d *Dispatcher) releaseSlots(slots []string) {
-	for from := 0; from < len(slots); {
-		to := from + 1
-		for to < len(slots) && slots[to] == slots[from] {
-			to++
-		}
-		d.picker.ReleaseN(slots[from], to-from)
-		from = to
+// endReservations ends the reservations no job filled, per worker.
+func (d *Dispatcher) endReservations(reserved map[string]int) {
+	for w, n := range reserved {
+		d.picker.ReleaseN(w, n)
 	}
 }
 

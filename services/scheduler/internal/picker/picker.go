@@ -198,6 +198,16 @@ func (p *Picker) Slots(kind string, n int) []string {
 	return out
 }
 
+// Capacity is the slots a worker announced in all (0: none known, or no
+// bound), which a claim bounds its jobs on the worker by in the store.
+func (p *Picker) Capacity(id string) int {
+	w, ok := p.view.Get(id)
+	if !ok {
+		return 0
+	}
+	return w.Capacity
+}
+
 // ReleaseN ends n reservations of a worker (Slots; after Record has applied
 // the worker's answer to the request they were for) and wakes dispatches
 // waiting for room.
