@@ -53,6 +53,7 @@ import (
 // state (reconcileStateCounts); what they had drifted adds to the drift.
 func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	ctx = store.WithWriteOp(ctx, store.WriteReconcile)
+	outer := ctx // the full count of jobs by state has a bound of its own
 	ctx, cancel := s.call(ctx)
 	defer cancel()
 
@@ -118,7 +119,7 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 			return drift, fmt.Errorf("mongo: reconcile counters: create counter %s: %w", scope, err)
 		}
 	}
-	states, err := s.reconcileStateCounts(ctx)
+	states, err := s.reconcileStateCounts(outer)
 	if err != nil {
 		return drift + states, fmt.Errorf("mongo: reconcile counts of jobs by state: %w", err)
 	}

@@ -234,7 +234,7 @@ func (s *Store) TenantCounts(ctx context.Context, tenant string) (map[contracts.
 // earlier release still running are not counted; Reconcile repairs that
 // drift once they are gone.
 func (s *Store) buildStateCounts(ctx context.Context) error {
-	ctx, cancel := s.call(ctx)
+	ctx, cancel := context.WithTimeout(ctx, stateCountTimeout)
 	defer cancel()
 	err := s.stateCounts.FindOne(ctx, bson.D{{Key: fID, Value: builtMarker}}).Err()
 	switch {
@@ -287,20 +287,37 @@ type stateCheck struct {
 	pending map[string]map[contracts.JobState]int
 }
 
-// due reports whether Reconcile must compare the counters with the jobs at
-// now: the first time, every store.StateCheckEvery, and a grace period
-// after a check that left drift to confirm.
-func (c *stateCheck) due(now time.Time, grace time.Duration) bool {
+// start reports whether Reconcile must compare the counters with the jobs
+// at now (the first time, every store.StateCheckEvery, and a grace period
+// after a check that left drift to confirm) and, when it must, marks the
+// check started at now, so that one that fails waits for the next turn
+// too, and returns when the previous one started and the drift it left.
+func (c *stateCheck) start(now time.Time, grace time.Duration) (time.Time, map[string]map[contracts.JobState]int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.at.IsZero() || now.Sub(c.at) >= store.StateCheckEvery {
-		return true
+	due := c.at.IsZero() || now.Sub(c.at) >= store.StateCheckEvery || (len(c.pending) > 0 && now.Sub(c.at) >= grace)
+	if !due {
+		return time.Time{}, nil, false
 	}
-	return len(c.pending) > 0 && now.Sub(c.at) >= grace
+	prevAt, prev := c.at, c.pending
+	c.at, c.pending = now, nil
+	return prevAt, prev, true
 }
 
+// leave records the drift a check left to confirm.
+func (c *stateCheck) leave(pending map[string]map[contracts.JobState]int) {
+	c.mu.Lock()
+	c.pending = pending
+	c.mu.Unlock()
+}
+
+// stateCountTimeout bounds a full count of the jobs by state (Open's
+// build, Reconcile's check) instead of the store's timeout: it reads every
+// job, which on a large database takes longer than any other call.
+const stateCountTimeout = 5 * time.Minute
+
 // reconcileStateCounts compares the counters of jobs by state with a count
-// of the jobs when a check is due (stateCheck.due: the count is O(jobs),
+// of the jobs when a check is due (stateCheck.start: the count is O(jobs),
 // which the reaper's sweep every few seconds must not pay) and repairs
 // what drifted. It returns the drift it repaired (store.StateCountDrift).
 //
@@ -326,9 +343,14 @@ func (c *stateCheck) due(now time.Time, grace time.Duration) bool {
 // long as a crash) is counted twice until the next check repairs it.
 func (s *Store) reconcileStateCounts(ctx context.Context) (int, error) {
 	now := s.now()
-	if !s.stateCheck.due(now, s.grace) {
+	prevAt, prev, ok := s.stateCheck.start(now, s.grace)
+	if !ok {
 		return 0, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, stateCountTimeout)
+	defer cancel()
+	pending := map[string]map[contracts.JobState]int{}
+	defer func() { s.stateCheck.leave(pending) }()
 	before, err := s.readStateCounts(ctx)
 	if err != nil {
 		return 0, err
@@ -352,11 +374,6 @@ func (s *Store) reconcileStateCounts(ctx context.Context) (int, error) {
 		tenants[t] = true
 	}
 
-	s.stateCheck.mu.Lock()
-	defer s.stateCheck.mu.Unlock()
-	prev, prevAt := s.stateCheck.pending, s.stateCheck.at
-	s.stateCheck.pending = map[string]map[contracts.JobState]int{}
-	s.stateCheck.at = now
 	drift := 0
 	for tenant := range tenants {
 		stored, doc := after[tenant].counts(), after[tenant]
@@ -374,7 +391,7 @@ func (s *Store) reconcileStateCounts(ctx context.Context) (int, error) {
 			if ok {
 				drift += d
 			} else {
-				s.stateCheck.pending[tenant] = nil // look again soon
+				pending[tenant] = nil // look again soon
 			}
 			continue
 		}
@@ -386,7 +403,7 @@ func (s *Store) reconcileStateCounts(ctx context.Context) (int, error) {
 		}
 		seen, ok := prev[tenant]
 		if !ok || !sameCounts(seen, diff) || now.Sub(prevAt) < s.grace {
-			s.stateCheck.pending[tenant] = diff
+			pending[tenant] = diff
 			continue
 		}
 		fix := store.StateCounts{}
