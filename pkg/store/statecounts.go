@@ -2,6 +2,7 @@ package store
 
 import (
 	"maps"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
@@ -39,6 +40,14 @@ func StateDeltas(tenant string, from, to contracts.JobState, n int) []StateDelta
 	}
 	return out
 }
+
+// StateCheckEvery is how often Reconcile compares the counters of jobs by
+// state with a full count of the jobs (the first Reconcile after a store
+// opens always does). The drivers keep the counters in step with every
+// write, so the check only guards against what a driver cannot make
+// atomic or changes behind its back; a full count is O(jobs), which the
+// reaper's sweep every few seconds must not pay.
+const StateCheckEvery = 10 * time.Minute
 
 // StateCounts are counters of jobs by tenant and state.
 type StateCounts map[string]map[contracts.JobState]int

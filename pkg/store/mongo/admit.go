@@ -84,6 +84,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 		}
 		_, err = s.jobs.InsertOne(ctx, doc)
 		if err == nil {
+			s.countMove(ctx, job.Tenant, "", contracts.StatePending, 1)
 			return doc.job(), store.Admitted, nil
 		}
 		if !mongo.IsDuplicateKeyError(err) {
@@ -127,11 +128,15 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 // early until Reconcile lowers it, where one that is too low would admit
 // past the cap. The caller gets the error either way: the job may or may
 // not have been admitted, and an insert that was not acknowledged by a
-// majority may still be rolled back.
+// majority may still be rolled back. A plain job that is there is counted
+// (a fan-out parent is counted with its children, which this one has not).
 func (s *Store) afterFailedInsert(ctx context.Context, job contracts.Job, insertErr error) error {
 	dctx, cancel := s.detached(ctx)
 	exists, err := s.exists(dctx, job.ID)
 	cancel()
+	if exists && !job.IsParent() {
+		s.countMove(ctx, job.Tenant, "", contracts.StatePending, 1)
+	}
 	if err != nil || exists {
 		return insertErr
 	}

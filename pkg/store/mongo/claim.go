@@ -88,6 +88,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		out     []contracts.Job
 		virtual float64
 	)
+	defer func() { s.countClaimed(ctx, out) }()
 	slots := store.NewKeySlots(func(tenant, key string) (int, error) {
 		ok, err := locks.take(ctx, tenant, key, now)
 		if err != nil || !ok {

@@ -112,6 +112,10 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 		}
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
 	}
+	// The parent and its children are counted once all are in: a parent
+	// whose admission stops before is never counted until it ends
+	// (abortParent).
+	s.countMove(ctx, job.Tenant, "", contracts.StatePending, 1+len(r.Items))
 	// The first children go: a failure here leaves them held until
 	// Reconcile releases them (they are below the parent's cursor).
 	if err := s.releaseBelow(ctx, job.ID, release, job.UpdatedAt); err != nil {
@@ -124,7 +128,9 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 var abortError = contracts.JobError(contracts.ClassStale, "the admission of this fan-out did not complete: its children were not all stored")
 
 // abortParent ends a parent whose children did not all go in: its children
-// are deleted, it ends failed, and its slots are freed.
+// are deleted, it ends failed, and its slots are freed. Neither it nor its
+// children were counted in the counters of jobs by state (admitFanout
+// counts them once all are in), so it is counted as a failed job.
 func (s *Store) abortParent(ctx context.Context, p jobDoc, now time.Time) error {
 	ctx, cancel := s.detached(ctx)
 	defer cancel()
@@ -141,6 +147,7 @@ func (s *Store) abortParent(ctx context.Context, p jobDoc, now time.Time) error 
 		return fmt.Errorf("end parent %s: %w", p.ID, err)
 	}
 	if r.ModifiedCount == 1 {
+		s.countMove(ctx, p.Tenant, "", contracts.StateFailed, 1)
 		return s.releaseHeld(ctx, heldBy(p.job()))
 	}
 	return nil
@@ -318,6 +325,7 @@ func (s *Store) cancelWaiting(ctx context.Context, p jobDoc, now time.Time, reas
 	if err != nil {
 		return p, fmt.Errorf("cancel the waiting children of %s: %w", p.ID, err)
 	}
+	s.countMove(ctx, p.Tenant, contracts.StatePending, contracts.StateCancelled, int(res.ModifiedCount))
 	if _, err := s.jobs.UpdateMany(ctx,
 		bson.D{{Key: fParent, Value: p.ID}, {Key: fState, Value: string(contracts.StateRunning)}, {Key: fCancelRequested, Value: bson.D{{Key: "$ne", Value: true}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: fCancelRequested, Value: true}, {Key: fUpdatedAt, Value: at}}}}); err != nil {
@@ -368,29 +376,36 @@ func (s *Store) finishParentIfDone(ctx context.Context, p jobDoc, now time.Time)
 	if e := contracts.ParentError(counts, p.CancelRequested); e != "" {
 		set = append(set, bson.E{Key: fError, Value: e})
 	}
-	r, err := s.jobs.UpdateOne(ctx, parentFilter(p.ID), bson.D{
+	// The state it had before: pending or running, for the counters.
+	var was struct {
+		State string `bson:"state"`
+	}
+	err = s.jobs.FindOneAndUpdate(ctx, parentFilter(p.ID), bson.D{
 		{Key: "$set", Value: set},
 		{Key: "$unset", Value: bson.D{{Key: fClaimUntil, Value: ""}, {Key: fNextDispatchAt, Value: ""},
 			{Key: fActiveKey, Value: ""}, {Key: fProgress, Value: ""}}},
-	})
-	if err != nil {
+	}).Decode(&was)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil // another caller ended it
+	case err != nil:
 		return fmt.Errorf("finish parent %s: %w", p.ID, err)
 	}
-	if r.ModifiedCount == 1 {
-		return s.releaseHeld(ctx, heldBy(p.job()))
-	}
-	return nil
+	s.countMove(ctx, p.Tenant, publicState(was.State), state, 1)
+	return s.releaseHeld(ctx, heldBy(p.job()))
 }
 
-// startParent marks a child's parent running (when it is still pending).
-func (s *Store) startParent(ctx context.Context, parent string, now time.Time) error {
+// startParent marks a child's parent running (when it is still pending);
+// tenant is theirs.
+func (s *Store) startParent(ctx context.Context, tenant, parent string, now time.Time) error {
 	at := millis(now)
-	_, err := s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: parent}, {Key: fState, Value: string(contracts.StatePending)}},
+	res, err := s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: parent}, {Key: fState, Value: string(contracts.StatePending)}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateRunning)},
 			{Key: fStartedAt, Value: at}, {Key: fUpdatedAt, Value: at}}}})
 	if err != nil {
 		return fmt.Errorf("start parent %s: %w", parent, err)
 	}
+	s.countMove(ctx, tenant, contracts.StatePending, contracts.StateRunning, int(res.ModifiedCount))
 	return nil
 }
 

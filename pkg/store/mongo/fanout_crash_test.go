@@ -41,6 +41,7 @@ func dyingAfter(t *testing.T, s *Store, uri string, n int64, armed *atomic.Bool)
 	d.db = client.Database(s.db.Name())
 	d.jobs = d.db.Collection(jobsCollection)
 	d.counters = d.db.Collection(countersCollection)
+	d.stateCounts = d.db.Collection(stateCountsCollection)
 	d.locks = d.db.Collection(locksCollection)
 	return &d, ctx
 }
@@ -50,7 +51,8 @@ func dyingAfter(t *testing.T, s *Store, uri string, n int64, armed *atomic.Bool)
 // (counting it on the parent, taking the cursor, stamping the next child,
 // releasing it, ...), then lets Reconcile repair what it left and the other
 // children end one by one: at no point are two children released and not
-// ended, and the parent ends with all four counted.
+// ended, the parent ends with all four counted, and the counts of jobs by
+// state equal the jobs after a check.
 //
 // A death after the cursor was taken and before the next child left the
 // held state used to let Reconcile fill that place twice: it counted the
@@ -118,6 +120,12 @@ func TestFanoutChildEndCrashKeepsTheWindow(t *testing.T) {
 			p := get(t, s, pid)
 			require.Equal(t, contracts.StateSucceeded, p.State, "children %+v", p.Children)
 			require.Equal(t, len(items), p.Children.Succeeded)
+			// What the death left in the counts of jobs by state, a
+			// check repairs.
+			clock.Advance(store.StateCheckEvery)
+			_, err = s.Reconcile(t.Context())
+			require.NoError(t, err)
+			requireStateCountsExact(t, s)
 		})
 	}
 }

@@ -84,6 +84,10 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 		return v, ok, nil
 	}
 
+	// The promotions are counted once, whatever way the call ends.
+	promoted := store.StateCounts{}
+	defer func() { s.addStateCounts(ctx, promoted) }()
+
 	read, err := s.leaseViews(ctx, leases)
 	if err != nil {
 		return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: read leases: %w", workerID, err)
@@ -118,9 +122,10 @@ func (s *Store) Heartbeat(ctx context.Context, workerID string, leases []contrac
 				return store.HeartbeatOutcome{}, fmt.Errorf("mongo: heartbeat of worker %s: promote lease %s/%d: %w", workerID, l.JobID, l.Claim, err)
 			}
 			if ok {
+				promoted.Apply(store.StateDeltas(d.Tenant, contracts.StatePending, contracts.StateRunning, 1)...)
 				if d.Parent != "" {
 					// Best effort: the parent also starts with its next child.
-					_ = s.startParent(ctx, d.Parent, now)
+					_ = s.startParent(ctx, d.Tenant, d.Parent, now)
 				}
 				job := d.job()
 				job.Payload = nil

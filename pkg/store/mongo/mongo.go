@@ -8,7 +8,8 @@
 //
 // jobs holds one document per job (see jobDoc), keyed by the job id.
 // counters holds one admission counter per scope: "global" and
-// "tenant:<name>", each {_id, active, version}.
+// "tenant:<name>", each {_id, active, version}. job_counts holds the
+// counts of each tenant's jobs by state (statecounts.go).
 //
 // # Exact admission
 //
@@ -51,8 +52,9 @@
 //
 // Writes use write concern majority with journaling unless the URI says
 // otherwise, reads go to the primary, and every call is bounded by the
-// store's timeout. Stats counts with several queries, so its numbers are
-// each exact but not one snapshot.
+// store's timeout. Stats reads the counters of jobs by state and the
+// admission counters with two queries, so its numbers are each exact but
+// not one snapshot.
 package mongo
 
 import (
@@ -78,11 +80,18 @@ type Store struct {
 	db       *mongo.Database
 	jobs     *mongo.Collection
 	counters *mongo.Collection
-	locks    *mongo.Collection
-	timeout  time.Duration
-	grace    time.Duration
-	now      func() time.Time
-	suspects *suspects
+	// stateCounts holds the counters of jobs by state (statecounts.go).
+	stateCounts *mongo.Collection
+	locks       *mongo.Collection
+	timeout     time.Duration
+	grace       time.Duration
+	now         func() time.Time
+	suspects    *suspects
+	// stateCheck is Reconcile's last check of the counters of jobs by state.
+	stateCheck *stateCheck
+	// afterCount, when set, runs after Reconcile counted the jobs by
+	// state: a test's writes landing during the count.
+	afterCount func()
 	// tally counts the write commands that succeeded (WriteCounts).
 	tally *store.WriteTally
 }
@@ -134,18 +143,24 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 	// a compare-and-set is judged against what the primary holds.
 	db := client.Database(cfg.database, options.Database().SetReadPreference(readpref.Primary()))
 	s := &Store{
-		client:   client,
-		db:       db,
-		jobs:     db.Collection(jobsCollection),
-		counters: db.Collection(countersCollection),
-		locks:    db.Collection(locksCollection),
-		timeout:  cfg.timeout,
-		grace:    cfg.grace,
-		now:      cfg.now,
-		suspects: newSuspects(),
-		tally:    tally,
+		client:      client,
+		db:          db,
+		jobs:        db.Collection(jobsCollection),
+		counters:    db.Collection(countersCollection),
+		stateCounts: db.Collection(stateCountsCollection),
+		stateCheck:  &stateCheck{},
+		locks:       db.Collection(locksCollection),
+		timeout:     cfg.timeout,
+		grace:       cfg.grace,
+		now:         cfg.now,
+		suspects:    newSuspects(),
+		tally:       tally,
 	}
 	if err := s.ensureIndexes(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("mongo: open database %s: %w", cfg.database, err)
+	}
+	if err := s.buildStateCounts(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("mongo: open database %s: %w", cfg.database, err)
 	}

@@ -24,7 +24,7 @@ import (
 type server func(db string) string
 
 // ferretServer starts an embedded FerretDB for t and its subtests.
-func ferretServer(t *testing.T) server {
+func ferretServer(t testing.TB) server {
 	t.Helper()
 	srv := ferrettest.Start(t, t.TempDir())
 	return srv.DatabaseURI
@@ -38,7 +38,7 @@ func freshDatabase(srv server) func() string {
 }
 
 // open opens a store on uri and closes it when t ends.
-func open(t *testing.T, uri string, opts ...Option) *Store {
+func open(t testing.TB, uri string, opts ...Option) *Store {
 	t.Helper()
 	s, err := Open(t.Context(), uri, opts...)
 	require.NoError(t, err)
@@ -50,7 +50,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		// A server per subtest: the proxy passes one command at a time, so
 		// subtests sharing a server would also share one core.
-		return open(t, ferretServer(t)("sluice"))
+		return skewable{open(t, ferretServer(t)("sluice"))}
 	})
 }
 

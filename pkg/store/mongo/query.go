@@ -94,31 +94,6 @@ func (s *Store) List(ctx context.Context, q store.Query) ([]contracts.Job, strin
 	return jobs, store.EncodeCursor(last.CreatedAt, last.ID), nil
 }
 
-// Stats counts jobs by state (every state present, zeros included) and
-// active jobs by tenant (only tenants with some): one count per state and
-// one aggregation, each exact but not taken at the same instant.
-func (s *Store) Stats(ctx context.Context) (store.Counts, error) {
-	ctx, cancel := s.call(ctx)
-	defer cancel()
-	// The active jobs in one aggregate: pending and running (and the
-	// slots per tenant) are one reading, never two moments apart.
-	c, _, err := s.activeCensus(ctx)
-	if err != nil {
-		return store.Counts{}, fmt.Errorf("mongo: stats: %w", err)
-	}
-	for _, st := range contracts.AllStates {
-		if st.Active() {
-			continue
-		}
-		n, err := s.jobs.CountDocuments(ctx, bson.D{{Key: fState, Value: string(st)}})
-		if err != nil {
-			return store.Counts{}, fmt.Errorf("mongo: stats: count %s jobs: %w", st, err)
-		}
-		c.ByState[st] = int(n)
-	}
-	return c, nil
-}
-
 // activeCensus counts the active jobs by state (held children count as
 // pending), the admission slots they hold per tenant and the items they
 // hold per tenant (contracts.Job.HeldItems), with one aggregation: plain

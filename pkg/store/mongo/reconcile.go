@@ -48,8 +48,12 @@ import (
 //
 // Before the counters, it repairs fan-out parents (repairParents); each
 // parent repaired counts one in the drift.
+//
+// After them, when a check is due, it repairs the counters of jobs by
+// state (reconcileStateCounts); what they had drifted adds to the drift.
 func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	ctx = store.WithWriteOp(ctx, store.WriteReconcile)
+	outer := ctx // the full count of jobs by state has a bound of its own
 	ctx, cancel := s.call(ctx)
 	defer cancel()
 
@@ -115,7 +119,11 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 			return drift, fmt.Errorf("mongo: reconcile counters: create counter %s: %w", scope, err)
 		}
 	}
-	return drift, nil
+	states, err := s.reconcileStateCounts(outer)
+	if err != nil {
+		return drift + states, fmt.Errorf("mongo: reconcile counts of jobs by state: %w", err)
+	}
+	return drift + states, nil
 }
 
 // setCounter sets a counter to n if its version is still c.Version, and

@@ -187,7 +187,7 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 		{Key: fParent, Value: nil},
 	}
 	cur, err := s.jobs.Find(ctx, cond, options.Find().
-		SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fWindow, Value: 1}}).
+		SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fWindow, Value: 1}, {Key: fTenant, Value: 1}, {Key: fState, Value: 1}}).
 		SetSort(bson.D{{Key: fFinishedAt, Value: 1}, {Key: fID, Value: 1}}).
 		SetLimit(int64(limit)))
 	if err != nil {
@@ -196,33 +196,73 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 	var rows []struct {
 		ID     string `bson:"_id"`
 		Window int    `bson:"window_size"`
+		Tenant string `bson:"tenant"`
+		State  string `bson:"state"`
 	}
 	if err := cur.All(ctx, &rows); err != nil {
 		return 0, fmt.Errorf("mongo: purge jobs: find: %w", err)
 	}
-	if len(rows) == 0 {
-		return 0, nil
+	// The jobs are deleted by tenant and state, so that each count of jobs
+	// by state loses exactly the jobs deleted (another purge may delete
+	// some of them first).
+	type group struct {
+		tenant string
+		state  contracts.JobState
 	}
-	ids := make(bson.A, len(rows))
+	groups := map[group]bson.A{}
 	n := 0
-	for i, r := range rows {
-		ids[i] = r.ID
+	for _, r := range rows {
+		g := group{r.Tenant, publicState(r.State)}
+		groups[g] = append(groups[g], r.ID)
 		if r.Window > 0 {
 			// The children first: a parent deleted first would leave them
 			// with nothing to purge them by.
-			res, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: r.ID}})
+			k, err := s.deleteChildren(ctx, r.ID, r.Tenant)
+			n += k
 			if err != nil {
-				return n, fmt.Errorf("mongo: purge jobs: delete the children of %s: %w", r.ID, err)
+				return n, fmt.Errorf("mongo: purge jobs: %w", err)
 			}
-			n += int(res.DeletedCount)
 		}
 	}
-	del := append(bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}}, cond...)
-	res, err := s.jobs.DeleteMany(ctx, del)
-	if err != nil {
-		return n, fmt.Errorf("mongo: purge jobs: delete: %w", err)
+	for g, ids := range groups {
+		del := append(bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}}, cond...)
+		res, err := s.jobs.DeleteMany(ctx, del)
+		if err != nil {
+			return n, fmt.Errorf("mongo: purge jobs: delete: %w", err)
+		}
+		s.countMove(ctx, g.tenant, g.state, "", int(res.DeletedCount))
+		n += int(res.DeletedCount)
 	}
-	return n + int(res.DeletedCount), nil
+	return n, nil
+}
+
+// deleteChildren deletes the children of parent (of tenant), state by
+// state, counts them out of the counters of jobs by state, and says how
+// many went.
+func (s *Store) deleteChildren(ctx context.Context, parent, tenant string) (int, error) {
+	cur, err := s.jobs.Aggregate(ctx, bson.A{
+		bson.D{{Key: "$match", Value: bson.D{{Key: fParent, Value: parent}}}},
+		bson.D{{Key: "$group", Value: bson.D{{Key: fID, Value: "$" + fState}}}},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read the states of the children of %s: %w", parent, err)
+	}
+	var states []struct {
+		State string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &states); err != nil {
+		return 0, fmt.Errorf("read the states of the children of %s: %w", parent, err)
+	}
+	n := 0
+	for _, st := range states {
+		res, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: parent}, {Key: fState, Value: st.State}})
+		if err != nil {
+			return n, fmt.Errorf("delete the children of %s: %w", parent, err)
+		}
+		s.countMove(ctx, tenant, publicState(st.State), "", int(res.DeletedCount))
+		n += int(res.DeletedCount)
+	}
+	return n, nil
 }
 
 // findJobs runs a find on the jobs collection and decodes every document.

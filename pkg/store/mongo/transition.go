@@ -27,7 +27,8 @@ import (
 // The release is a second write, after the job's: if it fails (or the
 // process dies first) the counters stay one too high, which rejects a
 // little early until Reconcile repairs them, and Transition still reports
-// success because the job did change.
+// success because the job did change. So is the count of the move in the
+// counters of jobs by state (countMove), before the release.
 //
 // A change the state machine forbids, or an Attempt that does not grow, is
 // store.ErrBadTransition and touches nothing. A miss is store.ErrNotFound
@@ -58,6 +59,7 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 	case err != nil:
 		return contracts.Job{}, fmt.Errorf("mongo: %s: %w", op, err)
 	}
+	s.countMove(ctx, d.Tenant, exp.State, ch.State, 1)
 	if ch.State.Final() && exp.State.Active() {
 		// Best effort by design: see the doc comment.
 		_ = s.releaseHeld(ctx, heldBy(d.job()))
@@ -67,7 +69,7 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 		}
 	}
 	if ch.State == contracts.StateRunning && exp.State == contracts.StatePending && d.Parent != "" {
-		_ = s.startParent(ctx, d.Parent, ch.Now)
+		_ = s.startParent(ctx, d.Tenant, d.Parent, ch.Now)
 	}
 	return d.job(), nil
 }

@@ -140,12 +140,8 @@ func buildStateCounts(ctx context.Context, tx *sql.Tx) error {
 }
 
 // stateCheckEvery is how often Reconcile compares the counts of jobs by
-// state with a full count of the jobs (the first Reconcile after Open
-// always does). The triggers keep them exact in every transaction, so
-// the check only guards against changes behind the driver's back; a full
-// count is O(jobs), which the reaper's sweep every few seconds must not
-// pay.
-const stateCheckEvery = 10 * time.Minute
+// state with a full count of the jobs (store.StateCheckEvery).
+const stateCheckEvery = store.StateCheckEvery
 
 // stateDrift compares the stored counters with a full count of the jobs,
 // in one snapshot of tx, and returns the count and the drift.
