@@ -243,7 +243,7 @@ func (s *Store) claimOne(ctx context.Context, c readyView, worker string, now ti
 	if d.Parent != "" {
 		// Best effort, as at a promotion: the parent also starts with its
 		// next child.
-		_ = s.startParent(cctx, d.Parent, now)
+		_ = s.startParent(cctx, d.Tenant, d.Parent, now)
 	}
 	return d.job(), true, nil
 }
