@@ -73,7 +73,7 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 		}
 	}
 	for i := range ins {
-		if children > s.chunk && len(ins[i].items) > 0 {
+		if children > s.chunks.next() && len(ins[i].items) > 0 {
 			if err := s.stage(ctx, &ins[i]); err != nil {
 				unstage(func(int) bool { return false })
 				return nil, err

@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -61,4 +63,91 @@ func TestStagedFanoutNotAdmittedLeavesNothing(t *testing.T) {
 	got, err := s.Claim(ctx, store.ClaimRequest{Now: time.Now(), Until: time.Now().Add(time.Minute), Kinds: map[string]int{"test.kind": 10}})
 	require.NoError(t, err)
 	require.Len(t, got, 2, "the window is released, the rest held")
+}
+
+// TestStagedFanoutCrashBetweenChunks: a process that dies while it stages
+// a fan-out (here: its store closes between two chunks) leaves children
+// in the file and no parent. The store opened again takes them back once
+// the staged admission is older than WithAbandonAfter, and the counts of
+// jobs by state with them; one opened sooner leaves them to Reconcile.
+func TestStagedFanoutCrashBetweenChunks(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "sluice.db")
+	s, err := Open(ctx, path, WithFanoutChunk(2))
+	require.NoError(t, err)
+	items := make([]json.RawMessage, 20_000)
+	for i := range items {
+		items[i] = json.RawMessage(`1`)
+	}
+	p := storetest.NewJob("acme", time.Now())
+	p.Payload, p.Concurrency = nil, 2
+	rows := func(s *Store) int {
+		var n int
+		require.NoError(t, s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs`).Scan(&n))
+		return n
+	}
+	admitted := make(chan error, 1)
+	go func() {
+		_, err := s.AdmitBatch(ctx, []store.AdmitRequest{{Job: p, Items: items}})
+		admitted <- err
+	}()
+	for rows(s) < 10 {
+		runtime.Gosched()
+	}
+	require.NoError(t, s.Close()) // the process dies: nothing more is written
+	require.Error(t, <-admitted)
+
+	s, err = Open(ctx, path)
+	require.NoError(t, err)
+	left := rows(s)
+	require.NotZero(t, left, "opened at once: the staging may still be alive")
+	_, err = s.Get(ctx, p.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "the parent never became visible")
+	require.NoError(t, s.Close())
+
+	s, err = Open(ctx, path, WithAbandonAfter(time.Nanosecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.Zero(t, rows(s), "the abandoned children are gone")
+	c, err := s.Stats(ctx)
+	require.NoError(t, err)
+	require.Zero(t, c.ByState[contracts.StatePending], "and their counts")
+	drift, err := s.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Zero(t, drift)
+}
+
+// TestStagedFanoutReconcileTakesBackAbandoned: Reconcile takes back a
+// staged admission abandoned while the store stays open; the stager, if
+// it comes back, fails its admission instead of admitting a parent whose
+// children were taken.
+func TestStagedFanoutReconcileTakesBackAbandoned(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sluice.db"), WithFanoutChunk(3), WithAbandonAfter(time.Nanosecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	p := storetest.NewJob("acme", time.Now())
+	p.Payload, p.Concurrency = nil, 2
+	items := make([]json.RawMessage, 10)
+	for i := range items {
+		items[i] = json.RawMessage(`1`)
+	}
+	in, err := newAdmitInput(store.AdmitRequest{Job: p, Items: items})
+	require.NoError(t, err)
+	require.NoError(t, s.stage(ctx, &in)) // then the stager stalls
+	_, err = s.Reconcile(ctx)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, s.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs`).Scan(&n))
+	require.Zero(t, n)
+
+	err = s.write(ctx, store.WriteAdmit, "admit", func(tx *sql.Tx) error {
+		_, err := s.admitAll(ctx, tx, []admitInput{in})
+		return err
+	})
+	require.ErrorIs(t, err, errStagingLost)
+	_, err = s.Get(ctx, p.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }
