@@ -80,6 +80,10 @@ type Store struct {
 	jobs     *mongo.Collection
 	counters *mongo.Collection
 	locks    *mongo.Collection
+	// staged holds the fan-out admissions in progress (see stage.go).
+	staged *mongo.Collection
+	// batch is how many children one insert command carries.
+	batch    int
 	timeout  time.Duration
 	grace    time.Duration
 	now      func() time.Time
@@ -154,6 +158,8 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 		jobs:     db.Collection(jobsCollection),
 		counters: db.Collection(countersCollection),
 		locks:    db.Collection(locksCollection),
+		staged:   db.Collection(stagedCollection),
+		batch:    cfg.batch,
 		timeout:  cfg.timeout,
 		grace:    cfg.grace,
 		now:      cfg.now,
