@@ -208,8 +208,9 @@ type Store struct {
 	// parents are the fan-out parents the open write transaction read
 	// (see fanout.go). Only the write loop touches them.
 	parents txParents
-	// chunks sizes the chunks of staged admissions (see stage.go).
-	chunks *chunker
+	// chunks sizes the chunks of staged admissions, plainChunks those of
+	// large batches of plain jobs (see stage.go).
+	chunks, plainChunks *chunker
 	// abandonAfter: see WithAbandonAfter.
 	abandonAfter time.Duration
 	// states are the open write transaction's changes to the counts of
@@ -238,6 +239,7 @@ type config struct {
 	busyTimeout time.Duration
 	readConns   int
 	fanoutChunk int
+	batchChunk  int
 	chunkTime   time.Duration
 	// abandonAfter: see WithAbandonAfter.
 	abandonAfter time.Duration
@@ -265,7 +267,7 @@ func WithReadConns(n int) Option {
 // Open opens (creating if needed, with its parent directory) the database
 // file at path and brings its schema up to date.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	cfg := config{busyTimeout: defaultBusyTimeout, readConns: defaultReadConns, fanoutChunk: defaultFanoutChunk,
+	cfg := config{busyTimeout: defaultBusyTimeout, readConns: defaultReadConns, fanoutChunk: defaultFanoutChunk, batchChunk: defaultBatchChunk,
 		chunkTime: defaultChunkTime, abandonAfter: defaultAbandonAfter}
 	for _, o := range opts {
 		o(&cfg)
@@ -309,7 +311,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter(), cp: cp,
-		chunks: newChunker(cfg.chunkTime, cfg.fanoutChunk), abandonAfter: cfg.abandonAfter}
+		chunks: newChunker(cfg.chunkTime, cfg.fanoutChunk), plainChunks: newChunker(cfg.chunkTime, cfg.batchChunk), abandonAfter: cfg.abandonAfter}
 	go s.writeLoop()
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()

@@ -38,6 +38,9 @@ import (
 // stager that comes back after that finds its row gone and fails its
 // admission: it never admits a parent whose children were taken away.
 //
+// A batch of plain jobs larger than a chunk is admitted a chunk per
+// transaction, in the same lane (see AdmitBatch).
+//
 // Chunks are sized by time, not by count: the writer's time one chunk
 // takes (chunkTime) is what every other write may wait behind it, and
 // the time per row varies tenfold with the machine's load. Each chunk
@@ -46,6 +49,10 @@ import (
 
 // defaultFanoutChunk bounds the children one write transaction stages.
 const defaultFanoutChunk = 2000
+
+// defaultBatchChunk bounds the plain jobs of a batch one write
+// transaction admits.
+const defaultBatchChunk = 1000
 
 // defaultChunkTime is the writer's time one chunk of a staged admission
 // aims at.
@@ -65,6 +72,17 @@ func WithFanoutChunk(n int) Option {
 	return func(c *config) {
 		if n > 0 {
 			c.fanoutChunk = n
+		}
+	}
+}
+
+// WithBatchChunk sets the most plain jobs of a batch one write
+// transaction admits (default 1,000); a batch of more plain jobs than a
+// chunk is admitted a chunk per transaction (see AdmitBatch).
+func WithBatchChunk(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.batchChunk = n
 		}
 	}
 }

@@ -17,10 +17,11 @@ import (
 )
 
 // TestConformanceStaged runs the suite on a store that stages every
-// fan-out of more than two items, two children per write transaction.
+// fan-out of more than two items, two children per write transaction, and
+// admits batches of plain jobs two per transaction.
 func TestConformanceStaged(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sluice.db"), WithFanoutChunk(2))
+		s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sluice.db"), WithFanoutChunk(2), WithBatchChunk(2))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		return skewable{s}
@@ -150,4 +151,40 @@ func TestStagedFanoutReconcileTakesBackAbandoned(t *testing.T) {
 	require.ErrorIs(t, err, errStagingLost)
 	_, err = s.Get(ctx, p.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestLargePlainBatchAdmittedInChunks: a batch of more plain jobs than a
+// chunk is admitted a chunk per write transaction (other writes go in
+// between), and still as one batch: each job sees those before it, their
+// slots and their dedup keys, across chunks.
+func TestLargePlainBatchAdmittedInChunks(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sluice.db"), WithBatchChunk(3))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	caps := store.Caps{Tenant: 7}
+	reqs := make([]store.AdmitRequest, 10)
+	for i := range reqs {
+		j := storetest.NewJob("acme", time.Now())
+		if i == 1 || i == 5 {
+			j.Key = "same"
+		}
+		reqs[i] = store.AdmitRequest{Job: j, Caps: caps}
+	}
+	before := s.WriteCounts().Commits
+	res, err := s.AdmitBatch(ctx, reqs)
+	require.NoError(t, err)
+	require.Len(t, res, 10)
+	got := make([]store.Admission, len(res))
+	for i, r := range res {
+		got[i] = r.Admission
+	}
+	A, J, R := store.Admitted, store.Joined, store.RejectedTenant
+	require.Equal(t, []store.Admission{A, A, A, A, A, J, A, A, R, R}, got)
+	require.Equal(t, reqs[1].Job.ID, res[5].Job.ID, "the key joins across chunks")
+	require.GreaterOrEqual(t, s.WriteCounts().Commits-before, uint64(4), "ten jobs, three per transaction")
+	c, err := s.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 7, c.TenantActive["acme"])
 }
