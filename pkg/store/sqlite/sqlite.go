@@ -311,7 +311,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter(), cp: cp,
-		chunks: newChunker(cfg.chunkTime, cfg.fanoutChunk), plainChunks: newChunker(cfg.chunkTime, cfg.batchChunk), abandonAfter: cfg.abandonAfter}
+		chunks: newChunker(cfg.chunkTime, minChunk, cfg.fanoutChunk), plainChunks: newChunker(batchChunkTimes*cfg.chunkTime, minBatchChunk, cfg.batchChunk), abandonAfter: cfg.abandonAfter}
 	go s.writeLoop()
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
