@@ -211,6 +211,10 @@ type Store struct {
 	// chunks sizes the chunks of staged admissions, plainChunks those of
 	// large batches of plain jobs (see stage.go).
 	chunks, plainChunks *chunker
+	// relaxed: the write connection commits with synchronous=NORMAL, for
+	// an unacknowledged write (see writeUnacked). Only the write loop
+	// touches it.
+	relaxed bool
 	// abandonAfter: see WithAbandonAfter.
 	abandonAfter time.Duration
 	// states are the open write transaction's changes to the counts of

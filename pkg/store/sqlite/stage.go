@@ -41,6 +41,10 @@ import (
 // A batch of plain jobs larger than a chunk is admitted a chunk per
 // transaction, in the same lane (see AdmitBatch).
 //
+// Chunks (and their deletions) are never acknowledged to anyone: they
+// commit without their fsync (see writeUnacked); the admission's own
+// transaction, fsynced, makes them durable with itself.
+//
 // Chunks are sized by time, not by count: the writer's time one chunk
 // takes (chunkTime) is what every other write may wait behind it, and
 // the time per row varies tenfold with the machine's load. Each chunk
@@ -205,7 +209,7 @@ func (s *Store) stage(ctx context.Context, in *admitInput) error {
 	for from := 0; from < len(in.items); {
 		to := min(from+s.chunks.next(), len(in.items))
 		chunk := in.items[from:to]
-		took, err := s.writeBulk(ctx, store.WriteAdmit, fmt.Sprintf("stage children %d-%d of %s", from, to-1, p.ID), func(tx *sql.Tx) error {
+		took, err := s.writeUnacked(ctx, store.WriteAdmit, fmt.Sprintf("stage children %d-%d of %s", from, to-1, p.ID), func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, stageChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 				p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
 				p.ConcurrencyKey, p.ConcurrencyLimit, itemStrings(chunk), from, weightArg(in.caps.Weight),
@@ -269,7 +273,7 @@ func (s *Store) unstage(ctx context.Context, in *admitInput) {
 func (s *Store) dropStaged(ctx context.Context, parent, tenant string, staged int) error {
 	for to := staged; to > 0; {
 		from := max(0, to-s.chunks.next())
-		took, err := s.writeBulk(ctx, store.WriteAdmit, "unstage children of "+parent, func(tx *sql.Tx) error {
+		took, err := s.writeUnacked(ctx, store.WriteAdmit, "unstage children of "+parent, func(tx *sql.Tx) error {
 			var err error
 			if from == 0 {
 				_, err = tx.ExecContext(ctx, endStagedQuery, parent, to)
