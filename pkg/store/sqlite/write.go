@@ -102,7 +102,7 @@ func (s *Store) writeBulk(ctx context.Context, wop store.WriteOp, op string, fn 
 // are written so (see stage.go): only the admission that follows them is
 // acknowledged, and a lost chunk takes its staged row's count back with
 // it. Their fsyncs were most of a small chunk's time: the 400k-child
-// admission of BenchmarkNoisyFanout took 2-3 times as long with them.
+// admission of BenchmarkNoisyFanout took up to twice as long with them.
 func (s *Store) writeUnacked(ctx context.Context, wop store.WriteOp, op string, fn func(tx *sql.Tx) error) (time.Duration, error) {
 	req := &writeReq{ctx: ctx, op: op, wop: wop, fn: fn, bulk: true, unacked: true, done: make(chan struct{})}
 	if err := s.send(ctx, op, s.writes.bulk, req); err != nil {
