@@ -20,9 +20,11 @@ type Store interface {
 	// AdmitBatch admits each request as Admit would, in order: each job
 	// sees the jobs admitted before it (their slots and dedup keys), and a
 	// rejected or joined job does not stop the others. The embedded driver
-	// does it in one transaction; the MongoDB driver one job after the
-	// other. An error may leave the jobs before the failing one admitted
-	// (MongoDB) or none (embedded).
+	// does it in one transaction (a large batch a chunk per transaction);
+	// the MongoDB driver one job after the other. An error may leave the jobs before the failing one admitted
+	// (MongoDB; embedded: those of the chunks before the failing one,
+	// when a large batch is admitted in chunks) and returns their
+	// results with it.
 	AdmitBatch(ctx context.Context, reqs []AdmitRequest) ([]AdmitResult, error)
 
 	// Get returns one job by id, or ErrNotFound.

@@ -23,7 +23,7 @@ import (
 //   - Admission takes the parent's slots, inserts every child held (state
 //     stateHeld: out of every query of pending jobs), inserts the parent,
 //     then releases the first min(window, items) children. Children whose
-//     parent never went in stay held for good and hold nothing.
+//     parent never went in are taken back by Reconcile (see stage.go).
 //   - A child that ends counts itself on its parent ($inc), then, if it was
 //     released, takes the next index to release from the parent's cursor
 //     ($inc children_released: each index is taken once) and releases that
@@ -34,7 +34,8 @@ import (
 //     waiting child cancelled (one updateMany, then its count on the
 //     parent).
 
-// fanoutBatch is how many children one insertMany carries.
+// fanoutBatch is how many children one insertMany carries, by default
+// (WithFanoutBatch).
 const fanoutBatch = 1000
 
 // parentFilter matches the active parent id.
@@ -85,9 +86,17 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 	if err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsert(ctx, job, err))
 	}
-	// The parent first, so that no child is ever without one: a parent
-	// whose children did not all go in is ended by Reconcile
-	// (repairParents), with its slots.
+	// The children first, held, so that the parent is visible only once
+	// they are all in (see stage.go).
+	if err := s.startStaging(ctx, job); err != nil {
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsert(ctx, job, err))
+	}
+	if err := s.insertChildren(ctx, job, r.Items, stamps); err != nil {
+		if uerr := s.unstage(ctx, job); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+	}
 	doc := newJobDoc(job)
 	doc.Weight = r.Caps.Weight
 	if doc.Weight <= 0 {
@@ -96,21 +105,25 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 	doc.ChildrenReleased = release
 	if _, err := s.jobs.InsertOne(ctx, doc); err != nil {
 		if mongo.IsDuplicateKeyError(err) && job.Key != "" {
-			if gerr := s.releaseHeld(ctx, heldBy(job)); gerr != nil {
-				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, errors.Join(err, gerr))
+			if uerr := s.unstage(ctx, job); uerr != nil {
+				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, errors.Join(err, uerr))
 			}
 			if j, found, lerr := s.activeByKey(ctx, job.Tenant, job.Key); lerr == nil && found {
 				return j, store.Joined, nil
 			}
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, err)
 		}
-		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, s.afterFailedInsert(ctx, job, err))
-	}
-	if err := s.insertChildren(ctx, job, r.Items, stamps); err != nil {
-		// Take it all back (if this fails too, Reconcile ends the parent).
-		if aerr := s.abortParent(ctx, doc, time.Now()); aerr != nil {
-			err = errors.Join(err, aerr)
+		dctx, cancel := s.detached(ctx)
+		in, xerr := s.exists(dctx, job.ID)
+		cancel()
+		if xerr == nil && !in {
+			// Not in: take it all back. (In, or unknown: the admission
+			// may have gone through; Reconcile finishes it.)
+			if uerr := s.unstage(ctx, job); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
 		}
-		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, err)
 	}
 	// The parent and its children are counted once all are in: a parent
 	// whose admission stops before is never counted until it ends
@@ -121,6 +134,8 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 	if err := s.releaseBelow(ctx, job.ID, release, job.UpdatedAt); err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: release the first children: %w", op, err)
 	}
+	// A staged document left behind is Reconcile's to delete.
+	_ = s.endStaging(ctx, job.ID)
 	return doc.job(), store.Admitted, nil
 }
 
@@ -189,9 +204,10 @@ func (s *Store) stampFairN(ctx context.Context, tenant string, weight float64, n
 }
 
 // insertChildren inserts every child of parent held, the first len(stamps)
-// with those fair-queue stamps.
+// with those fair-queue stamps, touching its staged document after each
+// batch (see stage.go).
 func (s *Store) insertChildren(ctx context.Context, parent contracts.Job, items []json.RawMessage, stamps []float64) error {
-	batch := make([]any, 0, fanoutBatch)
+	batch := make([]any, 0, min(s.batch, len(items)))
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -201,7 +217,7 @@ func (s *Store) insertChildren(ctx context.Context, parent contracts.Job, items 
 		if err != nil {
 			return fmt.Errorf("insert children: %w", err)
 		}
-		return nil
+		return s.touchStaging(ctx, parent.ID)
 	}
 	for i, item := range items {
 		c := parent.Child(i, item)
@@ -211,7 +227,7 @@ func (s *Store) insertChildren(ctx context.Context, parent contracts.Job, items 
 		d := newJobDoc(c)
 		d.State = stateHeld
 		batch = append(batch, d)
-		if len(batch) == fanoutBatch {
+		if len(batch) == s.batch {
 			if err := flush(); err != nil {
 				return err
 			}

@@ -83,10 +83,14 @@ type Store struct {
 	// stateCounts holds the counters of jobs by state (statecounts.go).
 	stateCounts *mongo.Collection
 	locks       *mongo.Collection
-	timeout     time.Duration
-	grace       time.Duration
-	now         func() time.Time
-	suspects    *suspects
+	// staged holds the fan-out admissions in progress (see stage.go).
+	staged *mongo.Collection
+	// batch is how many children one insert command carries.
+	batch    int
+	timeout  time.Duration
+	grace    time.Duration
+	now      func() time.Time
+	suspects *suspects
 	// stateCheck is Reconcile's last check of the counters of jobs by state.
 	stateCheck *stateCheck
 	// afterCount, when set, runs after Reconcile counted the jobs by
@@ -150,6 +154,8 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 		stateCounts: db.Collection(stateCountsCollection),
 		stateCheck:  &stateCheck{},
 		locks:       db.Collection(locksCollection),
+		staged:      db.Collection(stagedCollection),
+		batch:       cfg.batch,
 		timeout:     cfg.timeout,
 		grace:       cfg.grace,
 		now:         cfg.now,

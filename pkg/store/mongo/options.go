@@ -21,10 +21,22 @@ type config struct {
 	database string
 	grace    time.Duration
 	now      func() time.Time
+	batch    int
 }
 
 func defaultConfig() config {
-	return config{timeout: DefaultTimeout, grace: DefaultReconcileGrace, now: time.Now}
+	return config{timeout: DefaultTimeout, grace: DefaultReconcileGrace, now: time.Now, batch: fanoutBatch}
+}
+
+// WithFanoutBatch sets how many children of a fan-out one insert command
+// carries (default 1,000); each batch also renews the admission's staged
+// document (see stage.go). Non-positive values are ignored.
+func WithFanoutBatch(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.batch = n
+		}
+	}
 }
 
 // WithTimeout bounds each store call (every method of Store, and Open's

@@ -57,7 +57,11 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
 
-	// Fan-out parents first: a parent that ends frees its slots.
+	// Admissions a process abandoned half-way first, then fan-out
+	// parents: a parent that ends frees its slots.
+	if _, err := s.dropAbandoned(ctx); err != nil {
+		return 0, fmt.Errorf("mongo: reconcile staged admissions: %w", err)
+	}
 	repaired, err := s.repairParents(ctx)
 	if err != nil {
 		return repaired, fmt.Errorf("mongo: reconcile parents: %w", err)

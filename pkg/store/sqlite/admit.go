@@ -44,18 +44,28 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 	return res[0].Job, res[0].Admission, nil
 }
 
-// AdmitBatch admits every request as Admit would, one after the other, in
-// one write transaction: a job sees the jobs admitted before it in the
-// batch (their slots, their dedup keys). Rejected and joined jobs write
-// nothing; an error admits nothing.
+// AdmitBatch admits every request as Admit would, one after the other: a
+// job sees the jobs admitted before it in the batch (their slots, their
+// dedup keys). Rejected and joined jobs write nothing. A batch is one
+// write transaction, and an error admits nothing, unless it is large:
+// the children of its fan-outs are then staged first (see stage.go), and
+// a batch of more plain jobs than one chunk is admitted a chunk per
+// transaction in the writer's bulk lane, so that other writes go in
+// between; an error then leaves the chunks before it admitted, and
+// AdmitBatch returns their results with it.
 func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]store.AdmitResult, error) {
 	ins := make([]admitInput, len(reqs))
+	plain := true
 	for i, r := range reqs {
 		in, err := newAdmitInput(r)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: admit batch: job %s: %w", r.Job.ID, err)
 		}
 		ins[i] = in
+		plain = plain && len(in.items) == 0
+	}
+	if plain && len(ins) > s.plainChunks.next() {
+		return s.admitChunked(ctx, ins)
 	}
 	// When the batch holds more children than one write transaction
 	// should, its fan-outs' children go in first, a chunk at a time (see
@@ -73,7 +83,7 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 		}
 	}
 	for i := range ins {
-		if children > s.chunk && len(ins[i].items) > 0 {
+		if children > s.chunks.next() && len(ins[i].items) > 0 {
 			if err := s.stage(ctx, &ins[i]); err != nil {
 				unstage(func(int) bool { return false })
 				return nil, err
@@ -93,6 +103,28 @@ func (s *Store) AdmitBatch(ctx context.Context, reqs []store.AdmitRequest) ([]st
 	}
 	if len(staged) > 0 {
 		unstage(func(i int) bool { return out[i].Admission == store.Admitted })
+	}
+	return out, nil
+}
+
+// admitChunked admits a batch of plain jobs a chunk per transaction in
+// the bulk lane, chunks sized by time (see stage.go), in order.
+func (s *Store) admitChunked(ctx context.Context, ins []admitInput) ([]store.AdmitResult, error) {
+	out := make([]store.AdmitResult, 0, len(ins))
+	for from := 0; from < len(ins); {
+		to := min(from+s.plainChunks.next(), len(ins))
+		var res []store.AdmitResult
+		took, err := s.writeBulk(ctx, store.WriteAdmit, fmt.Sprintf("admit jobs %d-%d of a batch of %d", from, to-1, len(ins)), func(tx *sql.Tx) error {
+			var err error
+			res, err = s.admitAll(ctx, tx, ins[from:to])
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		s.plainChunks.took(to-from, took)
+		out = append(out, res...)
+		from = to
 	}
 	return out, nil
 }

@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -210,9 +211,15 @@ type Store struct {
 	// parents are the fan-out parents the open write transaction read
 	// (see fanout.go). Only the write loop touches them.
 	parents txParents
-	// chunk is the most children one write transaction inserts (see
-	// stage.go).
-	chunk int
+	// chunks sizes the chunks of staged admissions, plainChunks those of
+	// large batches of plain jobs (see stage.go).
+	chunks, plainChunks *chunker
+	// relaxed: the write connection commits with synchronous=NORMAL, for
+	// an unacknowledged write (see writeUnacked). Only the write loop
+	// touches it.
+	relaxed bool
+	// abandonAfter: see WithAbandonAfter.
+	abandonAfter time.Duration
 	// states are the open write transaction's changes to the counts of
 	// jobs by state (see statecounts.go). Only the write loop touches them.
 	states store.StateCounts
@@ -242,6 +249,10 @@ type config struct {
 	busyTimeout time.Duration
 	readConns   int
 	fanoutChunk int
+	batchChunk  int
+	chunkTime   time.Duration
+	// abandonAfter: see WithAbandonAfter.
+	abandonAfter time.Duration
 }
 
 // WithBusyTimeout sets how long a statement waits for another process's
@@ -266,7 +277,8 @@ func WithReadConns(n int) Option {
 // Open opens (creating if needed, with its parent directory) the database
 // file at path and brings its schema up to date.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	cfg := config{busyTimeout: defaultBusyTimeout, readConns: defaultReadConns, fanoutChunk: defaultFanoutChunk}
+	cfg := config{busyTimeout: defaultBusyTimeout, readConns: defaultReadConns, fanoutChunk: defaultFanoutChunk, batchChunk: defaultBatchChunk,
+		chunkTime: defaultChunkTime, abandonAfter: defaultAbandonAfter}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -307,9 +319,15 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter(), cp: cp,
-		chunk: cfg.fanoutChunk, rows: rows}
+		chunks: newChunker(cfg.chunkTime, minChunk, cfg.fanoutChunk), plainChunks: newChunker(batchChunkTimes*cfg.chunkTime, minBatchChunk, cfg.batchChunk), abandonAfter: cfg.abandonAfter,
+		rows: rows}
 	go s.writeLoop()
 	if err := s.prepare(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	// A process that died while it staged a fan-out left its children.
+	if _, err := s.dropAbandoned(ctx, time.Now().Add(-s.abandonAfter)); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
@@ -367,7 +385,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	for _, stmt := range append(schema[:len(schema):len(schema)], stateCountSchema...) {
+	for _, stmt := range slices.Concat(schema, stateCountSchema, stageSchema) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}

@@ -238,8 +238,12 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 // Reconcile recomputes the admission counters and the counts of jobs by
 // state from the jobs table in one write transaction and returns the total
 // absolute drift it corrected: 0 unless the counters were changed behind
-// the driver's back.
+// the driver's back. First it takes back the staged admissions a process
+// abandoned (see stage.go).
 func (s *Store) Reconcile(ctx context.Context) (int, error) {
+	if _, err := s.dropAbandoned(ctx, time.Now().Add(-s.abandonAfter)); err != nil {
+		return 0, err
+	}
 	drift := 0
 	err := s.write(ctx, store.WriteReconcile, "reconcile counters", func(tx *sql.Tx) error {
 		drift = 0

@@ -17,6 +17,7 @@ import (
 var fanoutTests = []test{
 	{"FanoutAdmitsParentAndChildren", testFanoutAdmit},
 	{"FanoutIsAdmittedWhole", testFanoutAdmitWhole},
+	{"FanoutNotAdmittedLeavesNothing", testFanoutNotAdmittedLeavesNothing},
 	{"FanoutWindowRefills", testFanoutWindow},
 	{"FanoutParentEndsWithItsChildren", testFanoutEnds},
 	{"FanoutFailFastCancelsTheRest", testFanoutFailFast},
@@ -173,6 +174,48 @@ func testFanoutAdmit(t *testing.T, s store.Store) {
 		require.NotEqual(t, p.ID, j.ID, "the parent is never stale")
 		require.NotContains(t, []int{2, 3, 4}, *j.Index, "held children are never stale")
 	}
+	drift, err := s.Reconcile(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, drift)
+}
+
+// testFanoutNotAdmittedLeavesNothing: in one batch, a fan-out admitted, one
+// joining it by its key and one the tenant's items cap refuses: only the
+// first and its children are there, in the lists, the counts and the
+// ready queue; the others left no child (a store that staged them
+// deleted them again) and no drift.
+func testFanoutNotAdmittedLeavesNothing(t *testing.T, s store.Store) {
+	parent := func(key string) contracts.Job {
+		j := NewJob("acme", base)
+		j.Payload, j.Concurrency, j.Key = nil, 2, key
+		return j
+	}
+	first, joining, refused := parent("k"), parent("k"), parent("")
+	caps := store.Caps{TenantItems: 20}
+	res, err := s.AdmitBatch(t.Context(), []store.AdmitRequest{
+		{Job: first, Caps: caps, Items: items(8)},
+		{Job: joining, Caps: caps, Items: items(8)},
+		{Job: refused, Caps: caps, Items: items(12)},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []store.Admission{store.Admitted, store.Joined, store.RejectedTenantItems},
+		[]store.Admission{res[0].Admission, res[1].Admission, res[2].Admission})
+	require.Equal(t, first.ID, res[1].Job.ID, "the joining fan-out gets the first")
+
+	top, _ := listAll(t, s, store.Query{})
+	require.Equal(t, []string{first.ID}, ids(top))
+	require.Len(t, children(t, s, first.ID, ""), 8)
+	for _, id := range []string{joining.ID, refused.ID} {
+		_, err := s.Get(t.Context(), id)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		require.Empty(t, children(t, s, id, ""), "no child of a fan-out not admitted")
+		_, err = s.Get(t.Context(), contracts.ChildID(id, 0))
+		require.ErrorIs(t, err, store.ErrNotFound)
+	}
+	own, err := s.TenantCounts(t.Context(), "acme")
+	require.NoError(t, err)
+	require.Equal(t, 9, own[contracts.StatePending], "the parent and its children only")
+	require.Len(t, claimN(t, s, 100, at(time.Second)), 2, "the first window only")
 	drift, err := s.Reconcile(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, drift)

@@ -57,8 +57,9 @@ func (a *Admitter) SubmitBatch(ctx context.Context, tenant string, body []byte) 
 	}
 	admitted, err := a.store.AdmitBatch(ctx, reqs)
 	if err != nil {
-		// The embedded store admitted none; MongoDB may have admitted the
-		// first ones: those are reported, the rest get the 503.
+		// The store may have admitted the first ones (MongoDB, or the
+		// embedded store's first chunks): those are reported, the rest
+		// get the 503.
 		for k := range reqs {
 			results[at[k]] = a.storeDown(reqs[k].Job, err)
 		}
