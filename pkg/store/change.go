@@ -51,6 +51,10 @@ func (ch Change) Apply(j contracts.Job) contracts.Job {
 	if ch.Worker != nil {
 		j.Worker = *ch.Worker
 	}
+	if ch.Unstart {
+		j.Attempt--
+		j.Worker, j.StartedAt, j.HeartbeatAt = "", nil, nil
+	}
 	switch {
 	case final || ch.ClearClaim:
 		j.ClaimUntil = nil

@@ -21,6 +21,10 @@ func (ch Change) Check(exp Expect) error {
 	if ch.Claim != 0 && ch.Claim <= exp.Claim {
 		return fmt.Errorf("claim %d does not follow %d: %w", ch.Claim, exp.Claim, ErrBadTransition)
 	}
+	if ch.Unstart && (exp.State != contracts.StateRunning || ch.State != contracts.StatePending || ch.IncAttempt ||
+		ch.Worker != nil || ch.StartedAt != nil || ch.HeartbeatAt != nil) {
+		return fmt.Errorf("unstart is only a running job going back to pending, with nothing else of its run set: %w", ErrBadTransition)
+	}
 	return nil
 }
 

@@ -3,6 +3,8 @@ package store
 import (
 	"sort"
 	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // The ready queue. The store is also the queue dispatch takes jobs from:
@@ -16,15 +18,79 @@ import (
 //     fair queue, stamped at admission by FairAt;
 //  3. id (time-ordered), lower first.
 
-// ClaimRequest asks Claim for the best ready jobs.
+// ClaimRequest asks Claim for the best ready jobs, each for a worker slot
+// the scheduler knows to be free: a claimed job starts running at once on
+// the slot it was given (see Started).
 type ClaimRequest struct {
-	// Now decides which jobs are ready and which claims are live; zero is
-	// the current time.
+	// Now decides which jobs are ready; zero is the current time. It is
+	// also when the claimed jobs start.
 	Now time.Time
-	// Until is when the new claims end.
-	Until time.Time
-	// Kinds says how many jobs of each kind to claim at most.
-	Kinds map[string]int
+	// Slots lists, for each kind, the worker slots to fill, best first: the
+	// i-th job claimed of a kind runs on the worker Slots[kind][i]. A
+	// worker appears once for each of its free slots. A kind gets at most
+	// MaxClaim jobs.
+	Slots map[string][]string
+	// Capacity is the slots each worker has in all, as it announced them
+	// (absent or 0: no bound). The claim gives a worker no more jobs than
+	// its capacity less the jobs the store shows running on it (see
+	// FitSlots), so the store never shows a worker running more jobs than
+	// it has slots, whichever schedulers claim at once.
+	Capacity map[string]int
+	// Clock, when set, is read as the claimed jobs start, inside the
+	// store's write: a claim that waited behind other writes (a result
+	// that freed a fan-out's next child, say) never records a start
+	// before them. Nil starts them at Now.
+	Clock func() time.Time
+}
+
+// FitSlots returns r's slots with those of each worker bounded by its
+// Capacity less the jobs running on it (running counts them, once per
+// worker), kinds in the order of kinds, each worker's slots in their
+// order. A worker running several kinds shares its room between them,
+// the first kinds first. Slots dropped here are not filled; the caller
+// (the dispatcher) gives back the reservations a claim did not fill.
+func (r ClaimRequest) FitSlots(kinds []string, running func(worker string) (int, error)) (map[string][]string, error) {
+	if len(r.Capacity) == 0 {
+		return r.Slots, nil
+	}
+	room := map[string]int{}
+	out := make(map[string][]string, len(kinds))
+	for _, kind := range kinds {
+		var fit []string
+		for _, w := range r.Slots[kind] {
+			c := r.Capacity[w]
+			if c <= 0 {
+				fit = append(fit, w)
+				continue
+			}
+			n, ok := room[w]
+			if !ok {
+				busy, err := running(w)
+				if err != nil {
+					return nil, err
+				}
+				n = c - busy
+			}
+			if n > 0 {
+				fit = append(fit, w)
+				n--
+			}
+			room[w] = n
+		}
+		out[kind] = fit
+	}
+	return out, nil
+}
+
+// StartAt is when the jobs of a claim planned at now start: Clock's time
+// when it is set and later than now, else now.
+func (r ClaimRequest) StartAt(now time.Time) time.Time {
+	if r.Clock != nil {
+		if t := r.Clock(); t.After(now) {
+			return t
+		}
+	}
+	return now
 }
 
 // Plan is what a driver's Claim works through: the time that decides
@@ -36,14 +102,39 @@ func (r ClaimRequest) Plan() (now time.Time, kinds []string, want map[string]int
 		now = time.Now()
 	}
 	want = map[string]int{}
-	for k, n := range r.Kinds {
-		if n > 0 {
+	for k, slots := range r.Slots {
+		if n := len(slots); n > 0 {
 			kinds = append(kinds, k)
 			want[k] = min(n, MaxClaim)
 		}
 	}
 	sort.Strings(kinds)
 	return now, kinds, want
+}
+
+// Started is what a claim makes of a ready job it gives to worker at now:
+// running on that worker with the next claim (the fencing counter) and the
+// next run number, started and heartbeat at now, no dispatch claim. Both
+// drivers write exactly this, and return it without reading the job back.
+func Started(j contracts.Job, worker string, now time.Time) contracts.Job {
+	return StartChange(j, worker, now).Apply(j)
+}
+
+// StartChange is Started as a change of the job j read pending.
+func StartChange(j contracts.Job, worker string, now time.Time) Change {
+	at := now
+	return Change{Now: now, State: contracts.StateRunning, Claim: j.Claim + 1, IncAttempt: true,
+		Worker: &worker, ClearClaim: true, StartedAt: &at, HeartbeatAt: &at}
+}
+
+// ReleaseChange is the change that gives back a claimed job no worker
+// took (busy, refused, or no answer): pending again as before its claim,
+// the run it was given undone (Change.Unstart), at the same claim so that
+// a worker that accepted after all, without its answer arriving, can still
+// be fenced or confirmed by its first heartbeat. next, when not nil, is
+// when it is ready again.
+func ReleaseChange(now time.Time, next *time.Time) Change {
+	return Change{Now: now, State: contracts.StatePending, Unstart: true, ClearClaim: true, NextDispatchAt: next}
 }
 
 // MaxClaim bounds the jobs one Claim takes of one kind.

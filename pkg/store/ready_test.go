@@ -32,3 +32,39 @@ func TestKeySlots(t *testing.T) {
 	_, err := slots.Take("acme", "broken", 1)
 	require.Error(t, err)
 }
+
+func TestFitSlots(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		slots    map[string][]string
+		capacity map[string]int
+		running  map[string]int
+		want     map[string][]string
+	}{
+		{"no capacities: as asked", map[string][]string{"a": {"w1", "w1"}}, nil, map[string]int{"w1": 9},
+			map[string][]string{"a": {"w1", "w1"}}},
+		{"bounded by capacity less running", map[string][]string{"a": {"w1", "w1", "w1", "w2"}}, map[string]int{"w1": 3, "w2": 1},
+			map[string]int{"w1": 1}, map[string][]string{"a": {"w1", "w1", "w2"}}},
+		{"room shared by kinds, first kind first", map[string][]string{"a": {"w1", "w1"}, "b": {"w1", "w2"}},
+			map[string]int{"w1": 2, "w2": 1}, nil, map[string][]string{"a": {"w1", "w1"}, "b": {"w2"}}},
+		{"0 is no bound", map[string][]string{"a": {"w1", "w1", "w1"}}, map[string]int{"w1": 0}, map[string]int{"w1": 5},
+			map[string][]string{"a": {"w1", "w1", "w1"}}},
+		{"more running than capacity: none", map[string][]string{"a": {"w1"}}, map[string]int{"w1": 2}, map[string]int{"w1": 3},
+			map[string][]string{"a": nil}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := ClaimRequest{Slots: tc.slots, Capacity: tc.capacity}
+			_, kinds, _ := r.Plan()
+			asked := map[string]int{}
+			got, err := r.FitSlots(kinds, func(w string) (int, error) { asked[w]++; return tc.running[w], nil })
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			for w, n := range asked {
+				require.Equal(t, 1, n, "worker %s counted once", w)
+			}
+		})
+	}
+}

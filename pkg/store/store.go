@@ -209,6 +209,10 @@ type Change struct {
 	Claim int64
 	// IncAttempt counts one more run: the attempt (run number) grows by one as the job goes running.
 	IncAttempt bool
+	// Unstart undoes the start a claim wrote for a job no worker took:
+	// the run number goes back by one, and the worker, started_at and
+	// heartbeat_at are cleared. Only from running to pending.
+	Unstart bool
 
 	Worker          *string
 	ClaimUntil      *time.Time // set; see ClearClaim

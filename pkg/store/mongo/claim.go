@@ -63,12 +63,13 @@ type readyView struct {
 	FairAt float64 `bson:"fair_at"`
 }
 
-// Claim takes the dispatch claim on up to r.Kinds[kind] of the best ready
-// jobs of each kind (see store.ClaimRequest) and returns them as they are
-// afterwards, best first per kind, kinds in name order: a find of the
-// candidates on the ready index, then one compare-and-set per candidate,
-// so a job another scheduler claimed meanwhile is skipped. The system's
-// virtual time then moves up to the largest fair_at claimed.
+// Claim starts up to len(r.Slots[kind]) of the best ready jobs of each kind
+// on the slots given (see store.ClaimRequest and store.Started) and returns
+// them as they are afterwards, best first per kind, kinds in name order: a
+// find of the candidates on the ready index, then one compare-and-set per
+// candidate, so a job another scheduler claimed meanwhile is skipped. The
+// system's virtual time then moves up to the largest fair_at claimed; a
+// fan-out child that starts starts its parent.
 //
 // A concurrency key is checked by counting its holders before the first
 // claim of it (store.KeySlots), under the key's lock (see keyLocks), so two
@@ -95,8 +96,15 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		}
 		return s.keyHolders(ctx, tenant, key, now)
 	})
+	// Without transactions the count and the claims are apart: schedulers
+	// claiming for one worker at the same moment can each see its last
+	// free slot (the worker then answers one of them busy).
+	fit, err := r.FitSlots(kinds, func(worker string) (int, error) { return s.runningOn(ctx, worker) })
+	if err != nil {
+		return nil, fmt.Errorf("mongo: claim jobs: %w", err)
+	}
 	for _, kind := range kinds {
-		want := wants[kind]
+		want := min(wants[kind], len(fit[kind]))
 		got, skipped := 0, 0
 		// Each round reads from the best: a little more than still wanted,
 		// plus the jobs held back by their keys so far. Candidates another
@@ -120,7 +128,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					skippedNow++
 					continue
 				}
-				j, ok, err := s.claimOne(ctx, c, now, r.Until)
+				j, ok, err := s.claimOne(ctx, c, fit[kind][got], r.StartAt(now))
 				if err != nil {
 					return out, fmt.Errorf("mongo: claim jobs: %w", err)
 				}
@@ -190,10 +198,21 @@ func (s *Store) keyHolders(ctx context.Context, tenant, key string, now time.Tim
 	return int(n), nil
 }
 
-// claimOne takes the claim on one candidate if it is still ready at the
-// attempt it was read at.
-func (s *Store) claimOne(ctx context.Context, c readyView, now, until time.Time) (contracts.Job, bool, error) {
+// runningOn counts the jobs running on worker.
+func (s *Store) runningOn(ctx context.Context, worker string) (int, error) {
 	ctx, cancel := s.call(ctx)
+	defer cancel()
+	n, err := s.jobs.CountDocuments(ctx, bson.D{{Key: fState, Value: string(contracts.StateRunning)}, {Key: fWorker, Value: worker}})
+	if err != nil {
+		return 0, fmt.Errorf("count the jobs running on worker %s: %w", worker, err)
+	}
+	return int(n), nil
+}
+
+// claimOne starts one candidate on worker at now (store.Started) if it is
+// still ready at the claim it was read at.
+func (s *Store) claimOne(ctx context.Context, c readyView, worker string, now time.Time) (contracts.Job, bool, error) {
+	cctx, cancel := s.call(ctx)
 	defer cancel()
 	filter := bson.D{
 		{Key: fID, Value: c.ID},
@@ -201,17 +220,30 @@ func (s *Store) claimOne(ctx context.Context, c readyView, now, until time.Time)
 		{Key: fClaim, Value: c.Claim},
 		{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)},
 	}
+	at := millis(now)
 	update := bson.D{
-		{Key: "$set", Value: bson.D{{Key: fClaimUntil, Value: millis(until)}, {Key: fUpdatedAt, Value: millis(now)}}},
-		{Key: "$inc", Value: bson.D{{Key: fClaim, Value: int64(1)}}},
+		{Key: "$set", Value: bson.D{
+			{Key: fState, Value: string(contracts.StateRunning)},
+			{Key: fWorker, Value: worker},
+			{Key: fStartedAt, Value: at},
+			{Key: fHeartbeatAt, Value: at},
+			{Key: fUpdatedAt, Value: at},
+		}},
+		{Key: "$inc", Value: bson.D{{Key: fClaim, Value: int64(1)}, {Key: fRuns, Value: 1}}},
+		{Key: "$unset", Value: bson.D{{Key: fClaimUntil, Value: ""}}},
 	}
 	var d jobDoc
-	err := s.jobs.FindOneAndUpdate(ctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+	err := s.jobs.FindOneAndUpdate(cctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return contracts.Job{}, false, nil
 	case err != nil:
-		return contracts.Job{}, false, fmt.Errorf("claim job %s: %w", c.ID, err)
+		return contracts.Job{}, false, fmt.Errorf("start job %s: %w", c.ID, err)
+	}
+	if d.Parent != "" {
+		// Best effort, as at a promotion: the parent also starts with its
+		// next child.
+		_ = s.startParent(cctx, d.Tenant, d.Parent, now)
 	}
 	return d.job(), true, nil
 }

@@ -120,6 +120,10 @@ func buildUpdate(ch store.Change) bson.D {
 	if ch.Worker != nil {
 		set = append(set, bson.E{Key: fWorker, Value: *ch.Worker})
 	}
+	if ch.Unstart {
+		inc = append(inc, bson.E{Key: fRuns, Value: -1})
+		unset = append(unset, bson.E{Key: fWorker, Value: ""}, bson.E{Key: fStartedAt, Value: ""}, bson.E{Key: fHeartbeatAt, Value: ""})
+	}
 	switch {
 	case final || ch.ClearClaim:
 		unset = append(unset, bson.E{Key: fClaimUntil, Value: ""})

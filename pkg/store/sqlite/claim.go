@@ -33,6 +33,8 @@ const (
 	keyHoldersQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_concurrency_key
 		WHERE tenant = ?1 AND concurrency_key = ?2 AND concurrency_key != '' AND held = 0
 			AND (state = 'running' OR (state = 'pending' AND claim_until > ?3))`
+	// workerRunningQuery counts the jobs running on a worker (?1).
+	workerRunningQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_running_worker WHERE worker = ?1 AND state = 'running'`
 	// expireClaimsQuery clears the claims that ended at or before ?1, so
 	// their jobs are in the ready queue again.
 	expireClaimsQuery = `UPDATE jobs INDEXED BY jobs_claimed SET claim_until = NULL
@@ -41,21 +43,28 @@ const (
 	advanceVirtualQuery = `UPDATE counters SET fair_at = max(fair_at, ?1) WHERE scope = ?2`
 )
 
-// claimOneQuery and claimQuery take the claim on ready jobs read in the
-// same transaction (?3: their rowids, see keyed).
-var claimOneQuery, claimQuery = keyedQueries(`UPDATE jobs SET attempt = attempt + 1, claim_until = ?1, updated_at = ?2 WHERE `,
+// claimOneQuery and claimQuery start ready jobs read in the same
+// transaction on worker ?1 at ?2 (?3: their rowids, see keyed), as
+// store.Started says: running, next claim, next run, started and heartbeat
+// at ?2.
+var claimOneQuery, claimQuery = keyedQueries(`UPDATE jobs SET state = 'running', worker = ?1,
+		attempt = attempt + 1, runs = runs + 1, started_at = ?2, heartbeat_at = ?2, updated_at = ?2,
+		claim_until = NULL WHERE `,
 	`rowid`, `?3`, ` AND state = 'pending' AND (claim_until IS NULL OR claim_until <= ?2)`)
 
-// candidate is a ready job as the claim reads it, with its rowid.
+// candidate is a ready job as the claim reads it, with its rowid, and the
+// worker slot it is given.
 type candidate struct {
-	job   contracts.Job
-	rowid int64
+	job    contracts.Job
+	rowid  int64
+	worker string
 }
 
-// Claim takes the dispatch claim on up to r.Kinds[kind] of the best ready
-// jobs of each kind in one write transaction (see store.ClaimRequest) and
-// returns them as they are afterwards, best first per kind, kinds in name
-// order. The system's virtual time moves up to the largest fair_at claimed.
+// Claim starts up to len(r.Slots[kind]) of the best ready jobs of each kind
+// on the slots given, in one write transaction (see store.ClaimRequest and
+// store.Started), and returns them as they are afterwards, best first per
+// kind, kinds in name order. The system's virtual time moves up to the
+// largest fair_at claimed; a fan-out child that starts starts its parent.
 func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error) {
 	now, kinds, wants := r.Plan()
 	if len(kinds) == 0 {
@@ -64,6 +73,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	var out []contracts.Job
 	err := s.write(ctx, store.WriteClaim, "claim jobs", func(tx *sql.Tx) error {
 		out = out[:0]
+		start := r.StartAt(now)
 		slots := store.NewKeySlots(func(tenant, key string) (int, error) {
 			return s.keyHoldersIn(ctx, tx, tenant, key, now)
 		})
@@ -71,8 +81,18 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 		if _, err := tx.StmtContext(ctx, s.ws.expireClaims).ExecContext(ctx, now.UnixNano()); err != nil {
 			return fmt.Errorf("clear expired claims: %w", err)
 		}
+		// The write lock holds what the counts read until the claim is in.
+		fit, err := r.FitSlots(kinds, func(worker string) (n int, err error) {
+			if err := tx.StmtContext(ctx, s.ws.workerRunning).QueryRowContext(ctx, worker).Scan(&n); err != nil {
+				return 0, fmt.Errorf("count the jobs running on worker %s: %w", worker, err)
+			}
+			return n, nil
+		})
+		if err != nil {
+			return err
+		}
 		for _, kind := range kinds {
-			want := wants[kind]
+			want := min(wants[kind], len(fit[kind]))
 			got, skipped := 0, 0
 			var after *candidate
 			// Read a little more than wanted; read on, page by page, only
@@ -98,12 +118,13 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 						skipped++
 						continue
 					}
+					c.worker = fit[kind][got]
 					taken = append(taken, c)
 					virtual = max(virtual, c.job.FairAt)
 					got++
 				}
 				// The page's claims go in before the next page is read.
-				claimed, err := s.claimIn(ctx, tx, taken, now, r.Until)
+				claimed, err := s.claimIn(ctx, tx, taken, start)
 				if err != nil {
 					return err
 				}
@@ -173,27 +194,41 @@ func (s *Store) keyHoldersIn(ctx context.Context, tx *sql.Tx, tenant, key string
 	return n, nil
 }
 
-// claimIn claims ready jobs read in this transaction, with one UPDATE,
-// and returns them as claimed: the write lock kept the rows as read.
-func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, cands []candidate, now, until time.Time) ([]contracts.Job, error) {
+// claimIn starts ready jobs read in this transaction on their slots' workers,
+// with one UPDATE per worker, and returns them as started: the write lock
+// kept the rows as read. Their parents start with them.
+func (s *Store) claimIn(ctx context.Context, tx *sql.Tx, cands []candidate, now time.Time) ([]contracts.Job, error) {
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	var taken rowids
-	for _, c := range cands {
-		taken.add(c.rowid)
+	at := now.UnixNano()
+	// Slots come worker by worker, so the groups are few and in order.
+	for from := 0; from < len(cands); {
+		to := from + 1
+		for to < len(cands) && cands[to].worker == cands[from].worker {
+			to++
+		}
+		var taken rowids
+		for _, c := range cands[from:to] {
+			taken.add(c.rowid)
+		}
+		if err := taken.exec(ctx, tx, s.ws.claim, cands[from].worker, at); err != nil {
+			return nil, fmt.Errorf("start %d jobs on worker %s: %w", to-from, cands[from].worker, err)
+		}
+		from = to
 	}
-	if err := taken.exec(ctx, tx, s.ws.claim, until.UnixNano(), now.UnixNano()); err != nil {
-		return nil, fmt.Errorf("claim %d jobs: %w", len(cands), err)
-	}
-	claimUntil, updated := fromNanos(until.UnixNano()), fromNanos(now.UnixNano())
+	started := fromNanos(at)
 	out := make([]contracts.Job, len(cands))
+	parents := map[string]bool{}
 	for i, c := range cands {
-		j, until := c.job, claimUntil
-		j.Claim++
-		j.ClaimUntil = &until
-		j.UpdatedAt = updated
-		out[i] = j
+		out[i] = store.Started(c.job, c.worker, started)
+		s.countMove(c.job.Tenant, contracts.StatePending, contracts.StateRunning, 1)
+		if c.job.IsChild() && !parents[c.job.Parent] {
+			parents[c.job.Parent] = true
+			if err := s.startParent(ctx, tx, c.job.Tenant, c.job.Parent, now); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return out, nil
 }

@@ -40,7 +40,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		b.StopTimer()
 		admitN(round)
 		b.StartTimer()
-		claimed, err := s.Claim(ctx, store.ClaimRequest{Now: now, Until: now.Add(time.Minute), Kinds: map[string]int{"test.kind": round}})
+		claimed, err := s.Claim(ctx, store.ClaimRequest{Now: now, Slots: map[string][]string{"test.kind": storetest.Slots("w1", round)}})
 		require.NoError(b, err)
 		leases := make([]contracts.Lease, len(claimed))
 		for i, j := range claimed {
@@ -133,7 +133,7 @@ func BenchmarkRenewSingleLeases(b *testing.B) {
 	ctx := context.Background()
 	now := time.Now()
 	admitJobs(b, s, workers, now)
-	claimed, err := s.Claim(ctx, store.ClaimRequest{Now: now, Until: now.Add(time.Minute), Kinds: map[string]int{"test.kind": workers}})
+	claimed, err := s.Claim(ctx, store.ClaimRequest{Now: now, Slots: map[string][]string{"test.kind": storetest.Slots("w1", workers)}})
 	require.NoError(b, err)
 	leases := make([]contracts.Lease, len(claimed))
 	for i, j := range claimed {

@@ -61,7 +61,7 @@ func TestStagedFanoutNotAdmittedLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []store.Admission{store.Admitted, store.Joined}, []store.Admission{res[0].Admission, res[1].Admission})
 	require.Equal(t, 11, rows(), "one parent and its ten children; the joined one left nothing")
-	got, err := s.Claim(ctx, store.ClaimRequest{Now: time.Now(), Until: time.Now().Add(time.Minute), Kinds: map[string]int{"test.kind": 10}})
+	got, err := s.Claim(ctx, store.ClaimRequest{Now: time.Now(), Slots: map[string][]string{"test.kind": storetest.Slots("w1", 10)}})
 	require.NoError(t, err)
 	require.Len(t, got, 2, "the window is released, the rest held")
 }

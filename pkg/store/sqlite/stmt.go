@@ -102,6 +102,7 @@ type writeStmts struct {
 	expireClaims   *sql.Stmt
 	ready          *sql.Stmt
 	keyHolders     *sql.Stmt
+	workerRunning  *sql.Stmt
 	claim          keyed
 	advanceVirtual *sql.Stmt
 	// Fan-out's statements.
@@ -140,6 +141,7 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.expireClaims, expireClaimsQuery},
 		{&ws.ready, readyQuery},
 		{&ws.keyHolders, keyHoldersQuery},
+		{&ws.workerRunning, workerRunningQuery},
 		{&ws.claim.one, claimOneQuery},
 		{&ws.claim.many, claimQuery},
 		{&ws.advanceVirtual, advanceVirtualQuery},

@@ -231,6 +231,12 @@ func buildUpdate(exp store.Expect, ch store.Change, rowid int64) (string, []any,
 	if ch.Worker != nil {
 		set("worker = ?", *ch.Worker)
 	}
+	if ch.Unstart {
+		set("runs = runs - 1")
+		set("worker = ''")
+		set("started_at = NULL")
+		set("heartbeat_at = NULL")
+	}
 	switch {
 	case final || ch.ClearClaim:
 		set("claim_until = NULL")

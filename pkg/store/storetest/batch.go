@@ -49,11 +49,11 @@ func testAdmitBatch(t *testing.T, s store.Store) {
 	require.Equal(t, map[string]int{"acme": 3, "globex": 1}, c.TenantActive)
 
 	// The batch's jobs queue in order, fairly with others.
-	claimed, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute), Kinds: map[string]int{"test.kind": 2}})
+	claimed, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Slots: map[string][]string{"test.kind": Slots("w1", 2)}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)
 	require.ElementsMatch(t, []string{reqs[0].Job.ID, reqs[5].Job.ID}, ids(claimed), "each tenant's first job first")
 	for _, j := range claimed {
-		require.Equal(t, contracts.StatePending, j.State)
+		require.Equal(t, contracts.StateRunning, j.State)
 	}
 }

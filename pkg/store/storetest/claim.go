@@ -19,6 +19,8 @@ var claimTests = []test{
 	{"ClaimHonoursTenantWeights", testClaimWeights},
 	{"ClaimHonoursConcurrencyKeys", testClaimKeys},
 	{"ClaimPerKindAndBounded", testClaimPerKind},
+	{"ClaimStartsAtItsClock", testClaimClock},
+	{"ClaimBoundedByWorkerCapacity", testClaimCapacity},
 	{"ConcurrentClaimsNeverShareAJob", testConcurrentClaims},
 	{"ConcurrentClaimsHonourAKeyLimit", testConcurrentClaimsKeyLimit},
 	{"RunErrorsRoundTrip", testRunErrorsRoundTrip},
@@ -29,7 +31,7 @@ var claimTests = []test{
 // claimN claims up to n jobs of test.kind at now for a minute.
 func claimN(t *testing.T, s store.Store, n int, now time.Time) []contracts.Job {
 	t.Helper()
-	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: now, Until: now.Add(time.Minute), Kinds: map[string]int{"test.kind": n}})
+	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: now, Slots: map[string][]string{"test.kind": Slots("w1", n)}})
 	require.NoError(t, err)
 	return got
 }
@@ -59,19 +61,35 @@ func testClaimOrder(t *testing.T, s store.Store) {
 	require.Equal(t, []string{high1.ID, high2.ID, mid.ID}, ids(got), "priority first, then admission order")
 	for _, j := range got {
 		want := get(t, s, j.ID)
-		require.Equal(t, contracts.StatePending, j.State)
-		require.Equal(t, int64(1), j.Claim, "a claim is a new attempt")
-		require.NotNil(t, j.ClaimUntil)
-		require.True(t, j.ClaimUntil.Equal(now.Add(time.Minute)))
+		require.Equal(t, contracts.StateRunning, j.State, "a claim starts the job on its slot")
+		require.Equal(t, "w1", j.Worker)
+		require.Equal(t, int64(1), j.Claim, "a claim is a new claim")
+		require.Equal(t, 1, j.Attempt, "and the first run")
+		require.Nil(t, j.ClaimUntil)
+		requireTime(t, "started_at", &now, j.StartedAt)
+		requireTime(t, "heartbeat_at", &now, j.HeartbeatAt)
 		requireJob(t, want, j)
 	}
-	// Claimed jobs are not ready until their claim ends.
+	// Claimed jobs run: they are not ready again.
 	require.Equal(t, []string{low.ID}, ids(claimN(t, s, 10, now)))
 	require.Empty(t, claimN(t, s, 10, now))
-	again := claimN(t, s, 10, now.Add(time.Minute))
-	require.Len(t, again, 4, "expired claims are ready again")
-	require.Equal(t, high1.ID, again[0].ID)
-	require.Equal(t, int64(2), again[0].Claim)
+
+	// A claim no worker took is given back: pending again, its run
+	// undone, at the same claim; then it is the best ready job again.
+	back, err := s.Transition(t.Context(), store.Expect{ID: high1.ID, State: contracts.StateRunning, Claim: 1},
+		store.ReleaseChange(now, nil))
+	require.NoError(t, err)
+	require.Equal(t, contracts.StatePending, back.State)
+	require.Equal(t, int64(1), back.Claim)
+	require.Zero(t, back.Attempt, "the run it was given did not happen")
+	require.Empty(t, back.Worker)
+	require.Nil(t, back.StartedAt)
+	require.Nil(t, back.HeartbeatAt)
+	requireJob(t, get(t, s, high1.ID), back)
+	again := claimN(t, s, 10, now.Add(time.Second))
+	require.Equal(t, []string{high1.ID}, ids(again))
+	require.Equal(t, int64(2), again[0].Claim, "the next claim fences the one given back")
+	require.Equal(t, 1, again[0].Attempt)
 }
 
 func testClaimSkipsNotReady(t *testing.T, s store.Store) {
@@ -146,16 +164,20 @@ func testClaimKeys(t *testing.T, s store.Store) {
 	require.ElementsMatch(t, []string{keyed[0].ID, other.ID, keyed[1].ID, free.ID}, got,
 		"two of acme's db jobs, globex's own db key apart, and the unkeyed job")
 
-	// A running job holds its slot; a claimed job too until its claim ends.
-	start(t, s, get(t, s, keyed[0].ID), "w1", now)
+	// A claimed job runs and holds its slot.
 	require.Empty(t, claimN(t, s, 10, now), "both slots of acme/db held")
 	finish(t, s, get(t, s, keyed[0].ID), contracts.StateSucceeded, now)
 	require.Equal(t, []string{keyed[2].ID}, ids(claimN(t, s, 10, now)), "a finished job frees its slot")
 
-	// Claims of keyed[1] and keyed[2] expire: two slots free again.
-	later := now.Add(time.Minute)
-	got = ids(claimN(t, s, 10, later))
-	require.ElementsMatch(t, []string{keyed[1].ID, keyed[2].ID, other.ID, free.ID}, got)
+	// keyed[1] and keyed[2] are given back: two slots free again, taken
+	// in order.
+	for _, j := range []contracts.Job{keyed[1], keyed[2]} {
+		_, err := s.Transition(t.Context(), store.Expect{ID: j.ID, State: contracts.StateRunning, Claim: j.Claim + 1},
+			store.ReleaseChange(now, nil))
+		require.NoError(t, err)
+	}
+	got = ids(claimN(t, s, 10, now.Add(time.Second)))
+	require.Equal(t, []string{keyed[1].ID, keyed[2].ID}, got)
 }
 
 func testClaimPerKind(t *testing.T, s store.Store) {
@@ -163,15 +185,15 @@ func testClaimPerKind(t *testing.T, s store.Store) {
 		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, func(j *contracts.Job) { j.Kind = "a" })
 		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, func(j *contracts.Job) { j.Kind = "b" })
 	}
-	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute),
-		Kinds: map[string]int{"a": 2, "b": 1, "c": 5, "d": 0}})
+	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
+		Slots: map[string][]string{"a": Slots("w1", 2), "b": Slots("w1", 1), "c": Slots("w2", 5), "d": nil}})
 	require.NoError(t, err)
 	count := map[string]int{}
 	for _, j := range got {
 		count[j.Kind]++
 	}
 	require.Equal(t, map[string]int{"a": 2, "b": 1}, count)
-	got, err = s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute)})
+	got, err = s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second)})
 	require.NoError(t, err)
 	require.Empty(t, got, "no kinds, no claims")
 }
@@ -190,8 +212,8 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 	for range claimers {
 		wg.Go(func() {
 			for {
-				got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute),
-					Kinds: map[string]int{"test.kind": 4}})
+				got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
+					Slots: map[string][]string{"test.kind": Slots("w1", 4)}})
 				mu.Lock()
 				for _, j := range got {
 					seen[j.ID]++
@@ -233,8 +255,8 @@ func testConcurrentClaimsKeyLimit(t *testing.T, s store.Store) {
 	for range claimers {
 		wg.Go(func() {
 			<-start
-			got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Until: at(time.Minute),
-				Kinds: map[string]int{"test.kind": 5}})
+			got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
+				Slots: map[string][]string{"test.kind": Slots("w1", 5)}})
 			mu.Lock()
 			defer mu.Unlock()
 			total += len(got)
@@ -247,7 +269,7 @@ func testConcurrentClaimsKeyLimit(t *testing.T, s store.Store) {
 	wg.Wait()
 	require.Empty(t, errs)
 	require.Equal(t, limit, total, "the key's two slots, taken once")
-	require.Empty(t, claimN(t, s, 5, at(2*time.Second)), "both slots are held by live claims")
+	require.Empty(t, claimN(t, s, 5, at(2*time.Second)), "both slots are held by the jobs claimed")
 }
 
 func testRunErrorsRoundTrip(t *testing.T, s store.Store) {
@@ -311,4 +333,56 @@ func testBacklog(t *testing.T, s store.Store) {
 	n, _, err = s.Backlog(ctx, "other.kind", at(time.Minute), 10)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// testClaimClock: a claim's jobs start at its clock's time, read in the
+// store's write, when that is later than the time the claim was planned
+// at; never earlier.
+func testClaimClock(t *testing.T, s store.Store) {
+	a := admitNew(t, s, "acme", base)
+	b := admitNew(t, s, "acme", base)
+	late := func() time.Time { return at(5 * time.Second) }
+	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second), Slots: map[string][]string{"test.kind": Slots("w1", 1)}, Clock: late})
+	require.NoError(t, err)
+	require.Equal(t, []string{a.ID}, ids(got))
+	requireTime(t, "started_at", ptr(at(5*time.Second)), got[0].StartedAt)
+	requireJob(t, get(t, s, a.ID), got[0])
+	early := func() time.Time { return at(0) }
+	got, err = s.Claim(t.Context(), store.ClaimRequest{Now: at(6 * time.Second), Slots: map[string][]string{"test.kind": Slots("w1", 1)}, Clock: early})
+	require.NoError(t, err)
+	require.Equal(t, []string{b.ID}, ids(got))
+	requireTime(t, "started_at", ptr(at(6*time.Second)), got[0].StartedAt)
+	requireTime(t, "heartbeat_at", ptr(at(6*time.Second)), get(t, s, b.ID).HeartbeatAt)
+}
+
+// testClaimCapacity: a claim gives a worker no more jobs than its capacity
+// less the jobs the store shows running on it, its room shared by the
+// kinds it runs; a worker without a capacity is not bounded.
+func testClaimCapacity(t *testing.T, s store.Store) {
+	for i := range 3 {
+		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, func(j *contracts.Job) { j.Kind = "a" })
+		admitWith(t, s, "acme", at(time.Duration(i)*time.Millisecond), store.Caps{}, func(j *contracts.Job) { j.Kind = "b" })
+	}
+	running := start(t, s, admitWith(t, s, "acme", base, store.Caps{}, func(j *contracts.Job) { j.Kind = "c" }), "w1", at(time.Second))
+	got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
+		Slots:    map[string][]string{"a": Slots("w1", 3), "b": Slots("w1", 3)},
+		Capacity: map[string]int{"w1": 3}})
+	require.NoError(t, err)
+	require.Len(t, got, 2, "three slots, one of them running already: two more, the first kind first")
+	for _, j := range got {
+		require.Equal(t, "a", j.Kind)
+	}
+	got, err = s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
+		Slots: map[string][]string{"b": Slots("w1", 1)}, Capacity: map[string]int{"w1": 3}})
+	require.NoError(t, err)
+	require.Empty(t, got, "full in the store, whatever the slots asked")
+	finish(t, s, running, contracts.StateSucceeded, at(2*time.Second))
+	got, err = s.Claim(t.Context(), store.ClaimRequest{Now: at(2 * time.Second),
+		Slots: map[string][]string{"b": append(Slots("w1", 2), "w2", "w2")}, Capacity: map[string]int{"w1": 3, "w2": 0}})
+	require.NoError(t, err)
+	workers := map[string]int{}
+	for _, j := range got {
+		workers[j.Worker]++
+	}
+	require.Equal(t, map[string]int{"w1": 1, "w2": 2}, workers, "w1 has one slot again; w2 has no bound")
 }

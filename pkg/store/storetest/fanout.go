@@ -23,7 +23,7 @@ var fanoutTests = []test{
 	{"FanoutFailFastCancelsTheRest", testFanoutFailFast},
 	{"FanoutCancelParent", testFanoutCancelParent},
 	{"FanoutCancelHeldChild", testFanoutCancelHeldChild},
-	{"FanoutHeartbeatStartsParent", testFanoutHeartbeat},
+	{"FanoutClaimStartsParent", testFanoutClaimStartsParent},
 	{"FanoutDedupAndPurge", testFanoutDedupPurge},
 	{"RunLimitsRoundTrip", testRunLimits},
 	{"FanoutParentsHoldNoKeySlot", testFanoutKeys},
@@ -250,15 +250,15 @@ func testFanoutWindow(t *testing.T, s store.Store) {
 	c0 := start(t, s, got[0], "w1", at(2*time.Second))
 	par := get(t, s, p.ID)
 	require.Equal(t, contracts.StateRunning, par.State, "running from the first child's start")
-	requireTime(t, "started_at", ptr(at(2*time.Second)), par.StartedAt)
-	require.Equal(t, &contracts.ChildCounts{Total: 5, Pending: 4, Running: 1}, par.Children)
+	requireTime(t, "started_at", ptr(at(time.Second)), par.StartedAt)
+	require.Equal(t, &contracts.ChildCounts{Total: 5, Pending: 3, Running: 2}, par.Children, "both claims started their children")
 
 	// One ends: the next held child is ready at once.
 	finish(t, s, c0, contracts.StateSucceeded, at(3*time.Second))
 	got = claimN(t, s, 10, at(3*time.Second))
 	require.Equal(t, []string{contracts.ChildID(p.ID, 2)}, ids(got))
 	par = get(t, s, p.ID)
-	require.Equal(t, &contracts.ChildCounts{Total: 5, Pending: 4, Succeeded: 1}, par.Children)
+	require.Equal(t, &contracts.ChildCounts{Total: 5, Pending: 2, Running: 2, Succeeded: 1}, par.Children)
 	require.Equal(t, 20.0, par.Progress.Percent)
 
 	// A retry keeps its place in the window.
@@ -336,8 +336,8 @@ func testFanoutFailFast(t *testing.T, s store.Store) {
 func testFanoutCancelParent(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	p, _ := admitFanout(t, s, "acme", 5, 2, store.Caps{Global: 10}, nil)
-	got := claimN(t, s, 10, at(time.Second))
-	c0 := start(t, s, got[0], "w1", at(time.Second)) // child 1 stays claimed
+	got := claimN(t, s, 1, at(time.Second))
+	c0 := start(t, s, got[0], "w1", at(time.Second)) // child 1 waits
 
 	par, running, err := s.CancelParent(ctx, p.ID, at(2*time.Second), "cancelled: by request")
 	require.NoError(t, err)
@@ -393,17 +393,35 @@ func testFanoutCancelHeldChild(t *testing.T, s store.Store) {
 	require.Equal(t, &contracts.ChildCounts{Total: 3, Succeeded: 2, Cancelled: 1}, par.Children)
 }
 
-func testFanoutHeartbeat(t *testing.T, s store.Store) {
+// testFanoutClaimStartsParent: the claim that starts a fan-out's children
+// starts the parent; so does a heartbeat that confirms a child given back
+// (a worker that accepted after all).
+func testFanoutClaimStartsParent(t *testing.T, s store.Store) {
 	p, _ := admitFanout(t, s, "acme", 2, 2, store.Caps{}, nil)
 	got := claimN(t, s, 10, at(time.Second))
+	require.Len(t, got, 2)
+	par := get(t, s, p.ID)
+	require.Equal(t, contracts.StateRunning, par.State)
+	requireTime(t, "started_at", ptr(at(time.Second)), par.StartedAt)
+	require.Equal(t, 2, par.Children.Running)
 	leases := []contracts.Lease{{JobID: got[0].ID, Claim: got[0].Claim}, {JobID: got[1].ID, Claim: got[1].Claim}}
 	out, err := s.Heartbeat(t.Context(), "w1", leases, at(2*time.Second), 0)
 	require.NoError(t, err)
-	require.Len(t, out.Promoted, 2)
-	require.Equal(t, p.ID, out.Started[0].Parent)
-	par := get(t, s, p.ID)
-	require.Equal(t, contracts.StateRunning, par.State)
-	require.Equal(t, 2, par.Children.Running)
+	require.Len(t, out.Renewed, 2)
+
+	q, _ := admitFanout(t, s, "acme", 1, 1, store.Caps{}, nil)
+	c := claimN(t, s, 10, at(3*time.Second))
+	require.Len(t, c, 1)
+	_, err = s.Transition(t.Context(), store.Expect{ID: c[0].ID, State: contracts.StateRunning, Claim: c[0].Claim},
+		store.ReleaseChange(at(3*time.Second), nil))
+	require.NoError(t, err)
+	require.Equal(t, contracts.StateRunning, get(t, s, q.ID).State, "a parent once started stays started")
+	out, err = s.Heartbeat(t.Context(), "w1", []contracts.Lease{leaseOf(c[0])}, at(4*time.Second), 0)
+	require.NoError(t, err)
+	require.Len(t, out.Promoted, 1, "the worker accepted after all: its heartbeat confirms the run")
+	require.Equal(t, q.ID, out.Started[0].Parent)
+	require.Equal(t, 1, out.Started[0].Attempt)
+	require.Equal(t, 1, get(t, s, q.ID).Children.Running)
 }
 
 func testFanoutDedupPurge(t *testing.T, s store.Store) {

@@ -35,7 +35,7 @@ func testPendingKinds(t *testing.T, s store.Store) {
 	b0 := newJob("b.kind", at(time.Second))
 	newJob("a.kind", at(time.Second))
 	newJob("c.kind", at(time.Second))
-	_, err = s.Claim(ctx, store.ClaimRequest{Now: at(3 * time.Second), Until: at(time.Minute), Kinds: map[string]int{"c.kind": 1}})
+	_, err = s.Claim(ctx, store.ClaimRequest{Now: at(3 * time.Second), Slots: map[string][]string{"c.kind": Slots("w1", 1)}})
 	require.NoError(t, err)
 	start(t, s, newJob("d.kind", at(time.Second)), "w1", at(3*time.Second))
 	finish(t, s, start(t, s, newJob("e.kind", at(time.Second)), "w1", at(3*time.Second)), contracts.StateSucceeded, at(4*time.Second))

@@ -56,8 +56,8 @@ var countOps = []countOp{
 		require.NoError(t, err)
 	}},
 	{"claim and promote", func(t *testing.T, s store.Store, r *rand.Rand, now time.Time, _ []contracts.Job) {
-		claimed, err := s.Claim(t.Context(), store.ClaimRequest{Now: now, Until: now.Add(time.Minute),
-			Kinds: map[string]int{"test.kind": 1 + r.IntN(4)}})
+		claimed, err := s.Claim(t.Context(), store.ClaimRequest{Now: now,
+			Slots: map[string][]string{"test.kind": Slots("w1", 1+r.IntN(4))}})
 		require.NoError(t, err)
 		leases := make([]contracts.Lease, len(claimed))
 		for i, j := range claimed {

@@ -109,9 +109,14 @@ func claim(t *testing.T, s store.Store, j contracts.Job, worker string, now, unt
 }
 
 // start moves a pending job straight to running on worker at `now`, with
-// its next attempt, as if the worker's first heartbeat had come.
+// its next claim and run, as a claim does. A job a claim started already
+// is returned as it is: it must be running on worker.
 func start(t *testing.T, s store.Store, j contracts.Job, worker string, now time.Time) contracts.Job {
 	t.Helper()
+	if j.State == contracts.StateRunning {
+		require.Equal(t, worker, j.Worker, "claimed for another worker")
+		return j
+	}
 	got, err := s.Transition(t.Context(),
 		store.Expect{ID: j.ID, State: contracts.StatePending, Claim: j.Claim},
 		store.Change{Now: now, State: contracts.StateRunning, Claim: j.Claim + 1, IncAttempt: true,
@@ -239,4 +244,13 @@ func ids(jobs []contracts.Job) []string {
 // leaseOf is the lease of a job's current attempt.
 func leaseOf(j contracts.Job) contracts.Lease {
 	return contracts.Lease{JobID: j.ID, Claim: j.Claim}
+}
+
+// Slots is n free slots of one worker, as a store.ClaimRequest lists them.
+func Slots(worker string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = worker
+	}
+	return out
 }

@@ -41,8 +41,8 @@ func requireWrote(t *testing.T, s store.Store, before store.WriteCounts, op stor
 	return now
 }
 
-// testWritesCounted follows one job through its life (admitted, claimed,
-// started by a heartbeat, its result applied) and checks that each step's
+// testWritesCounted follows one job through its life (admitted, claimed
+// into running, heartbeated, its result applied) and checks that each step's
 // writes count under its operation, and that reads count nothing.
 func testWritesCounted(t *testing.T, s store.Store) {
 	ctx := t.Context()
@@ -57,7 +57,7 @@ func testWritesCounted(t *testing.T, s store.Store) {
 
 	out, err := s.Heartbeat(ctx, "w1", []contracts.Lease{leaseOf(claimed[0])}, at(2*time.Second), 0)
 	require.NoError(t, err)
-	require.Len(t, out.Promoted, 1)
+	require.Len(t, out.Renewed, 1, "claimed into running: the heartbeat renews")
 	c = requireWrote(t, s, c, store.WriteHeartbeat)
 
 	res, err := s.UpdateEach(ctx, []string{j.ID}, func(int, contracts.Job) (store.Change, error) {

@@ -44,8 +44,8 @@ type Config struct {
 	MaxRuntime time.Duration `env:"SLUICE_MAX_RUNTIME" envDefault:"0s" doc:"The longest any run may take: the gateway bounds a job's max_runtime by it, the schedulers and the reaper fail a run past it, whatever the job asked. 0 = no bound."`
 	// OfferTimeout bounds one offer request to one worker.
 	OfferTimeout time.Duration `env:"SLUICE_SCHEDULER_OFFER_TIMEOUT" envOld:"SLUICE_OFFER_TIMEOUT" envDefault:"1s" doc:"How long the scheduler waits for a worker's answer to one offer."`
-	// ClaimTTL is how long a dispatch claim keeps other schedulers off a job.
-	ClaimTTL time.Duration `env:"SLUICE_SCHEDULER_CLAIM_TTL" envOld:"SLUICE_CLAIM_TTL" envDefault:"30s" doc:"How long a scheduler's dispatch claim keeps the other schedulers off a job; at least twice SLUICE_SCHEDULER_OFFER_TIMEOUT."`
+	// ClaimTTL is no longer used: a claim starts its job on a worker slot.
+	ClaimTTL time.Duration `env:"SLUICE_SCHEDULER_CLAIM_TTL" envOld:"SLUICE_CLAIM_TTL" envDefault:"30s" doc:"No longer used, still accepted: a claim now starts its job on a worker slot; a job its worker answers busy or refuses goes back to pending at once, one whose answer is lost (or whose scheduler died) is requeued at SLUICE_STALE_THRESHOLD unless its worker confirms it."`
 	// AckWait is JetStream's redelivery timer for an unacknowledged message.
 	AckWait time.Duration `env:"SLUICE_SCHEDULER_ACK_WAIT" envOld:"SLUICE_ACK_WAIT" envDefault:"30s" doc:"How long JetStream waits before it delivers an unacknowledged message (a due job, a result) again."`
 	// MaxConcurrent is how many due messages and results one scheduler
@@ -160,9 +160,6 @@ func (c Config) Validate() error {
 	envconfig.NotNegative(&p, "SLUICE_SCHEDULER_SPAWN_COOLDOWN", c.SpawnCooldown, "none")
 	envconfig.Positive(&p, "SLUICE_SCHEDULER_SPAWN_TIMEOUT", c.SpawnTimeout)
 	envconfig.Between(&p, "SLUICE_SCHEDULER_MAX_CONCURRENT", c.MaxConcurrent, 1, 4096)
-	if c.ClaimTTL > 0 && c.OfferTimeout > 0 && c.ClaimTTL < 2*c.OfferTimeout {
-		p.Add("SLUICE_SCHEDULER_CLAIM_TTL", "%s must be at least twice SLUICE_SCHEDULER_OFFER_TIMEOUT (%s)", c.ClaimTTL, c.OfferTimeout)
-	}
 	p.Include(c.Store.Validate())
 	p.Include(c.Bus.Validate())
 	return p.Err()

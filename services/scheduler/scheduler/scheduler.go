@@ -92,7 +92,7 @@ func New(cfg Config, d Deps) (*Scheduler, error) {
 	s.spawn = spawn.New(spawn.Config{Mode: cfg.Spawn, Command: cfg.SpawnCommand, Cooldown: cfg.SpawnCooldown,
 		Max: cfg.MaxSpawned, Timeout: cfg.SpawnTimeout}, d.Store, pick, r, d.NC, d.Now, d.Log, m)
 	s.dispatch = dispatch.New(dispatch.Config{
-		RetryInterval: cfg.ReofferInterval, ClaimTTL: cfg.ClaimTTL, OfferTimeout: cfg.OfferTimeout,
+		RetryInterval: cfg.ReofferInterval, OfferTimeout: cfg.OfferTimeout,
 		Offers: cfg.MaxConcurrent, NoWorkerGrace: cfg.NoWorkerGrace,
 	},
 		d.Store, d.NC, pick, pub, d.Now, rand.Float64, d.Log, m)

@@ -10,8 +10,10 @@ import (
 )
 
 // Start heartbeats. An accepted attempt may start its handler only once
-// the scheduler has recorded it running, which the start heartbeat asks
-// for. The attempts waiting for one are sent together: a few sender
+// the scheduler confirms it is running on this worker at its claim: the
+// claim recorded it so before the offer, and the start heartbeat checks
+// that it still holds (a job given back after a lost answer, then claimed
+// for another worker, is lost here and never starts twice). The attempts waiting for one are sent together: a few sender
 // goroutines each take every attempt queued when they are free, so a burst
 // of offers costs a few heartbeat requests (and store writes), not one
 // each, while a lone offer still goes out at once.

@@ -260,9 +260,13 @@ func offerFigures(b *testing.B, s *Stack) (offers, dispatched float64) {
 			for _, m := range mf.GetMetric() {
 				offers += m.GetCounter().GetValue()
 			}
-		case "sluice_scheduler_offers_per_dispatch":
+		case "sluice_scheduler_dispatches_total":
 			for _, m := range mf.GetMetric() {
-				dispatched += float64(m.GetHistogram().GetSampleCount())
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" && l.GetValue() == "dispatched" {
+						dispatched += m.GetCounter().GetValue()
+					}
+				}
 			}
 		}
 	}

@@ -9,11 +9,13 @@ import (
 	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
-// Heartbeat renews a worker's leases and returns the encoded answer. The
-// first heartbeat of an attempt records the job as running; a held lease
-// is written only once its stored heartbeat is LeaseRenewAfter old, and
-// kept from a read before; leases the worker no longer holds come back as
-// lost so it stops that work.
+// Heartbeat renews a worker's leases and returns the encoded answer. A
+// claim wrote the job running with its lease already, so a held lease is
+// written only once its stored heartbeat is LeaseRenewAfter old, and kept
+// from a read before; a job given back to pending at the same claim (its
+// offer's answer was lost, the worker had taken it) is recorded running
+// again; leases the worker no longer holds come back as lost so it stops
+// that work.
 func (a *Applier) Heartbeat(ctx context.Context, data []byte) []byte {
 	hb, err := contracts.DecodeHeartbeat(data)
 	if err != nil {

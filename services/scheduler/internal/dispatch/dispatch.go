@@ -39,9 +39,6 @@ type Config struct {
 	// failed, not merely busy) waits before it is ready again, and how
 	// often the dispatcher looks for ready jobs when nothing woke it.
 	RetryInterval time.Duration
-	// ClaimTTL is how long a dispatch claim keeps other schedulers off a
-	// job; it must outlast an offer round and a worker's start heartbeat.
-	ClaimTTL time.Duration
 	// OfferTimeout bounds one offer request.
 	OfferTimeout time.Duration
 	// Offers bounds the offer requests in flight at once (default 64);
@@ -56,9 +53,12 @@ type Config struct {
 	NoWorkerGrace time.Duration
 }
 
-// Dispatcher moves ready jobs to workers: it claims batches of the best
-// ready jobs from the store, sized to the room the workers have, and
-// offers each to the workers in stable order.
+// Dispatcher moves ready jobs to workers: it reserves the free worker
+// slots it knows of, in stable worker order, and claims the best ready
+// jobs into them in one store write (each job running on its slot), then
+// offers each job to its slot's worker. A job the worker says it does not
+// take goes back to pending. The picker's reservations are the one count of
+// room promised and not yet answered.
 type Dispatcher struct {
 	cfg    Config
 	jobs   Jobs
@@ -77,9 +77,6 @@ type Dispatcher struct {
 	started time.Time     // the grace for absent kinds counts from here at the earliest
 
 	sem chan struct{} // bounds the offer requests in flight
-
-	mu          sync.Mutex
-	outstanding map[string]int // claimed jobs of each kind whose offers are in flight
 }
 
 // New returns a dispatcher. jitter returns a number in [0,1).
@@ -91,7 +88,7 @@ func New(cfg Config, jobs Jobs, nc Requester, p *picker.Picker, ev *events.Publi
 		cfg.SweepInterval = time.Second
 	}
 	return &Dispatcher{cfg: cfg, jobs: jobs, nc: nc, picker: p, now: now, jitter: jitter, log: log, m: m, ev: ev,
-		wake: make(chan struct{}, 1), started: now(), outstanding: map[string]int{}, sem: make(chan struct{}, cfg.Offers)}
+		wake: make(chan struct{}, 1), started: now(), sem: make(chan struct{}, cfg.Offers)}
 }
 
 // storeRetry is how soon a failed store call is tried again.
@@ -180,56 +177,56 @@ const drainedPause = 5 * time.Millisecond
 // meanwhile wait for it. The loop claims again at once while jobs come.
 const claimBatch = 256
 
-// claimRound claims as many of the best ready jobs of each kind as the
-// workers have room for, minus the claims whose offers are in flight.
-// drained says the store had fewer ready jobs than asked for, of every
-// kind asked.
+// claimRound reserves the free slots the workers have for each kind (at
+// most claimBatch) and claims the best ready jobs into them, bounded in
+// the store by each worker's capacity; the reservations no job filled are
+// ended at once. drained says the store had fewer ready jobs than slots,
+// of every kind asked.
 func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained bool, _ error) {
-	room := d.picker.Room()
-	d.mu.Lock()
-	for kind, n := range d.outstanding {
-		room[kind] -= n
-	}
-	want := map[string]int{}
-	for kind, n := range room {
-		if n > 0 {
-			want[kind] = min(n, claimBatch)
+	slots := map[string][]string{}
+	reserved := map[string]int{} // per worker
+	for kind, n := range d.picker.Room() {
+		s := d.picker.Slots(kind, min(n, claimBatch))
+		if len(s) == 0 {
+			continue
+		}
+		slots[kind] = s
+		for _, w := range s {
+			reserved[w]++
 		}
 	}
-	d.mu.Unlock()
-	if len(want) == 0 {
+	if len(slots) == 0 {
 		return nil, false, nil
 	}
-	now := d.now()
-	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: now, Until: now.Add(d.cfg.ClaimTTL), Kinds: want})
+	capacity := make(map[string]int, len(reserved))
+	for w := range reserved {
+		capacity[w] = d.picker.Capacity(w)
+	}
+	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Capacity: capacity, Clock: d.now})
 	if err != nil {
+		d.endReservations(reserved)
 		return nil, false, err
 	}
 	got := map[string]int{}
-	d.mu.Lock()
 	for _, j := range jobs {
-		d.outstanding[j.Kind]++
 		got[j.Kind]++
+		reserved[j.Worker]-- // filled: ended once the worker's answer is in
 	}
-	d.mu.Unlock()
-	d.m.Claims.Add(float64(len(jobs)))
+	d.endReservations(reserved)
 	drained = true
-	for kind, n := range want {
-		if got[kind] >= n {
+	for kind, s := range slots {
+		if got[kind] >= len(s) {
 			drained = false
 		}
 	}
+	d.m.Claims.Add(float64(len(jobs)))
 	return jobs, drained, nil
 }
 
-// done ends an outstanding claim of kind.
-func (d *Dispatcher) done(kind string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.outstanding[kind] <= 1 {
-		delete(d.outstanding, kind)
-	} else {
-		d.outstanding[kind]--
+// endReservations ends the reservations no job filled, per worker.
+func (d *Dispatcher) endReservations(reserved map[string]int) {
+	for w, n := range reserved {
+		d.picker.ReleaseN(w, n)
 	}
 }
 

@@ -47,7 +47,7 @@ const retry = 200 * time.Millisecond
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	return setupWith(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond})
+	return setupWith(t, Config{RetryInterval: retry, OfferTimeout: 200 * time.Millisecond})
 }
 
 func setupWith(t *testing.T, cfg Config) *bundle {
@@ -207,7 +207,13 @@ func (b *bundle) get(id string) contracts.Job {
 	return j
 }
 
-func TestOfferRotatesPastBusyAndNoResponders(t *testing.T) {
+// TestClaimStartsTheJobOnTheNextFreeSlot: a claim starts the job running
+// on the first free slot in stable order, and offers it to that worker
+// alone; a worker that does not take it sends the job back to pending (its
+// run undone), and the next claim gives it the next slot: past a busy
+// worker (the view now knows it is full) and a silent one (last, until it
+// answers again).
+func TestClaimStartsTheJobOnTheNextFreeSlot(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.worker("w1", 1, contracts.OfferBusy)
@@ -216,30 +222,53 @@ func TestOfferRotatesPastBusyAndNoResponders(t *testing.T) {
 	b.worker("w4", 1, contracts.OfferAccepted)
 	j := b.admit(time.Minute)
 
+	require.Len(t, b.round(), 1)
+	require.Equal(t, []string{"w1"}, b.offered(), "one offer: to the slot's worker")
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StatePending, got.State, "w1 was busy: back to pending")
+	require.Equal(t, int64(1), got.Claim)
+	require.Zero(t, got.Attempt, "the run it was given is undone")
+	require.Empty(t, got.Worker)
+	require.Nil(t, got.StartedAt)
+
 	claimed := b.round()
 	require.Len(t, claimed, 1)
-	require.Equal(t, []string{"w1", "w3"}, b.offered(), "w1 busy, w2 no responders, w3 accepts, w4 never asked")
-	got := b.get(j.ID)
-	require.Equal(t, contracts.StatePending, got.State, "running is recorded by the worker's start heartbeat")
-	require.Equal(t, int64(1), got.Claim)
-	require.NotNil(t, got.ClaimUntil, "the claim keeps other schedulers off until the heartbeat lands")
+	require.Equal(t, "w2", claimed[0].Worker, "w1 is full as far as the view knows")
+	require.Equal(t, contracts.StateRunning, claimed[0].State, "running from the claim")
 	require.Equal(t, 1, b.picker.Failures("w2"))
+	require.Equal(t, contracts.StatePending, b.get(j.ID).State, "no answer: back to pending, ready at once")
 
-	// The busy answer told the view w1 is full: the next job skips it.
-	require.NotContains(t, b.picker.Candidates("sleep", 10), "w1")
+	claimed = b.round()
+	require.Len(t, claimed, 1)
+	require.Equal(t, []string{"w1", "w3"}, b.offered(), "w2 did not answer (no fake sees its offer): it comes last now")
+	got = b.get(j.ID)
+	require.Equal(t, contracts.StateRunning, got.State, "w3 accepted: running, nothing more written")
+	require.Equal(t, "w3", got.Worker)
+	require.Equal(t, int64(3), got.Claim, "three claims")
+	require.Equal(t, 1, got.Attempt, "one run")
+	require.Equal(t, claimed[0].UpdatedAt, got.UpdatedAt, "the accept wrote nothing")
 }
 
+// TestRepeatedFailuresEvict: a worker that never answers is offered one
+// job at a time and evicted after three failures; the job is back to
+// pending each time, ready at once.
 func TestRepeatedFailuresEvict(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.worker("w1", 1, "")
-	b.worker("w2", 0, contracts.OfferAccepted)
-	for range 3 {
-		b.admit(time.Minute)
-		require.Len(t, b.round(), 1) // offered to w1 first (it has a slot), then to w2
+	b.worker("w1", 4, "")
+	j := b.admit(time.Minute)
+	b.admit(time.Minute)
+	require.Len(t, b.round(), 2, "both go to w1's slots while nothing failed")
+	for range 2 {
+		require.Len(t, b.round(), 1, "then one job at a time")
 	}
-	require.Equal(t, []string{"w2"}, b.picker.Candidates("sleep", 10), "w1 is evicted after three failed offers")
-	require.Len(t, b.offered(), 3)
+	require.Empty(t, b.picker.Candidates("sleep", 10), "w1 is evicted after three failed offers")
+	require.Empty(t, b.round())
+	require.Len(t, b.offered(), 0, "no answer, so no offer recorded by the fake")
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StatePending, got.State)
+	require.Zero(t, got.Attempt)
+	require.False(t, got.NextDispatchAt.After(time.Now()), "no answer is no refusal: ready at once")
 }
 
 func TestNoRoomNoClaim(t *testing.T) {
@@ -288,7 +317,7 @@ func TestFailedOffersDelayTheJob(t *testing.T) {
 func TestDeadlineSweepFailsWithCapacity(t *testing.T) {
 	t.Parallel()
 	clock := clocktest.New()
-	b := setupClock(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond}, clock.Now)
+	b := setupClock(t, Config{RetryInterval: retry, OfferTimeout: 200 * time.Millisecond}, clock.Now)
 	j := b.admit(50 * time.Millisecond)
 	keep := b.admit(time.Hour)
 	n, err := b.d.Sweep(context.Background())
@@ -313,7 +342,7 @@ func TestDeadlineSweepFailsWithCapacity(t *testing.T) {
 func TestDueMessages(t *testing.T) {
 	t.Parallel()
 	clock := clocktest.New()
-	b := setupClock(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond}, clock.Now)
+	b := setupClock(t, Config{RetryInterval: retry, OfferTimeout: 200 * time.Millisecond}, clock.Now)
 	b.worker("w1", 2, contracts.OfferAccepted)
 
 	// Not due yet (run_at): the message comes back when it is.
@@ -375,7 +404,7 @@ func TestDispatchesByPriorityWhenWorkersAreScarce(t *testing.T) {
 
 func TestFreedSlotWakesTheDispatcher(t *testing.T) {
 	t.Parallel()
-	b := setupWith(t, Config{RetryInterval: time.Hour, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond})
+	b := setupWith(t, Config{RetryInterval: time.Hour, OfferTimeout: 200 * time.Millisecond})
 	b.workerLoaded("w1", 1, 1, contracts.OfferAccepted) // full as far as the view knows
 	j := b.admit(time.Minute)
 	b.run()
@@ -460,7 +489,7 @@ func TestJobOfAKindNoWorkerRunsFailsAfterTheGrace(t *testing.T) {
 	t.Parallel()
 	const grace = time.Minute
 	clock := clocktest.New()
-	b := setupClock(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond, NoWorkerGrace: grace}, clock.Now)
+	b := setupClock(t, Config{RetryInterval: retry, OfferTimeout: 200 * time.Millisecond, NoWorkerGrace: grace}, clock.Now)
 
 	nobody := b.admit(time.Hour) // kind "sleep": nobody announces it yet
 	s := b.handle(nobody)
@@ -502,7 +531,7 @@ func TestSweepFailsJobsOfAKindNoWorkerRuns(t *testing.T) {
 	t.Parallel()
 	const grace = time.Minute
 	clock := clocktest.New()
-	b := setupClock(t, Config{RetryInterval: retry, ClaimTTL: 5 * time.Second, OfferTimeout: 200 * time.Millisecond, NoWorkerGrace: grace}, clock.Now)
+	b := setupClock(t, Config{RetryInterval: retry, OfferTimeout: 200 * time.Millisecond, NoWorkerGrace: grace}, clock.Now)
 
 	nobody := b.admit(time.Hour) // kind "sleep": nobody announces it yet
 	n, err := b.d.Sweep(context.Background())
@@ -547,18 +576,21 @@ func TestOfferBatchPerWorker(t *testing.T) {
 	batches := b.batches
 	b.mu.Unlock()
 	require.Equal(t, map[string][][]string{"w1": {ids[:3]}, "w2": {ids[3:]}}, batches)
-	for _, id := range ids {
-		require.NotNil(t, b.get(id).ClaimUntil, "accepted: the claim holds until the start heartbeat")
+	for i, id := range ids {
+		got := b.get(id)
+		require.Equal(t, contracts.StateRunning, got.State, "running from the claim")
+		require.Equal(t, map[bool]string{true: "w1", false: "w2"}[i < 3], got.Worker)
 	}
 	require.Len(t, b.acceptedBy(), 5)
 }
 
-// TestStopGivesClaimsBack checks that a dispatcher stopping while its
-// offers are unanswered gives their claims back, so another scheduler can
-// take the jobs at once instead of after the claim TTL.
-func TestStopGivesClaimsBack(t *testing.T) {
+// TestStopLeavesSentOffersWithTheirWorkers checks that a dispatcher
+// stopping while an offer is unanswered leaves the job running on its
+// worker: the worker may have taken it, and only its heartbeats (or, when
+// none come, the reaper at the stale threshold) can say.
+func TestStopLeavesSentOffersWithTheirWorkers(t *testing.T) {
 	t.Parallel()
-	b := setupWith(t, Config{RetryInterval: retry, ClaimTTL: time.Minute, OfferTimeout: time.Minute})
+	b := setupWith(t, Config{RetryInterval: retry, OfferTimeout: time.Minute})
 	b.roster.Observe(contracts.Announce{WorkerID: "mute", Kinds: []string{"sleep"}, Capacity: 1, IntervalMS: 60000})
 	offered := make(chan struct{}, 1)
 	sub, err := b.nc.Subscribe(contracts.WorkerOfferSubject("mute"), func(*nats.Msg) {
@@ -580,13 +612,45 @@ func TestStopGivesClaimsBack(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job was not offered")
 	}
-	require.NotNil(t, b.get(j.ID).ClaimUntil, "claimed while its offer waits")
+	require.Equal(t, contracts.StateRunning, b.get(j.ID).State, "running on its slot while its offer waits")
 	cancel()
 	require.NoError(t, <-done)
 	got := b.get(j.ID)
-	require.Equal(t, contracts.StatePending, got.State)
-	require.Nil(t, got.ClaimUntil, "the claim was given back on the way out")
-	require.False(t, got.NextDispatchAt.After(time.Now()), "ready at once: stopping is not the worker's failure")
+	require.Equal(t, contracts.StateRunning, got.State, "not given back: the worker may have it")
+	require.Equal(t, "mute", got.Worker)
+	require.Equal(t, int64(1), got.Claim)
+}
+
+// TestUnansweredOfferLeavesTheJobWithItsWorker: an offer that times out
+// leaves its job running on the worker, with the lease its claim wrote, so
+// that a worker that took it runs it alone; the stale query finds it once
+// that lease is old, and the worker comes last in the next claim's slots.
+func TestUnansweredOfferLeavesTheJobWithItsWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.roster.Observe(contracts.Announce{WorkerID: "mute", Kinds: []string{"sleep"}, Capacity: 2, IntervalMS: 60000})
+	sub, err := b.nc.Subscribe(contracts.WorkerOfferSubject("mute"), func(*nats.Msg) {}) // never answers
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+	b.worker("w2", 1, contracts.OfferAccepted)
+	j := b.admit(time.Hour)
+
+	claimed := b.round()
+	require.Len(t, claimed, 1)
+	require.Equal(t, "mute", claimed[0].Worker)
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StateRunning, got.State, "no answer: it stays with the worker")
+	require.Equal(t, int64(1), got.Claim)
+	require.Equal(t, 1, b.picker.Failures("mute"))
+
+	stale, err := b.store.Stale(context.Background(), store.StaleQuery{Now: time.Now(), HeartbeatBefore: got.HeartbeatAt.Add(time.Nanosecond), Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{j.ID}, jobIDs(stale), "the reaper finds it by the lease the claim wrote")
+
+	next := b.admit(time.Hour)
+	require.Equal(t, []string{next.ID}, jobIDs(b.round()))
+	require.Equal(t, "w2", b.get(next.ID).Worker, "the silent worker comes last")
 }
 
 // TestOfferCarriesThePayloadAsStored: a worker is offered the payload's

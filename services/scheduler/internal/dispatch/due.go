@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/services/scheduler/internal/consume"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
 // Handle processes one due message: the durable wake-up of a job. It wakes
@@ -36,21 +37,21 @@ func (d *Dispatcher) Handle(ctx context.Context, data []byte, _ func()) consume.
 	plan := Decide(job, now)
 	switch plan.Action {
 	case Drop:
-		d.m.Dispatches.WithLabelValues("dropped").Inc()
+		d.m.Dispatch(metrics.DispatchDropped)
 		return consume.Ack()
 	case FailCapacity:
-		d.fail(ctx, job, capacityError(job), "capacity_failed")
+		d.fail(ctx, job, capacityError(job), metrics.DispatchCapacityFailed)
 		return consume.Ack()
 	case Wait:
 		return consume.RetryIn(plan.Delay)
 	}
 	if err := contracts.CheckMessageSize(job, d.nc.MaxPayload()); err != nil {
-		d.fail(ctx, job, contracts.JobError(contracts.ClassInput, err.Error()), "too_large")
+		d.fail(ctx, job, contracts.JobError(contracts.ClassInput, err.Error()), metrics.DispatchTooLarge)
 		return consume.Ack()
 	}
 	if wait, ok := d.noWorker(job.Kind, now); ok {
 		if wait <= 0 {
-			d.fail(ctx, job, noWorkerError(job.Kind, d.cfg.NoWorkerGrace), "no_worker")
+			d.fail(ctx, job, noWorkerError(job.Kind, d.cfg.NoWorkerGrace), metrics.DispatchNoWorker)
 			return consume.Ack()
 		}
 		return consume.RetryIn(min(wait, time.Until(job.DispatchDeadline)))

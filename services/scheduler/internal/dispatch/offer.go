@@ -12,20 +12,17 @@ import (
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/observe"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 	"github.com/sluicehq/sluice/services/scheduler/internal/picker"
 )
 
-// offerJob is a claimed job on its way to a worker.
+// offerJob is a claimed job on its way to its slot's worker.
 type offerJob struct {
-	job      contracts.Job
-	spec     []byte          // its JobSpec, encoded once
-	tried    map[string]bool // the workers it was offered to
-	offers   int
-	failed   bool // an offer of it failed (not merely busy)
-	accepted bool
+	job  contracts.Job
+	spec []byte // its JobSpec, encoded once
 }
 
-// offerGroup is the jobs one wave offers to one worker in one request.
+// offerGroup is the jobs one request offers to one worker.
 type offerGroup struct {
 	worker string
 	jobs   []*offerJob
@@ -35,147 +32,87 @@ type offerGroup struct {
 // offerEnvelope is what an OfferBatch adds around its jobs, with room to spare.
 const offerEnvelope = 64
 
-// dispatchAll offers the jobs of one claim round to the workers that run
-// their kinds. Each kind goes in waves: every job is assigned to the first
-// worker, in stable order, that it was not offered to yet and that has a
-// free slot as far as the view knows, and each worker gets its jobs in one
-// request (an OfferBatch when there are several); the jobs no worker took
-// go to the next wave. When no worker is left for a job its claim is given
-// back: at once when every worker was merely busy (the view now knows they
-// are full and the job waits for a freed slot), after RetryInterval when
-// offers failed.
+// dispatchAll offers the jobs of one claim round, each to the worker whose
+// slot the claim gave it (the job is running there in the store already):
+// each worker gets its jobs in as few requests as the batch and message
+// limits allow. A job its worker says it does not take goes back to
+// pending (see release): ready again at once when the worker was busy or
+// nobody listened (the view now knows it is full, or puts it last), after
+// RetryInterval when the worker refused it. A job whose answer did not
+// come stays running on the worker (see offerGroup).
 func (d *Dispatcher) dispatchAll(ctx context.Context, jobs []contracts.Job) {
-	byKind := map[string][]*offerJob{}
-	var kinds []string
+	limit := int(d.nc.MaxPayload())
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	var (
+		groups []*offerGroup
+		open   = map[string]*offerGroup{} // each worker's group being filled
+	)
 	for _, job := range jobs {
 		// A job too large for the bus could never be offered: fail it
 		// instead of burning attempts and blaming the workers.
 		if err := contracts.CheckMessageSize(job, d.nc.MaxPayload()); err != nil {
-			d.fail(ctx, job, contracts.JobError(contracts.ClassInput, err.Error()), "too_large")
-			d.done(job.Kind)
+			d.fail(ctx, job, contracts.JobError(contracts.ClassInput, err.Error()), metrics.DispatchTooLarge)
+			d.picker.ReleaseN(job.Worker, 1)
 			continue
 		}
 		spec, err := contracts.EncodeJSON(job.Spec())
 		if err != nil {
-			d.fail(ctx, job, contracts.JobError(contracts.ClassInput, "cannot encode the offer: "+err.Error()), "too_large")
-			d.done(job.Kind)
+			d.fail(ctx, job, contracts.JobError(contracts.ClassInput, "cannot encode the offer: "+err.Error()), metrics.DispatchTooLarge)
+			d.picker.ReleaseN(job.Worker, 1)
 			continue
 		}
-		if _, ok := byKind[job.Kind]; !ok {
-			kinds = append(kinds, job.Kind)
+		g := open[job.Worker]
+		if g != nil && (len(g.jobs) >= contracts.MaxOfferBatch || g.size+len(spec)+1 > limit) {
+			g = nil // this request is full: the worker's next one
 		}
-		byKind[job.Kind] = append(byKind[job.Kind], &offerJob{job: job, spec: spec, tried: map[string]bool{}})
+		if g == nil {
+			g = &offerGroup{worker: job.Worker, size: offerEnvelope}
+			open[job.Worker] = g
+			groups = append(groups, g)
+		}
+		g.jobs = append(g.jobs, &offerJob{job: job, spec: spec})
+		g.size += len(spec) + 1
 	}
 	var wg sync.WaitGroup
-	for _, kind := range kinds {
-		wg.Go(func() { d.dispatchKind(ctx, kind, byKind[kind]) })
+	for _, g := range groups {
+		select {
+		case d.sem <- struct{}{}:
+		case <-ctx.Done():
+			d.giveBack(ctx, g)
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-d.sem }()
+			d.offerGroup(ctx, g)
+		})
 	}
 	wg.Wait()
-}
-
-// dispatchKind offers jobs of one kind, best first, in waves until each
-// was accepted or offered to every worker with room.
-func (d *Dispatcher) dispatchKind(ctx context.Context, kind string, jobs []*offerJob) {
-	for len(jobs) > 0 && ctx.Err() == nil {
-		groups := d.assign(kind, jobs)
-		if len(groups) == 0 {
-			break
-		}
-		var wg sync.WaitGroup
-		for _, g := range groups {
-			select {
-			case d.sem <- struct{}{}:
-			case <-ctx.Done():
-				d.picker.ReleaseN(g.worker, len(g.jobs))
-				continue
-			}
-			wg.Go(func() {
-				defer func() { <-d.sem }()
-				d.offerGroup(ctx, g)
-			})
-		}
-		wg.Wait()
-		left := jobs[:0]
-		for _, oj := range jobs {
-			if oj.accepted {
-				d.done(kind)
-				continue
-			}
-			left = append(left, oj)
-		}
-		jobs = left
-	}
-	rctx := ctx
-	if ctx.Err() != nil {
-		// Shutting down: give the claims back so that another scheduler
-		// takes the jobs now, not when the claims expire. One a worker
-		// accepted without its answer arriving here is fenced by its
-		// attempt, as after any lost answer.
-		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseOnStop)
-		defer cancel()
-	}
-	for _, oj := range jobs {
-		d.release(rctx, oj.job, oj.failed)
-		d.done(kind)
-	}
 }
 
 // releaseOnStop bounds giving claims back when the dispatcher stops.
 const releaseOnStop = 2 * time.Second
 
-// assign plans one wave: each job goes to the first worker in stable order
-// it was not offered to yet that has a free slot (reserved here) and room
-// left in the request.
-func (d *Dispatcher) assign(kind string, jobs []*offerJob) []*offerGroup {
-	// Enough workers for every job, past those each was offered already.
-	want := len(jobs)
-	for _, oj := range jobs {
-		want += len(oj.tried)
+// giveBack returns the jobs of a group never offered to pending when the
+// dispatcher stops: another scheduler offers them now, not when the reaper
+// finds them stale. (Offers already sent are not given back: see
+// offerGroup.)
+func (d *Dispatcher) giveBack(ctx context.Context, g *offerGroup) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseOnStop)
+	defer cancel()
+	for _, oj := range g.jobs {
+		d.release(rctx, oj.job, false)
 	}
-	open := d.picker.Candidates(kind, want) // workers that may still have a free slot this wave
-	groups := map[string]*offerGroup{}
-	var order []*offerGroup
-	limit := int(d.nc.MaxPayload())
-	if limit <= 0 {
-		limit = 1 << 20
-	}
-	for _, oj := range jobs {
-		for i := 0; i < len(open); i++ {
-			id := open[i]
-			if oj.tried[id] {
-				continue
-			}
-			g := groups[id]
-			if g != nil && (len(g.jobs) >= contracts.MaxOfferBatch || g.size+len(oj.spec)+1 > limit) {
-				continue // this request is full; the job may go to the next worker
-			}
-			if !d.picker.Reserve(id) {
-				open = append(open[:i:i], open[i+1:]...) // full: no later job goes there either
-				i--
-				continue
-			}
-			if g == nil {
-				g = &offerGroup{worker: id, size: offerEnvelope}
-				groups[id] = g
-				order = append(order, g)
-			}
-			g.jobs = append(g.jobs, oj)
-			g.size += len(oj.spec) + 1
-			break
-		}
-	}
-	return order
+	d.picker.ReleaseN(g.worker, len(g.jobs))
 }
 
-// offerGroup sends one worker its jobs of a wave and records what it did
-// with each.
+// offerGroup sends one worker its jobs and records what it did with each.
 func (d *Dispatcher) offerGroup(ctx context.Context, g *offerGroup) {
 	body := offerBody(g.jobs)
 	outcome, reply := d.offerTo(ctx, g.worker, body)
 	if ctx.Err() != nil {
-		d.picker.ReleaseN(g.worker, len(g.jobs))
-		return // shutting down: the claims expire and another scheduler takes over
+		outcome, reply = picker.Timeout, nil // stopping: the answer will not be read
 	}
 	outcomes := make([]picker.Outcome, len(g.jobs))
 	for i := range outcomes {
@@ -194,26 +131,42 @@ func (d *Dispatcher) offerGroup(ctx context.Context, g *offerGroup) {
 		}
 	}
 	evicted := d.picker.Record(g.worker, outcome, reply)
-	d.picker.ReleaseN(g.worker, len(g.jobs))
 	if evicted {
 		d.m.Offer(outcome.String(), true)
 		d.log.Warn().Str(observe.FieldWorkerID, g.worker).Msg("worker evicted after repeated failed offers")
 	}
 	for i, oj := range g.jobs {
-		oj.tried[g.worker] = true
-		oj.offers++
 		d.m.Offer(outcomes[i].String(), false)
 		switch outcomes[i] {
 		case picker.Accepted:
-			oj.accepted = true
-			d.m.Dispatches.WithLabelValues("dispatched").Inc()
-			d.m.OffersPerDispatch.Observe(float64(oj.offers))
+			d.m.Dispatch(metrics.DispatchDispatched)
+			d.m.Started([]contracts.Job{oj.job}) // queue wait: submit → running
+			d.ev.State(oj.job)
 			jobFields(d.log.Debug(), oj.job).Str(observe.FieldWorkerID, g.worker).Msg("job accepted")
-		case picker.Busy, picker.NotSent:
+		case picker.Refused:
+			d.release(ctx, oj.job, true) // the worker said no: wait before the next try
+		case picker.Busy, picker.NotSent, picker.NoResponders:
+			// Busy (the view now knows it is full), never sent, or no
+			// worker listening (counted towards its eviction, and it comes
+			// last in the next claim's slots): ready again at once.
+			d.release(ctx, oj.job, false)
 		default:
-			oj.failed = true
+			// No answer, or one that cannot be read: the worker may have
+			// taken the job. Giving it back now could let a second worker
+			// run it while the first, whose start heartbeat read it as
+			// its own before the give-back, runs it too. It stays running
+			// on this worker: the worker's heartbeats confirm it, or the
+			// reaper requeues it once its lease, written by the claim, is
+			// stale.
+			d.m.Dispatch(metrics.DispatchUnanswered)
+			d.ev.State(oj.job)
+			jobFields(d.log.Debug(), oj.job).Str(observe.FieldWorkerID, g.worker).Str("outcome", outcomes[i].String()).
+				Msg("offer unanswered; the job stays with the worker until its lease says otherwise")
 		}
 	}
+	// The reservations end once the view holds the answer and the jobs
+	// not taken are pending again, so the next claim round sees both.
+	d.picker.ReleaseN(g.worker, len(g.jobs))
 }
 
 // offerBody is the request for jobs (contracts.AppendOffer; the specs
@@ -237,31 +190,38 @@ func statusOutcome(s contracts.OfferStatus) picker.Outcome {
 	return picker.Refused
 }
 
-// release gives a claim back when no worker took the job; after failed
-// offers the job waits RetryInterval (with jitter) before it is ready again.
+// release gives back a claimed job its worker did not take: pending again,
+// its run undone (store.ReleaseChange), a second write counted as
+// overflow; failed (the worker refused it) makes it wait RetryInterval
+// (with jitter) before it is ready again.
 func (d *Dispatcher) release(ctx context.Context, job contracts.Job, failed bool) {
 	now := d.now()
-	ch := store.Change{Now: now, State: contracts.StatePending, ClearClaim: true}
+	var next *time.Time
 	if failed {
-		next := NextAttemptAt(now, d.cfg.RetryInterval, d.jitter(), job.DispatchDeadline)
-		ch.NextDispatchAt = &next
+		at := NextAttemptAt(now, d.cfg.RetryInterval, d.jitter(), job.DispatchDeadline)
+		next = &at
 	}
-	_, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StatePending, Claim: job.Claim}, ch)
+	_, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Claim: job.Claim},
+		store.ReleaseChange(now, next))
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
-		// A worker's start heartbeat won (an offer that timed out was
-		// accepted after all), or the job was cancelled meanwhile.
+		// The job moved on: its result came (the worker took it after
+		// all), or it was cancelled or requeued meanwhile.
 	case err != nil:
-		jobFields(d.log.Warn(), job).Err(err).Msg("dispatch claim not given back; it expires")
+		jobFields(d.log.Warn(), job).Err(err).Msg("claimed job not given back; the reaper requeues it when its lease goes stale")
 	default:
-		d.m.Dispatches.WithLabelValues("overflow").Inc()
+		// No event either way: its running event is published only once
+		// its worker takes it, so the event stream never saw it leave
+		// pending.
+		d.m.Dispatch(metrics.DispatchOverflow)
 	}
 }
 
-// fail ends a pending job failed with msg; outcome labels the dispatch. A
+// fail ends a job failed with msg before it was offered: a claimed job
+// (running on its slot) or a pending one; outcome labels the dispatch. A
 // missed compare-and-set means the job moved on; nothing to do.
-func (d *Dispatcher) fail(ctx context.Context, job contracts.Job, msg, outcome string) bool {
-	failed, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StatePending, Claim: job.Claim},
+func (d *Dispatcher) fail(ctx context.Context, job contracts.Job, msg string, outcome metrics.DispatchOutcome) bool {
+	failed, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Claim: job.Claim},
 		store.Change{Now: d.now(), State: contracts.StateFailed, Error: &msg})
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
@@ -270,7 +230,7 @@ func (d *Dispatcher) fail(ctx context.Context, job contracts.Job, msg, outcome s
 		return false
 	}
 	d.ev.State(failed)
-	d.m.Dispatches.WithLabelValues(outcome).Inc()
+	d.m.Dispatch(outcome)
 	if contracts.ClassOf(msg) == contracts.ClassCapacity {
 		d.m.CapacityFailures.Inc()
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
 // sweepBatch bounds the jobs one sweep fails.
@@ -40,7 +41,7 @@ func (d *Dispatcher) Sweep(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, j := range jobs {
-		if d.fail(ctx, j, capacityError(j), "capacity_failed") {
+		if d.fail(ctx, j, capacityError(j), metrics.DispatchCapacityFailed) {
 			n++
 		}
 	}
@@ -68,7 +69,7 @@ func (d *Dispatcher) sweepAbsentKinds(ctx context.Context, now time.Time) (int, 
 			return n, err
 		}
 		for _, j := range jobs {
-			if d.fail(ctx, j, noWorkerError(kind, d.cfg.NoWorkerGrace), "no_worker") {
+			if d.fail(ctx, j, noWorkerError(kind, d.cfg.NoWorkerGrace), metrics.DispatchNoWorker) {
 				n++
 			}
 		}

@@ -16,13 +16,45 @@ const (
 	OfferEvicted = "evicted"
 )
 
+// DispatchOutcome is a label value of sluice_scheduler_dispatches_total:
+// what became of a job a dispatch round looked at.
+type DispatchOutcome string
+
+// Dispatch outcomes.
+const (
+	// DispatchDispatched: the worker whose slot the claim gave the job
+	// accepted it.
+	DispatchDispatched DispatchOutcome = "dispatched"
+	// DispatchOverflow: the worker did not take the job (busy, refused, or
+	// no answer), and it went back to pending: a second write.
+	DispatchOverflow DispatchOutcome = "overflow"
+	// DispatchCapacityFailed: failed at its dispatch deadline.
+	DispatchCapacityFailed DispatchOutcome = "capacity_failed"
+	// DispatchNoWorker: failed early, no worker runs its kind.
+	DispatchNoWorker DispatchOutcome = "no_worker"
+	// DispatchTooLarge: failed, too large to be carried to a worker.
+	DispatchTooLarge DispatchOutcome = "too_large"
+	// DispatchDropped: a due message for a job already dispatched or finished.
+	DispatchDropped DispatchOutcome = "dropped"
+	// DispatchUnanswered: the worker's answer did not come (timeout, or
+	// one that cannot be read); the job stays running on it, confirmed by
+	// its heartbeats or requeued by the reaper once its lease is stale.
+	DispatchUnanswered DispatchOutcome = "unanswered"
+)
+
+// dispatchOutcomes lists every DispatchOutcome.
+var dispatchOutcomes = []DispatchOutcome{DispatchDispatched, DispatchOverflow, DispatchCapacityFailed,
+	DispatchNoWorker, DispatchTooLarge, DispatchDropped, DispatchUnanswered}
+
 // Heartbeat outcome label values of sluice_scheduler_heartbeat_leases_total.
 const (
 	// HeartbeatRenewed: a held lease whose heartbeat_at was written.
 	HeartbeatRenewed = "renewed"
 	// HeartbeatKept: a held lease answered from a read, nothing written.
 	HeartbeatKept = "kept"
-	// HeartbeatPromoted: a claim's first heartbeat, written as running.
+	// HeartbeatPromoted: the first heartbeat of a claim given back to
+	// pending after its offer's answer was lost, which the worker had
+	// taken after all: written as running on it again.
 	HeartbeatPromoted = "promoted"
 	// HeartbeatLost: a lease no longer the worker's, nothing written.
 	HeartbeatLost = "lost"
@@ -72,8 +104,6 @@ type Scheduler struct {
 	Claims prometheus.Counter
 	// CapacityFailures counts jobs failed with a capacity: error at their dispatch deadline.
 	CapacityFailures prometheus.Counter
-	// OffersPerDispatch observes how many offers one dispatched job took.
-	OffersPerDispatch prometheus.Histogram
 	// Results counts worker results by outcome (applied, retried: a failed
 	// run that goes back to pending for another, stale).
 	Results *prometheus.CounterVec
@@ -109,24 +139,19 @@ func New(reg prometheus.Registerer) *Scheduler {
 		}),
 		Dispatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_dispatches_total",
-			Help: "Dispatch outcomes: dispatched (a worker accepted), overflow (no worker had room; the job stays pending), capacity_failed (dispatch deadline), no_worker (no worker runs the kind), too_large (cannot be carried), dropped (a due message for a job already dispatched or finished).",
+			Help: "Dispatch outcomes: dispatched (the worker whose slot the claim gave the job accepted it), overflow (the worker did not take it, busy, refused, or nobody listened: the job went back to pending, a second write), capacity_failed (dispatch deadline), no_worker (no worker runs the kind), too_large (cannot be carried), dropped (a due message for a job already dispatched or finished), unanswered (no answer came: the job stays running on the worker, confirmed by its heartbeats or requeued by the reaper once its lease is stale).",
 		}, []string{"outcome"}),
 		Claims: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_scheduler_claims_total",
-			Help: "Dispatch claims taken on ready jobs, each followed by offers to workers.",
+			Help: "Ready jobs claimed into a free worker slot (running on it from the claim), each followed by an offer to that worker.",
 		}),
 		CapacityFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_scheduler_capacity_failures_total",
 			Help: "Jobs failed with a capacity: error because no worker accepted them before their dispatch deadline.",
 		}),
-		OffersPerDispatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "sluice_scheduler_offers_per_dispatch",
-			Help:    "Offers one dispatched job took, counted when a worker accepts it (offers of earlier overflowed rounds not included).",
-			Buckets: []float64{1, 2, 3, 4, 6, 8, 16, 32},
-		}),
 		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_scheduler_queue_wait_seconds",
-			Help:    "Time from submit (created_at) to running (started_at), observed when a worker's start heartbeat promotes the job; a requeued job counts again from its original submit.",
+			Help:    "Time from submit (created_at) to running (started_at), observed when the worker a claim gave the job accepts it (or its heartbeat confirms one given back after a lost answer); a requeued job counts again from its original submit.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}),
 		runTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -144,7 +169,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 		}, []string{"reason", "outcome"}),
 		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_scheduler_heartbeat_leases_total",
-			Help: "Leases in worker heartbeats, by outcome (renewed: held, its lease written; kept: held, answered from a read without a write as its stored heartbeat is younger than SLUICE_SCHEDULER_LEASE_RENEW_AFTER; promoted: a claim's first heartbeat, written as running; lost: no longer the worker's, nothing written).",
+			Help: "Leases in worker heartbeats, by outcome (renewed: held, its lease written; kept: held, answered from a read without a write as its stored heartbeat is younger than SLUICE_SCHEDULER_LEASE_RENEW_AFTER; promoted: a heartbeat for a job given back to pending that its worker had taken after all, written as running again; lost: no longer the worker's, nothing written).",
 		}, []string{"outcome"}),
 	}
 	// Every known series exists from the start, so dashboards and alerts
@@ -152,8 +177,8 @@ func New(reg prometheus.Registerer) *Scheduler {
 	for _, o := range []string{"accepted", "busy", "refused", "no_responders", "timeout", "error", OfferEvicted} {
 		m.offers.WithLabelValues(o)
 	}
-	for _, o := range []string{"dispatched", "overflow", "capacity_failed", "no_worker", "too_large", "dropped"} {
-		m.Dispatches.WithLabelValues(o)
+	for _, o := range dispatchOutcomes {
+		m.Dispatches.WithLabelValues(string(o))
 	}
 	for _, o := range []string{"applied", "retried", "stale"} {
 		m.Results.WithLabelValues(o)
@@ -188,7 +213,7 @@ func New(reg prometheus.Registerer) *Scheduler {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Progress, m.ScaleRequests, m.Dropped)
-		reg.MustRegister(m.offers, m.Evictions, m.Dispatches, m.Claims, m.CapacityFailures, m.OffersPerDispatch,
+		reg.MustRegister(m.offers, m.Evictions, m.Dispatches, m.Claims, m.CapacityFailures,
 			m.queueWait, m.runTime, m.Results, m.requeues, m.Heartbeats)
 	}
 	return m
@@ -205,7 +230,10 @@ func (m *Scheduler) Offer(outcome string, evicted bool) {
 	m.offers.WithLabelValues(outcome).Inc()
 }
 
-// Started observes the queue wait of jobs a heartbeat just promoted to
+// Dispatch counts one dispatch outcome.
+func (m *Scheduler) Dispatch(o DispatchOutcome) { m.Dispatches.WithLabelValues(string(o)).Inc() }
+
+// Started observes the queue wait of jobs a claim or a heartbeat just started
 // running: started_at − created_at. Jobs without either time are skipped; a
 // negative wait (clock skew between gateway and scheduler hosts) counts as 0.
 func (m *Scheduler) Started(jobs []contracts.Job) {

@@ -142,31 +142,74 @@ func (p *Picker) Room() map[string]int {
 // roster's rule, roster.FreeSlots) beyond the pending offers to it.
 func hasRoom(w contracts.WorkerInfo, pending int) bool { return roster.FreeSlots(w) > pending }
 
-// Reserve takes one of a worker's free slots (as far as the view knows)
-// for an offer about to be sent; false means it has none left. Every
-// successful Reserve is ended by a ReleaseN that counts it.
-func (p *Picker) Reserve(id string) bool {
-	w, ok := p.view.Get(id)
-	if !ok || w.Draining {
-		return false
+// Slots reserves up to n free slots of the workers that run kind, in
+// stable worker-id order, the first worker's free slots first, and returns
+// the worker of each slot: a worker appears once per slot reserved. These
+// are the slots a claim fills (store.ClaimRequest); every slot returned is
+// ended by a ReleaseN that counts it, whether a job filled it or not.
+//
+// A worker whose last offers failed (no answer, timeout, error) comes
+// last, and gets one slot at a time, until it answers again or is
+// evicted: one job at a time tests it while the others go on to workers
+// that answer.
+func (p *Picker) Slots(kind string, n int) []string {
+	var (
+		out      []string
+		suspects []contracts.WorkerInfo
+	)
+	take := func(w contracts.WorkerInfo, want int) {
+		if p.pending[w.ID] == 0 {
+			p.kindsOf[w.ID] = w.Kinds
+		}
+		p.pending[w.ID] += want
+		for _, k := range p.kindsOf[w.ID] {
+			p.pendingKinds[k] += want
+		}
+		for range want {
+			out = append(out, w.ID)
+		}
 	}
+	// The view pages its workers without its lock held, and never calls
+	// the picker: holding p.mu here orders the locks one way only.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !hasRoom(w, p.pending[id]) {
-		return false
+	p.view.Open(kind, func(w contracts.WorkerInfo) bool {
+		if len(out) >= n {
+			return false
+		}
+		free := roster.FreeSlots(w) - p.pending[w.ID]
+		switch {
+		case free <= 0:
+		case p.failures[w.ID] > 0:
+			if p.pending[w.ID] == 0 {
+				suspects = append(suspects, w)
+			}
+		default:
+			take(w, min(free, n-len(out)))
+		}
+		return true
+	})
+	for _, w := range suspects {
+		if len(out) >= n {
+			break
+		}
+		take(w, 1)
 	}
-	if p.pending[id] == 0 {
-		p.kindsOf[id] = w.Kinds
-	}
-	p.pending[id]++
-	for _, k := range p.kindsOf[id] {
-		p.pendingKinds[k]++
-	}
-	return true
+	return out
 }
 
-// ReleaseN ends n reservations of a worker (after Record has applied the
-// worker's answer to the request they were for) and wakes dispatches
+// Capacity is the slots a worker announced in all (0: none known, or no
+// bound), which a claim bounds its jobs on the worker by in the store.
+func (p *Picker) Capacity(id string) int {
+	w, ok := p.view.Get(id)
+	if !ok {
+		return 0
+	}
+	return w.Capacity
+}
+
+// ReleaseN ends n reservations of a worker (Slots; after Record has applied
+// the worker's answer to the request they were for) and wakes dispatches
 // waiting for room.
 func (p *Picker) ReleaseN(id string, n int) {
 	if n <= 0 {

@@ -145,10 +145,10 @@ func TestRoomLessReservations(t *testing.T) {
 		contracts.Announce{WorkerID: "b", Capacity: 1, Kinds: []string{"x"}},
 	)
 	require.Equal(t, map[string]int{"x": 3, "y": 2}, p.Room())
-	require.True(t, p.Reserve("a"))
+	require.Equal(t, []string{"a"}, p.Slots("y", 1))
 	require.Equal(t, map[string]int{"x": 2, "y": 1}, p.Room())
-	require.True(t, p.Reserve("a"))
-	require.False(t, p.Reserve("a"), "both of a's slots are reserved")
+	require.Equal(t, []string{"a"}, p.Slots("y", 5), "a's one slot left")
+	require.Empty(t, p.Slots("y", 1), "both of a's slots are reserved")
 	require.Equal(t, map[string]int{"x": 1}, p.Room())
 	require.Equal(t, []string{"b"}, p.Candidates("x", 10), "a's slots are all reserved")
 	p.ReleaseN("a", 2)
@@ -156,4 +156,30 @@ func TestRoomLessReservations(t *testing.T) {
 	require.Equal(t, []string{"a", "b"}, p.Candidates("x", 10))
 	p.ReleaseN("a", 5) // more than reserved changes nothing more
 	require.Equal(t, map[string]int{"x": 3, "y": 2}, p.Room())
+}
+
+// TestSlotsInStableOrder: slots come worker by worker in id order, the
+// first worker's free slots first, less those reserved; a worker whose
+// last offer failed comes last with one slot, until it answers again.
+func TestSlotsInStableOrder(t *testing.T) {
+	t.Parallel()
+	p, _ := setup(t,
+		contracts.Announce{WorkerID: "c", Capacity: 2, Kinds: []string{"sleep"}},
+		contracts.Announce{WorkerID: "a", Capacity: 2, Kinds: []string{"sleep"}},
+		contracts.Announce{WorkerID: "b", Capacity: 3, Kinds: []string{"sleep"}},
+	)
+	require.Equal(t, []string{"a", "a", "b"}, p.Slots("sleep", 3))
+	require.Equal(t, []string{"b", "b", "c"}, p.Slots("sleep", 3), "reserved slots are not given twice")
+	p.ReleaseN("a", 2)
+	p.ReleaseN("b", 3)
+	p.ReleaseN("c", 1)
+
+	p.Record("a", NoResponders, nil)
+	require.Equal(t, []string{"b", "b", "b", "c", "c", "a"}, p.Slots("sleep", 10), "a failed: last, one slot")
+	require.Empty(t, p.Slots("sleep", 10), "every slot reserved, a's probe too")
+	p.ReleaseN("a", 1)
+	require.Equal(t, []string{"a"}, p.Slots("sleep", 10), "one probe at a time")
+	p.ReleaseN("a", 1)
+	p.Record("a", Accepted, nil)
+	require.Equal(t, []string{"a", "a"}, p.Slots("sleep", 10), "answered again: back in its place")
 }

@@ -21,6 +21,5 @@ func TestMinVersionSkipsOlderWorkers(t *testing.T) {
 	p := New(MinVersion(r, "0.12"), 0)
 	require.Equal(t, []string{"w-new"}, p.Candidates("k", 10))
 	require.Equal(t, map[string]int{"k": 2}, p.Room())
-	require.False(t, p.Reserve("w-old"))
-	require.True(t, p.Reserve("w-new"))
+	require.Equal(t, []string{"w-new", "w-new"}, p.Slots("k", 10), "only the new worker's slots")
 }
