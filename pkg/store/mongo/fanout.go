@@ -125,10 +125,10 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 		}
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, err)
 	}
-	// The parent and its children are counted once all are in: a parent
-	// whose admission stops before is never counted until it ends
-	// (abortParent).
-	s.countMove(ctx, job.Tenant, "", contracts.StatePending, 1+len(r.Items))
+	// The parent is counted once all its children are in (they were, as
+	// they went in): a parent whose admission stops before is never
+	// counted until it ends (abortParent).
+	s.countMove(ctx, job.Tenant, "", contracts.StatePending, 1)
 	// The first children go: a failure here leaves them held until
 	// Reconcile releases them (they are below the parent's cursor).
 	if err := s.releaseBelow(ctx, job.ID, release, job.UpdatedAt); err != nil {
@@ -143,15 +143,18 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 var abortError = contracts.JobError(contracts.ClassStale, "the admission of this fan-out did not complete: its children were not all stored")
 
 // abortParent ends a parent whose children did not all go in: its children
-// are deleted, it ends failed, and its slots are freed. Neither it nor its
-// children were counted in the counters of jobs by state (admitFanout
-// counts them once all are in), so it is counted as a failed job.
+// are deleted (uncounted: they were counted pending as they went in), it
+// ends failed, and its slots are freed. It was not counted in the counters
+// of jobs by state (admitFanout counts a parent once all its children are
+// in), so it is counted as a failed job.
 func (s *Store) abortParent(ctx context.Context, p jobDoc, now time.Time) error {
 	ctx, cancel := s.detached(ctx)
 	defer cancel()
-	if _, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: p.ID}}); err != nil {
+	gone, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: p.ID}})
+	if err != nil {
 		return fmt.Errorf("delete the children of %s: %w", p.ID, err)
 	}
+	s.countMove(ctx, p.Tenant, contracts.StatePending, "", int(gone.DeletedCount))
 	at := millis(now)
 	r, err := s.jobs.UpdateOne(ctx, parentFilter(p.ID), bson.D{
 		{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateFailed)}, {Key: fError, Value: abortError},
@@ -212,8 +215,14 @@ func (s *Store) insertChildren(ctx context.Context, parent contracts.Job, items 
 		if len(batch) == 0 {
 			return nil
 		}
-		_, err := s.jobs.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
+		res, err := s.jobs.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
 		batch = batch[:0]
+		if res != nil {
+			// Counted as they go in, as the embedded store does, so that a
+			// count of the jobs (Reconcile) always agrees; taking them
+			// back uncounts them.
+			s.countMove(ctx, parent.Tenant, "", contracts.StatePending, len(res.InsertedIDs))
+		}
 		if err != nil {
 			return fmt.Errorf("insert children: %w", err)
 		}

@@ -99,9 +99,11 @@ func (s *Store) endStaging(ctx context.Context, parent string) error {
 func (s *Store) unstage(ctx context.Context, parent contracts.Job) error {
 	ctx, cancel := s.detached(ctx)
 	defer cancel()
-	if _, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: parent.ID}, {Key: fState, Value: stateHeld}}); err != nil {
+	gone, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: parent.ID}, {Key: fState, Value: stateHeld}})
+	if err != nil {
 		return fmt.Errorf("delete the staged children of %s: %w", parent.ID, err)
 	}
+	s.countMove(ctx, parent.Tenant, contracts.StatePending, "", int(gone.DeletedCount))
 	if err := s.endStaging(ctx, parent.ID); err != nil {
 		return err
 	}
@@ -146,9 +148,11 @@ func (s *Store) dropAbandoned(ctx context.Context) (int, error) {
 				continue // touched meanwhile: alive after all
 			}
 		}
-		if _, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: d.ID}, {Key: fState, Value: stateHeld}}); err != nil {
+		gone, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: d.ID}, {Key: fState, Value: stateHeld}})
+		if err != nil {
 			return dropped, fmt.Errorf("delete the staged children of %s: %w", d.ID, err)
 		}
+		s.countMove(ctx, d.Tenant, contracts.StatePending, "", int(gone.DeletedCount))
 		if err := s.endStaging(ctx, d.ID); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 			return dropped, err
 		}
