@@ -223,10 +223,11 @@ func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained
 	return jobs, drained, nil
 }
 
-// endReservations ends the reservations no job filled, per worker.
+// endReservations ends the reservations no job filled, per worker,
+// without waking the dispatch loop: no room appeared.
 func (d *Dispatcher) endReservations(reserved map[string]int) {
 	for w, n := range reserved {
-		d.picker.ReleaseN(w, n)
+		d.picker.Unreserve(w, n)
 	}
 }
 

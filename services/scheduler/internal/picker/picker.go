@@ -211,7 +211,17 @@ func (p *Picker) Capacity(id string) int {
 // ReleaseN ends n reservations of a worker (Slots; after Record has applied
 // the worker's answer to the request they were for) and wakes dispatches
 // waiting for room.
-func (p *Picker) ReleaseN(id string, n int) {
+func (p *Picker) ReleaseN(id string, n int) { p.release(id, n, true) }
+
+// Unreserve ends n reservations of a worker that no job filled (a claim
+// found fewer ready jobs than slots). It wakes no one: the room is what it
+// was before they were taken, and a dispatch woken for it would claim again
+// for nothing.
+func (p *Picker) Unreserve(id string, n int) { p.release(id, n, false) }
+
+// release ends n reservations of a worker, waking the dispatches waiting
+// for room when wake is set.
+func (p *Picker) release(id string, n int, wake bool) {
 	if n <= 0 {
 		return
 	}
@@ -229,8 +239,10 @@ func (p *Picker) ReleaseN(id string, n int) {
 	} else {
 		p.pending[id] -= n
 	}
-	close(p.freed)
-	p.freed = make(chan struct{})
+	if wake {
+		close(p.freed)
+		p.freed = make(chan struct{})
+	}
 }
 
 // Changed returns channels closed when room may have appeared: a roster

@@ -183,3 +183,26 @@ func TestSlotsInStableOrder(t *testing.T) {
 	p.Record("a", Accepted, nil)
 	require.Equal(t, []string{"a", "a"}, p.Slots("sleep", 10), "answered again: back in its place")
 }
+
+// TestUnreserveWakesNoOne: reservations a claim did not fill end without
+// waking the dispatch loop (no room appeared, and a woken loop would claim
+// again for nothing); reservations ended after an answer wake it.
+func TestUnreserveWakesNoOne(t *testing.T) {
+	t.Parallel()
+	p, _ := setup(t, contracts.Announce{WorkerID: "a", Capacity: 4, Kinds: []string{"x"}})
+	require.Len(t, p.Slots("x", 4), 4)
+	_, freed := p.Changed()
+	p.Unreserve("a", 3)
+	select {
+	case <-freed:
+		t.Fatal("Unreserve woke the dispatch loop")
+	default:
+	}
+	require.Equal(t, map[string]int{"x": 3}, p.Room(), "the unfilled slots are free again")
+	p.ReleaseN("a", 1)
+	select {
+	case <-freed:
+	default:
+		t.Fatal("ReleaseN did not wake the dispatch loop")
+	}
+}
