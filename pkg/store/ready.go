@@ -25,16 +25,21 @@ type ClaimRequest struct {
 	// Now decides which jobs are ready; zero is the current time. It is
 	// also when the claimed jobs start.
 	Now time.Time
-	// Slots lists, for each kind, the worker slots to fill, best first: the
-	// i-th job claimed of a kind runs on the worker Slots[kind][i]. A
-	// worker appears once for each of its free slots. A kind gets at most
-	// MaxClaim jobs.
+	// Slots lists, for each kind, the worker slots to fill, best first: a
+	// job claimed of a kind runs on the next of them whose worker has room
+	// left (see Room). A worker appears once for each of its free slots. A
+	// kind gets at most MaxClaim jobs.
 	Slots map[string][]string
+	// Room is the most jobs the claim may give each worker in all kinds:
+	// the slots the scheduler reserved on it. A worker that runs several
+	// kinds is listed in Slots for each, its room shared (see Slots).
+	// Absent: its entries in Slots.
+	Room map[string]int
 	// Capacity is the slots each worker has in all, as it announced them
 	// (absent or 0: no bound). The claim gives a worker no more jobs than
-	// its capacity less the jobs the store shows running on it (see
-	// FitSlots), so the store never shows a worker running more jobs than
-	// it has slots, whichever schedulers claim at once.
+	// its capacity less the jobs the store shows running on it, so the
+	// store never shows a worker running more jobs than it has slots,
+	// whichever schedulers claim at once.
 	Capacity map[string]int
 	// Clock, when set, is read as the claimed jobs start, inside the
 	// store's write: a claim that waited behind other writes (a result
@@ -43,43 +48,65 @@ type ClaimRequest struct {
 	Clock func() time.Time
 }
 
-// FitSlots returns r's slots with those of each worker bounded by its
-// Capacity less the jobs running on it (running counts them, once per
-// worker), kinds in the order of kinds, each worker's slots in their
-// order. A worker running several kinds shares its room between them,
-// the first kinds first. Slots dropped here are not filled; the caller
-// (the dispatcher) gives back the reservations a claim did not fill.
-func (r ClaimRequest) FitSlots(kinds []string, running func(worker string) (int, error)) (map[string][]string, error) {
-	if len(r.Capacity) == 0 {
-		return r.Slots, nil
-	}
-	room := map[string]int{}
-	out := make(map[string][]string, len(kinds))
-	for _, kind := range kinds {
-		var fit []string
-		for _, w := range r.Slots[kind] {
-			c := r.Capacity[w]
-			if c <= 0 {
-				fit = append(fit, w)
-				continue
-			}
-			n, ok := room[w]
-			if !ok {
-				busy, err := running(w)
-				if err != nil {
-					return nil, err
-				}
-				n = c - busy
-			}
-			if n > 0 {
-				fit = append(fit, w)
-				n--
-			}
-			room[w] = n
+// Slots hands out a claim's worker slots as the claim takes jobs, kind by
+// kind, each kind's slots in their order, and never gives a worker more
+// than its room: Room[worker] (the slots the scheduler reserved on it,
+// shared by every kind it runs; absent, its entries in Slots), bounded,
+// when its Capacity is known, by that capacity less the jobs the store
+// shows running on it. A worker that runs several kinds is listed for each,
+// and whichever kind has ready jobs takes its room first.
+type Slots struct {
+	lists map[string][]string
+	next  map[string]int
+	room  map[string]int
+}
+
+// NewSlots returns r's slots, with each bounded worker's running jobs
+// counted by running (once per worker), in the same store transaction as
+// the claim where the driver has one.
+func (r ClaimRequest) NewSlots(running func(worker string) (int, error)) (*Slots, error) {
+	s := &Slots{lists: r.Slots, next: map[string]int{}, room: map[string]int{}}
+	entries := map[string]int{}
+	for _, list := range r.Slots {
+		for _, w := range list {
+			entries[w]++
 		}
-		out[kind] = fit
 	}
-	return out, nil
+	for w, n := range entries {
+		if room, ok := r.Room[w]; ok {
+			n = room
+		}
+		if c := r.Capacity[w]; c > 0 {
+			busy, err := running(w)
+			if err != nil {
+				return nil, err
+			}
+			n = min(n, c-busy)
+		}
+		s.room[w] = max(n, 0)
+	}
+	return s, nil
+}
+
+// Peek returns the worker of kind's next slot that has room left, without
+// taking it; false when kind has none left.
+func (s *Slots) Peek(kind string) (string, bool) {
+	list := s.lists[kind]
+	for s.next[kind] < len(list) {
+		if w := list[s.next[kind]]; s.room[w] > 0 {
+			return w, true
+		}
+		s.next[kind]++
+	}
+	return "", false
+}
+
+// Take takes the slot Peek returned for kind: a job was claimed into it.
+func (s *Slots) Take(kind string) {
+	if w, ok := s.Peek(kind); ok {
+		s.room[w]--
+		s.next[kind]++
+	}
 }
 
 // StartAt is when the jobs of a claim planned at now start: Clock's time

@@ -33,36 +33,44 @@ func TestKeySlots(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestFitSlots(t *testing.T) {
+func TestSlots(t *testing.T) {
 	t.Parallel()
+	type take struct {
+		kind string
+		want string // "" = none left
+	}
 	tests := []struct {
-		name     string
-		slots    map[string][]string
-		capacity map[string]int
-		running  map[string]int
-		want     map[string][]string
+		name    string
+		r       ClaimRequest
+		running map[string]int
+		takes   []take
 	}{
-		{"no capacities: as asked", map[string][]string{"a": {"w1", "w1"}}, nil, map[string]int{"w1": 9},
-			map[string][]string{"a": {"w1", "w1"}}},
-		{"bounded by capacity less running", map[string][]string{"a": {"w1", "w1", "w1", "w2"}}, map[string]int{"w1": 3, "w2": 1},
-			map[string]int{"w1": 1}, map[string][]string{"a": {"w1", "w1", "w2"}}},
-		{"room shared by kinds, first kind first", map[string][]string{"a": {"w1", "w1"}, "b": {"w1", "w2"}},
-			map[string]int{"w1": 2, "w2": 1}, nil, map[string][]string{"a": {"w1", "w1"}, "b": {"w2"}}},
-		{"0 is no bound", map[string][]string{"a": {"w1", "w1", "w1"}}, map[string]int{"w1": 0}, map[string]int{"w1": 5},
-			map[string][]string{"a": {"w1", "w1", "w1"}}},
-		{"more running than capacity: none", map[string][]string{"a": {"w1"}}, map[string]int{"w1": 2}, map[string]int{"w1": 3},
-			map[string][]string{"a": nil}},
+		{"in order, each entry a slot", ClaimRequest{Slots: map[string][]string{"a": {"w1", "w1", "w2"}}}, nil,
+			[]take{{"a", "w1"}, {"a", "w1"}, {"a", "w2"}, {"a", ""}}},
+		{"a worker's room is shared by its kinds", ClaimRequest{Slots: map[string][]string{"a": {"w1", "w2"}, "b": {"w1"}}, Room: map[string]int{"w1": 1, "w2": 1}}, nil,
+			[]take{{"b", "w1"}, {"a", "w2"}, {"a", ""}, {"b", ""}}},
+		{"bounded by capacity less running", ClaimRequest{Slots: map[string][]string{"a": {"w1", "w1", "w1"}}, Capacity: map[string]int{"w1": 3}}, map[string]int{"w1": 2},
+			[]take{{"a", "w1"}, {"a", ""}}},
+		{"capacity 0 is no bound", ClaimRequest{Slots: map[string][]string{"a": {"w1", "w1"}}, Capacity: map[string]int{"w1": 0}}, map[string]int{"w1": 9},
+			[]take{{"a", "w1"}, {"a", "w1"}, {"a", ""}}},
+		{"more running than capacity: none", ClaimRequest{Slots: map[string][]string{"a": {"w1"}}, Capacity: map[string]int{"w1": 2}}, map[string]int{"w1": 3},
+			[]take{{"a", ""}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := ClaimRequest{Slots: tc.slots, Capacity: tc.capacity}
-			_, kinds, _ := r.Plan()
-			asked := map[string]int{}
-			got, err := r.FitSlots(kinds, func(w string) (int, error) { asked[w]++; return tc.running[w], nil })
+			counted := map[string]int{}
+			s, err := tc.r.NewSlots(func(w string) (int, error) { counted[w]++; return tc.running[w], nil })
 			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
-			for w, n := range asked {
+			for i, tk := range tc.takes {
+				w, ok := s.Peek(tk.kind)
+				require.Equal(t, tk.want, w, "take %d", i)
+				require.Equal(t, tk.want != "", ok)
+				if ok {
+					s.Take(tk.kind)
+				}
+			}
+			for w, n := range counted {
 				require.Equal(t, 1, n, "worker %s counted once", w)
 			}
 		})

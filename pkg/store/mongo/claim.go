@@ -99,12 +99,12 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	// Without transactions the count and the claims are apart: schedulers
 	// claiming for one worker at the same moment can each see its last
 	// free slot (the worker then answers one of them busy).
-	fit, err := r.FitSlots(kinds, func(worker string) (int, error) { return s.runningOn(ctx, worker) })
+	fit, err := r.NewSlots(func(worker string) (int, error) { return s.runningOn(ctx, worker) })
 	if err != nil {
 		return nil, fmt.Errorf("mongo: claim jobs: %w", err)
 	}
 	for _, kind := range kinds {
-		want := min(wants[kind], len(fit[kind]))
+		want := wants[kind]
 		got, skipped := 0, 0
 		// Each round reads from the best: a little more than still wanted,
 		// plus the jobs held back by their keys so far. Candidates another
@@ -120,6 +120,11 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 				if got == want {
 					break
 				}
+				worker, free := fit.Peek(kind)
+				if !free {
+					want = got // no slot left for this kind
+					break
+				}
 				ok, err := slots.Take(c.Tenant, c.Key, c.Limit)
 				if err != nil {
 					return out, fmt.Errorf("mongo: claim jobs: %w", err)
@@ -128,7 +133,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					skippedNow++
 					continue
 				}
-				j, ok, err := s.claimOne(ctx, c, fit[kind][got], r.StartAt(now))
+				j, ok, err := s.claimOne(ctx, c, worker, r.StartAt(now))
 				if err != nil {
 					return out, fmt.Errorf("mongo: claim jobs: %w", err)
 				}
@@ -137,6 +142,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					slots.Give(c.Tenant, c.Key)
 					continue
 				}
+				fit.Take(kind)
 				out = append(out, j)
 				virtual = max(virtual, c.FairAt)
 				got++

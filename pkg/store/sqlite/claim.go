@@ -82,7 +82,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 			return fmt.Errorf("clear expired claims: %w", err)
 		}
 		// The write lock holds what the counts read until the claim is in.
-		fit, err := r.FitSlots(kinds, func(worker string) (n int, err error) {
+		fit, err := r.NewSlots(func(worker string) (n int, err error) {
 			if err := tx.StmtContext(ctx, s.ws.workerRunning).QueryRowContext(ctx, worker).Scan(&n); err != nil {
 				return 0, fmt.Errorf("count the jobs running on worker %s: %w", worker, err)
 			}
@@ -92,7 +92,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 			return err
 		}
 		for _, kind := range kinds {
-			want := min(wants[kind], len(fit[kind]))
+			want := wants[kind]
 			got, skipped := 0, 0
 			var after *candidate
 			// Read a little more than wanted; read on, page by page, only
@@ -110,6 +110,11 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					if got == want {
 						break
 					}
+					worker, ok := fit.Peek(kind)
+					if !ok {
+						want = got // no slot left for this kind
+						break
+					}
 					ok, err := slots.Take(c.job.Tenant, c.job.ConcurrencyKey, c.job.ConcurrencyLimit)
 					if err != nil {
 						return err
@@ -118,7 +123,8 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 						skipped++
 						continue
 					}
-					c.worker = fit[kind][got]
+					c.worker = worker
+					fit.Take(kind)
 					taken = append(taken, c)
 					virtual = max(virtual, c.job.FairAt)
 					got++

@@ -139,8 +139,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	g.Go(func() error { return s.spawn.Run(gctx) })
 	g.Go(func() error { return s.apply.Run(gctx) })
 	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.MaxConcurrent, s.dispatch.Handle)
-	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.MaxConcurrent, s.apply.Result)
-	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.apply.Requeue)
+	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.MaxConcurrent, s.wakeAfter(s.apply.Result))
+	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.wakeAfter(s.apply.Requeue))
 	g.Go(func() error {
 		return s.serveQueue(gctx, contracts.SubjectHeartbeat, heartbeatWorkers, heartbeatBuffer, nil, func(ctx context.Context, m *nats.Msg) {
 			_ = m.Respond(s.apply.Heartbeat(ctx, m.Data))
@@ -264,4 +264,16 @@ func (n notifier) Cancel(workerID string, l contracts.Lease) error {
 		return err
 	}
 	return n.nc.Publish(contracts.WorkerCancelSubject(workerID), b)
+}
+
+// wakeAfter wakes the dispatcher once h has applied a message: a result or
+// a requeue ends runs in the store, and a claim bounds a worker's jobs by
+// the runs the store shows on it, so the room a worker announced may only
+// now be claimable.
+func (s *Scheduler) wakeAfter(h consume.Handler) consume.Handler {
+	return func(ctx context.Context, data []byte, progress func()) consume.Settle {
+		settle := h(ctx, data, progress)
+		s.dispatch.Wake()
+		return settle
+	}
 }

@@ -178,23 +178,17 @@ const drainedPause = 5 * time.Millisecond
 const claimBatch = 256
 
 // claimRound reserves the free slots the workers have for each kind (at
-// most claimBatch) and claims the best ready jobs into them, bounded in
-// the store by each worker's capacity; the reservations no job filled are
-// ended at once. drained says the store had fewer ready jobs than slots,
+// most claimBatch per kind; a worker's slots reserved once and shared by
+// the kinds it runs) and claims the best ready jobs into them, bounded in
+// the store by each worker's reservations and capacity; the reservations
+// no job filled are ended at once. drained says the store had fewer ready jobs than slots,
 // of every kind asked.
 func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained bool, _ error) {
-	slots := map[string][]string{}
-	reserved := map[string]int{} // per worker
+	want := map[string]int{}
 	for kind, n := range d.picker.Room() {
-		s := d.picker.Slots(kind, min(n, claimBatch))
-		if len(s) == 0 {
-			continue
-		}
-		slots[kind] = s
-		for _, w := range s {
-			reserved[w]++
-		}
+		want[kind] = min(n, claimBatch)
 	}
+	slots, reserved := d.picker.SlotsFor(want)
 	if len(slots) == 0 {
 		return nil, false, nil
 	}
@@ -202,7 +196,7 @@ func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained
 	for w := range reserved {
 		capacity[w] = d.picker.Capacity(w)
 	}
-	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Capacity: capacity, Clock: d.now})
+	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Room: reserved, Capacity: capacity, Clock: d.now})
 	if err != nil {
 		d.endReservations(reserved)
 		return nil, false, err

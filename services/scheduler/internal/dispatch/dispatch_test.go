@@ -672,3 +672,29 @@ func TestOfferCarriesThePayloadAsStored(t *testing.T) {
 		require.Equal(t, p, b.payloads[id], "job %s", id)
 	}
 }
+
+// TestOneSlotSharedByKinds: a worker with one slot that runs two kinds
+// gets the ready job of either, whichever kind comes first in the claim:
+// a slot reserved for a kind with no ready job does not keep the other's
+// job waiting.
+func TestOneSlotSharedByKinds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.roster.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"exec", "sleep"}, Capacity: 1, IntervalMS: 60000})
+	sub, err := b.nc.Subscribe(contracts.WorkerOfferSubject("w1"), func(m *nats.Msg) {
+		reply, _ := json.Marshal(contracts.OfferReply{Status: contracts.OfferAccepted, WorkerID: "w1", Capacity: 1, InFlight: 1})
+		_ = m.Respond(reply)
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, b.nc.Flush())
+	for range 20 { // whatever order the kinds come in
+		j := b.admit(time.Minute) // kind sleep
+		claimed := b.round()
+		require.Equal(t, []string{j.ID}, jobIDs(claimed))
+		_, err := b.store.Transition(context.Background(), store.Expect{ID: j.ID, State: contracts.StateRunning, Claim: claimed[0].Claim},
+			store.Change{Now: time.Now(), State: contracts.StateSucceeded})
+		require.NoError(t, err)
+		b.roster.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"exec", "sleep"}, Capacity: 1, IntervalMS: 60000})
+	}
+}

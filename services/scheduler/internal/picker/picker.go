@@ -8,6 +8,7 @@
 package picker
 
 import (
+	"sort"
 	"sync"
 	"time"
 
@@ -142,60 +143,91 @@ func (p *Picker) Room() map[string]int {
 // roster's rule, roster.FreeSlots) beyond the pending offers to it.
 func hasRoom(w contracts.WorkerInfo, pending int) bool { return roster.FreeSlots(w) > pending }
 
-// Slots reserves up to n free slots of the workers that run kind, in
-// stable worker-id order, the first worker's free slots first, and returns
-// the worker of each slot: a worker appears once per slot reserved. These
-// are the slots a claim fills (store.ClaimRequest); every slot returned is
-// ended by a ReleaseN that counts it, whether a job filled it or not.
+// Slots reserves up to n free slots of the workers that run kind; see
+// SlotsFor.
+func (p *Picker) Slots(kind string, n int) []string {
+	lists, _ := p.SlotsFor(map[string]int{kind: n})
+	return lists[kind]
+}
+
+// SlotsFor reserves free slots for a claim of up to want[kind] jobs of each
+// kind and returns, per kind, the slots in stable worker-id order (the
+// first worker's free slots first, a worker once per slot), and, per
+// worker, how many of its slots it reserved. A worker that runs several
+// kinds is listed for each with the same free slots, reserved once: the
+// claim gives it no more jobs in all than it reserved
+// (store.ClaimRequest.Room), to whichever kinds have ready jobs. These are
+// the slots a claim fills; every reservation is ended by a ReleaseN (a
+// job's answer) or an Unreserve (a slot no job filled).
 //
 // A worker whose last offers failed (no answer, timeout, error) comes
 // last, and gets one slot at a time, until it answers again or is
 // evicted: one job at a time tests it while the others go on to workers
 // that answer.
-func (p *Picker) Slots(kind string, n int) []string {
-	var (
-		out      []string
-		suspects []contracts.WorkerInfo
-	)
-	take := func(w contracts.WorkerInfo, want int) {
-		if p.pending[w.ID] == 0 {
-			p.kindsOf[w.ID] = w.Kinds
-		}
-		p.pending[w.ID] += want
-		for _, k := range p.kindsOf[w.ID] {
-			p.pendingKinds[k] += want
-		}
-		for range want {
-			out = append(out, w.ID)
+func (p *Picker) SlotsFor(want map[string]int) (map[string][]string, map[string]int) {
+	kinds := make([]string, 0, len(want))
+	for k, n := range want {
+		if n > 0 {
+			kinds = append(kinds, k)
 		}
 	}
+	sort.Strings(kinds)
+	lists := map[string][]string{}
+	reserved := map[string]int{}
+	infos := map[string]contracts.WorkerInfo{}
 	// The view pages its workers without its lock held, and never calls
 	// the picker: holding p.mu here orders the locks one way only.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.view.Open(kind, func(w contracts.WorkerInfo) bool {
-		if len(out) >= n {
-			return false
-		}
-		free := roster.FreeSlots(w) - p.pending[w.ID]
-		switch {
-		case free <= 0:
-		case p.failures[w.ID] > 0:
-			if p.pending[w.ID] == 0 {
-				suspects = append(suspects, w)
+	for _, kind := range kinds {
+		n := want[kind]
+		var (
+			list     []string
+			suspects []contracts.WorkerInfo
+		)
+		p.view.Open(kind, func(w contracts.WorkerInfo) bool {
+			if len(list) >= n {
+				return false
 			}
-		default:
-			take(w, min(free, n-len(out)))
+			free := roster.FreeSlots(w) - p.pending[w.ID]
+			switch {
+			case free <= 0:
+			case p.failures[w.ID] > 0:
+				if p.pending[w.ID] == 0 {
+					suspects = append(suspects, w)
+				}
+			default:
+				take := min(free, n-len(list))
+				for range take {
+					list = append(list, w.ID)
+				}
+				reserved[w.ID] = max(reserved[w.ID], take)
+				infos[w.ID] = w
+			}
+			return true
+		})
+		for _, w := range suspects {
+			if len(list) >= n {
+				break
+			}
+			list = append(list, w.ID)
+			reserved[w.ID] = max(reserved[w.ID], 1)
+			infos[w.ID] = w
 		}
-		return true
-	})
-	for _, w := range suspects {
-		if len(out) >= n {
-			break
+		if len(list) > 0 {
+			lists[kind] = list
 		}
-		take(w, 1)
 	}
-	return out
+	for id, n := range reserved {
+		if p.pending[id] == 0 {
+			p.kindsOf[id] = infos[id].Kinds
+		}
+		p.pending[id] += n
+		for _, k := range p.kindsOf[id] {
+			p.pendingKinds[k] += n
+		}
+	}
+	return lists, reserved
 }
 
 // Capacity is the slots a worker announced in all (0: none known, or no

@@ -206,3 +206,17 @@ func TestUnreserveWakesNoOne(t *testing.T) {
 		t.Fatal("ReleaseN did not wake the dispatch loop")
 	}
 }
+
+// TestSlotsForShareAWorkerAcrossKinds: a worker that runs several kinds is
+// listed for each with the same free slots, reserved once.
+func TestSlotsForShareAWorkerAcrossKinds(t *testing.T) {
+	t.Parallel()
+	p, _ := setup(t,
+		contracts.Announce{WorkerID: "a", Capacity: 1, Kinds: []string{"exec", "sleep"}},
+		contracts.Announce{WorkerID: "b", Capacity: 2, Kinds: []string{"sleep"}},
+	)
+	lists, reserved := p.SlotsFor(map[string]int{"exec": 5, "sleep": 5})
+	require.Equal(t, map[string][]string{"exec": {"a"}, "sleep": {"a", "b", "b"}}, lists)
+	require.Equal(t, map[string]int{"a": 1, "b": 2}, reserved, "a's one slot reserved once for both kinds")
+	require.Empty(t, p.Room(), "every slot reserved")
+}
