@@ -50,7 +50,7 @@ var jobIndexes = []index{
 	// Stale: pending jobs whose dispatch time has long passed.
 	{name: "state_dispatch", keys: bson.D{{Key: fState, Value: 1}, {Key: fNextDispatchAt, Value: 1}}},
 	// Claim: the jobs running on a worker, which bound what a claim gives
-	// it (store.ClaimRequest.FitSlots).
+	// it (store.Slots).
 	{name: "state_worker", keys: bson.D{{Key: fState, Value: 1}, {Key: fWorker, Value: 1}}},
 	// Claim: the ready queue of each kind in ready order.
 	{name: "ready", keys: bson.D{{Key: fState, Value: 1}, {Key: fKind, Value: 1}, {Key: fPriority, Value: -1}, {Key: fFairAt, Value: 1}, {Key: fID, Value: 1}}},

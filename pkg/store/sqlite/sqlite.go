@@ -181,7 +181,7 @@ var indexes = []string{
 	`CREATE INDEX IF NOT EXISTS jobs_claimed ON jobs (claim_until)
 		WHERE state = 'pending' AND claim_until IS NOT NULL`,
 	// Claim: the jobs running on a worker, which bound what a claim gives
-	// it (store.ClaimRequest.FitSlots).
+	// it (store.Slots).
 	`CREATE INDEX IF NOT EXISTS jobs_running_worker ON jobs (worker) WHERE state = 'running'`,
 	// Claim: the jobs holding a concurrency key's slots.
 	`CREATE INDEX IF NOT EXISTS jobs_concurrency_key ON jobs (tenant, concurrency_key, state)
