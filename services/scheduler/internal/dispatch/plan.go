@@ -1,11 +1,13 @@
 // Package dispatch turns ready jobs into running jobs. The store is the
-// ready queue: the dispatcher claims batches of the best ready jobs
+// ready queue: the dispatcher reserves the free worker slots the workers
+// announced, in stable worker order, and claims the best ready jobs
 // (priority, tenant fairness, concurrency keys, run_at and retry backoff
-// are the store's ready order), sized to the room the workers announced,
-// and offers each to the workers in stable order until one accepts. A job
-// no worker has room for simply stays pending in the store until a slot
-// frees; a sweep fails jobs whose dispatch deadline passes, with a
-// capacity: error. Due messages are the jobs' durable wake-ups.
+// are the store's ready order) into them, each running on its slot from
+// the claim, then offers each job to its slot's worker. A job its worker
+// does not take goes back to pending; a job no worker has room for simply
+// stays pending in the store until a slot frees; a sweep fails jobs whose
+// dispatch deadline passes, with a capacity: error. Due messages are the
+// jobs' durable wake-ups.
 package dispatch
 
 import (
