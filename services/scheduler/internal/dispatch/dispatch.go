@@ -35,9 +35,9 @@ type Requester interface {
 
 // Config tunes dispatching.
 type Config struct {
-	// RetryInterval is how long a job no worker could take (every offer
-	// failed, not merely busy) waits before it is ready again, and how
-	// often the dispatcher looks for ready jobs when nothing woke it.
+	// RetryInterval is how long a job its worker refused waits before it
+	// is ready again, and how often the dispatcher looks for ready jobs
+	// when nothing woke it.
 	RetryInterval time.Duration
 	// OfferTimeout bounds one offer request.
 	OfferTimeout time.Duration
