@@ -23,7 +23,7 @@ type Config struct {
 	// ReofferInterval is how long a job whose offers all failed waits
 	// before it is ready again (plus up to 25% jitter), and how often the
 	// dispatcher looks for ready jobs when nothing woke it.
-	ReofferInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s" doc:"How long a job whose offers all failed (not merely busy) waits before it is offered again (plus up to 25% jitter); also how often the scheduler looks for ready jobs when nothing woke it."`
+	ReofferInterval time.Duration `env:"SLUICE_RETRY_INTERVAL" envDefault:"2s" doc:"How long a job its worker refused waits before it is offered again (plus up to 25% jitter); also how often the scheduler looks for ready jobs when nothing woke it."`
 	// RetryBackoff is the wait before a failed job's second run; it doubles
 	// with every run (±50% jitter) up to MaxRetryBackoff.
 	RetryBackoff time.Duration `env:"SLUICE_SCHEDULER_RETRY_BACKOFF" envOld:"SLUICE_RETRY_BACKOFF" envDefault:"1s" doc:"The wait before a failed job's second run; it doubles with every run (±50% jitter) up to SLUICE_SCHEDULER_MAX_RETRY_BACKOFF."`
