@@ -88,9 +88,10 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 	})
 }
 
-// noisyNeighbour runs BenchmarkNoisyNeighbour on a stack with extra
-// settings.
-func noisyNeighbour(b *testing.B, extra map[string]string) {
+// twoTenantStack starts a stack without workers for the tenants "noisy"
+// and "quiet", with extra settings, waits until quiet can submit, and
+// returns its HTTP base address.
+func twoTenantStack(b *testing.B, extra map[string]string) string {
 	o := Options{Workers: -1, NATSListen: "127.0.0.1:0", Log: zerolog.Nop()}
 	env := map[string]string{
 		"SLUICE_API_TOKENS":        "noisy:" + noisyToken + ",quiet:" + quietToken,
@@ -118,13 +119,20 @@ func noisyNeighbour(b *testing.B, extra map[string]string) {
 	single := []byte(`{"kind":"sleep"}`)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if code, _ := tokenPost(base, "/v1/jobs", quietToken, single); code == http.StatusAccepted {
-			break
+			return base
 		}
 		if time.Now().After(deadline) {
 			b.Fatal("stack not ready")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// noisyNeighbour runs BenchmarkNoisyNeighbour on a stack with extra
+// settings.
+func noisyNeighbour(b *testing.B, extra map[string]string) {
+	base := twoTenantStack(b, extra)
+	single := []byte(`{"kind":"sleep"}`)
 
 	batch, items := largestBatchBody()
 	const run = 15 * time.Second

@@ -2,18 +2,14 @@ package devstack
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
@@ -58,42 +54,15 @@ func noisyFanoutBody() []byte {
 // It prints the quiet tenant's submit p50/p99 alone first, then during
 // the noisy admission, and how long that admission took.
 func BenchmarkNoisyFanout(b *testing.B) {
-	o := Options{Workers: -1, NATSListen: "127.0.0.1:0", Log: zerolog.Nop()}
 	total := noisyFanoutParents * (1 + noisyFanoutItems)
-	o.Environ = testEnv(b.TempDir(), map[string]string{
-		"SLUICE_API_TOKENS":                      "noisy:" + noisyToken + ",quiet:" + quietToken,
-		"SLUICE_DISPATCH_DEADLINE":               "1h",
+	base := twoTenantStack(b, map[string]string{
 		"SLUICE_MAX_ACTIVE":                      "0",
 		"SLUICE_GATEWAY_TENANT_MAX_ITEMS":        "0",
 		"SLUICE_GATEWAY_MAX_ITEMS_PER_REQUEST":   fmt.Sprint(total),
 		"SLUICE_GATEWAY_MAX_BATCH_BYTES":         fmt.Sprint(8 << 20),
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST": fmt.Sprint(total),
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	o.HTTPListener = ln
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := Start(ctx, o)
-	if err != nil {
-		cancel()
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
-	base := "http://" + s.HTTPAddr
 	single := []byte(`{"kind":"sleep"}`)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if code, _ := tokenPost(base, "/v1/jobs", quietToken, single); code == http.StatusAccepted {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("stack not ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	// quiet submits one single job, waits 10 ms, and again until stop is
 	// closed; it returns the latencies and the answers.
 	quiet := func(stop <-chan struct{}) ([]time.Duration, map[int]int) {
