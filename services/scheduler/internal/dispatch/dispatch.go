@@ -188,15 +188,12 @@ func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained
 	for kind, n := range d.picker.Room() {
 		want[kind] = min(n, claimBatch)
 	}
-	slots, reserved := d.picker.SlotsFor(want)
+	r := d.picker.SlotsFor(want)
+	slots, reserved := r.Lists, r.Reserved
 	if len(slots) == 0 {
 		return nil, false, nil
 	}
-	capacity := make(map[string]int, len(reserved))
-	for w := range reserved {
-		capacity[w] = d.picker.Capacity(w)
-	}
-	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Room: reserved, Capacity: capacity, Clock: d.now})
+	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Room: reserved, Capacity: r.Capacity, Clock: d.now})
 	if err != nil {
 		d.endReservations(reserved)
 		return nil, false, err

@@ -146,14 +146,25 @@ func hasRoom(w contracts.WorkerInfo, pending int) bool { return roster.FreeSlots
 // Slots reserves up to n free slots of the workers that run kind; see
 // SlotsFor.
 func (p *Picker) Slots(kind string, n int) []string {
-	lists, _ := p.SlotsFor(map[string]int{kind: n})
-	return lists[kind]
+	return p.SlotsFor(map[string]int{kind: n}).Lists[kind]
+}
+
+// Reservation is what SlotsFor reserved for a claim.
+type Reservation struct {
+	// Lists are, per kind, the slots in stable order (a worker once per
+	// slot).
+	Lists map[string][]string
+	// Reserved is, per worker, how many of its slots were reserved.
+	Reserved map[string]int
+	// Capacity is, per worker reserved, the slots it announced in all (0:
+	// no bound), as the view held it when its slots were reserved.
+	Capacity map[string]int
 }
 
 // SlotsFor reserves free slots for a claim of up to want[kind] jobs of each
 // kind and returns, per kind, the slots in stable worker-id order (the
 // first worker's free slots first, a worker once per slot), and, per
-// worker, how many of its slots it reserved. A worker that runs several
+// worker, how many of its slots it reserved and its capacity. A worker that runs several
 // kinds is listed for each with the same free slots, reserved once: the
 // claim gives it no more jobs in all than it reserved
 // (store.ClaimRequest.Room), to whichever kinds have ready jobs. These are
@@ -164,7 +175,7 @@ func (p *Picker) Slots(kind string, n int) []string {
 // last, and gets one slot at a time, until it answers again or is
 // evicted: one job at a time tests it while the others go on to workers
 // that answer.
-func (p *Picker) SlotsFor(want map[string]int) (map[string][]string, map[string]int) {
+func (p *Picker) SlotsFor(want map[string]int) Reservation {
 	kinds := make([]string, 0, len(want))
 	for k, n := range want {
 		if n > 0 {
@@ -218,7 +229,9 @@ func (p *Picker) SlotsFor(want map[string]int) (map[string][]string, map[string]
 			lists[kind] = list
 		}
 	}
+	capacity := make(map[string]int, len(reserved))
 	for id, n := range reserved {
+		capacity[id] = infos[id].Capacity
 		if p.pending[id] == 0 {
 			p.kindsOf[id] = infos[id].Kinds
 		}
@@ -227,17 +240,7 @@ func (p *Picker) SlotsFor(want map[string]int) (map[string][]string, map[string]
 			p.pendingKinds[k] += n
 		}
 	}
-	return lists, reserved
-}
-
-// Capacity is the slots a worker announced in all (0: none known, or no
-// bound), which a claim bounds its jobs on the worker by in the store.
-func (p *Picker) Capacity(id string) int {
-	w, ok := p.view.Get(id)
-	if !ok {
-		return 0
-	}
-	return w.Capacity
+	return Reservation{Lists: lists, Reserved: reserved, Capacity: capacity}
 }
 
 // ReleaseN ends n reservations of a worker (Slots; after Record has applied

@@ -215,7 +215,8 @@ func TestSlotsForShareAWorkerAcrossKinds(t *testing.T) {
 		contracts.Announce{WorkerID: "a", Capacity: 1, Kinds: []string{"exec", "sleep"}},
 		contracts.Announce{WorkerID: "b", Capacity: 2, Kinds: []string{"sleep"}},
 	)
-	lists, reserved := p.SlotsFor(map[string]int{"exec": 5, "sleep": 5})
+	r := p.SlotsFor(map[string]int{"exec": 5, "sleep": 5})
+	lists, reserved := r.Lists, r.Reserved
 	require.Equal(t, map[string][]string{"exec": {"a"}, "sleep": {"a", "b", "b"}}, lists)
 	require.Equal(t, map[string]int{"a": 1, "b": 2}, reserved, "a's one slot reserved once for both kinds")
 	require.Empty(t, p.Room(), "every slot reserved")
