@@ -226,18 +226,8 @@ func (s *Store) claimOne(ctx context.Context, c readyView, worker string, now ti
 		{Key: fClaim, Value: c.Claim},
 		{Key: "$or", Value: claimFree(fClaimUntil, "$lte", now)},
 	}
-	at := millis(now)
-	update := bson.D{
-		{Key: "$set", Value: bson.D{
-			{Key: fState, Value: string(contracts.StateRunning)},
-			{Key: fWorker, Value: worker},
-			{Key: fStartedAt, Value: at},
-			{Key: fHeartbeatAt, Value: at},
-			{Key: fUpdatedAt, Value: at},
-		}},
-		{Key: "$inc", Value: bson.D{{Key: fClaim, Value: int64(1)}, {Key: fRuns, Value: 1}}},
-		{Key: "$unset", Value: bson.D{{Key: fClaimUntil, Value: ""}}},
-	}
+	// The claim read is the compare-and-set's: the next claim follows it.
+	update := buildUpdate(store.StartChange(contracts.Job{Claim: c.Claim}, worker, now))
 	var d jobDoc
 	err := s.jobs.FindOneAndUpdate(cctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	switch {
