@@ -106,7 +106,10 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 			return nil, fmt.Errorf("embedded nats: cluster listen %q: %w", c.Listen, err)
 		}
 		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = c.Name, host, port
-		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
+		opts.Routes = nil
+		if len(c.Routes) > 0 {
+			opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

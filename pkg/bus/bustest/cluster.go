@@ -2,8 +2,11 @@ package bustest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,33 +43,35 @@ func StartClusterWith(tb testing.TB, n int, base bus.EmbeddedOptions) *Cluster {
 	tb.Helper()
 	dir := tb.TempDir()
 	c := &Cluster{tb: tb}
-	routes := make([]string, n)
-	clients := make([]string, n)
-	for i := range n {
-		clients[i] = freeAddr(tb)
-		routes[i] = freeAddr(tb)
-	}
-	for i := range n {
-		o := base
-		o.Dir = filepath.Join(dir, fmt.Sprintf("n%d", i+1))
-		o.Listen = clients[i]
-		o.ServerName = fmt.Sprintf("sluice-test-n%d", i+1)
-		if o.StartTimeout <= 0 {
-			o.StartTimeout = startTimeout
-		}
-		o.Cluster = &bus.ClusterOptions{Name: "sluice-test", Listen: routes[i], Routes: routeURLs(routes)}
-		c.nodes = append(c.nodes, &node{opts: o})
-	}
-	// Nodes start one after the other; each waits for clients only, not
-	// for the others, so starting them in turn is fine.
-	for i := range c.nodes {
-		c.Start(i)
-	}
 	tb.Cleanup(func() {
 		for i := range c.nodes {
 			c.Stop(i)
 		}
 	})
+	// A clustered JetStream node needs its routes before it starts, so the
+	// route ports are chosen first (routePort); the client ports are picked
+	// by each server as it binds. Both are kept, so that a node stopped
+	// and started again comes back as itself.
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = "nats-route://" + routeAddr(tb)
+	}
+	for i := range n {
+		o := base
+		o.Dir = filepath.Join(dir, fmt.Sprintf("n%d", i+1))
+		o.Listen = "127.0.0.1:0"
+		o.ServerName = fmt.Sprintf("sluice-test-n%d", i+1)
+		if o.StartTimeout <= 0 {
+			o.StartTimeout = startTimeout
+		}
+		o.Cluster = &bus.ClusterOptions{Name: "sluice-test", Listen: strings.TrimPrefix(routes[i], "nats-route://"), Routes: routes}
+		nd := &node{opts: o}
+		c.nodes = append(c.nodes, nd)
+		// Nodes start one after the other; each waits for clients only,
+		// not for the others, so starting them in turn is fine.
+		c.Start(i)
+		nd.opts.Listen = nd.ns.Addr().String()
+	}
 	return c
 }
 
@@ -109,22 +114,45 @@ func (c *Cluster) Start(i int) {
 	n.ns = ns
 }
 
-// routeURLs are the nats-route URLs of the route addresses.
-func routeURLs(addrs []string) []string {
-	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		out[i] = "nats-route://" + a
+// routeAddr is a loopback address for a node's routes, with a port below
+// the kernel's ephemeral range and free at the moment. The port must be
+// known before the node starts; one from the ephemeral range (what
+// listening on port 0 gives) could be handed to another test's listener or
+// outgoing connection before the node binds it, and the node would then
+// never become ready. Below that range only tests that choose ports this
+// way compete, each at random among thousands.
+func routeAddr(tb testing.TB) string {
+	tb.Helper()
+	low := ephemeralLow()
+	const floor = 10000
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(floor+rand.IntN(low-floor)))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return addr
 	}
-	return out
+	tb.Fatalf("bustest: no free route port below %d", low)
+	return ""
 }
 
-// freeAddr is a loopback address with a port free at the moment.
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// where it cannot be read).
+func ephemeralLow() int {
+	const fallback = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
-		tb.Fatalf("bustest: free port: %v", err)
+		return fallback
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return fallback
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low <= 10000+1000 {
+		return fallback
+	}
+	return low
 }

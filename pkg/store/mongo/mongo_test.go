@@ -298,7 +298,20 @@ func runDriverTests(t *testing.T, srv server) {
 		require.NoError(t, err)
 		require.Equal(t, int(admitted.Load()-finished.Load()), c.Active())
 		require.LessOrEqual(t, c.Active(), capacity)
+		// While an admission is half-way its slot looks taken, so the racing
+		// admissions above may have been turned away short of the cap. With
+		// none half-way, admissions from either store fill it exactly: no
+		// slot was lost on the way.
+		for i := 0; c.Active() < capacity && i < 2*capacity; i++ {
+			_, _, err := stores[i%2].Admit(t.Context(), storetest.NewJob(fmt.Sprintf("t%d", i%2), base), caps)
+			require.NoError(t, err)
+			c, err = stores[1].Stats(t.Context())
+			require.NoError(t, err)
+		}
 		require.Equal(t, capacity, c.Active(), "the store fills up to the cap")
+		_, adm, err := stores[0].Admit(t.Context(), storetest.NewJob("t0", base), caps)
+		require.NoError(t, err)
+		require.NotEqual(t, store.Admitted, adm, "an admission past the cap")
 		drift, err := stores[0].Reconcile(t.Context())
 		require.NoError(t, err)
 		require.Zero(t, drift)
