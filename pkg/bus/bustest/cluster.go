@@ -114,32 +114,43 @@ func (c *Cluster) Start(i int) {
 	n.ns = ns
 }
 
-// routeAddr is a loopback address for a node's routes, with a port below
-// the kernel's ephemeral range and free at the moment. The port must be
-// known before the node starts; one from the ephemeral range (what
-// listening on port 0 gives) could be handed to another test's listener or
-// outgoing connection before the node binds it, and the node would then
-// never become ready. Below that range only tests that choose ports this
-// way compete, each at random among thousands.
+// routeAddr is FreeAddr, or fails tb.
 func routeAddr(tb testing.TB) string {
 	tb.Helper()
+	addr, err := FreeAddr()
+	if err != nil {
+		tb.Fatalf("bustest: %v", err)
+	}
+	return addr
+}
+
+// FreeAddr is a loopback address with a port below the kernel's ephemeral
+// range and free at the moment, for a server whose port must be known
+// before it starts (a cluster's routes, a process started again on the
+// same port). A port from the ephemeral range (what listening on port 0
+// gives) could be handed to another test's listener or outgoing
+// connection before the server binds it, and the server would then never
+// become ready. Below that range only callers of FreeAddr compete, each
+// at random among thousands of ports.
+func FreeAddr() (string, error) {
 	low := ephemeralLow()
-	const floor = 10000
 	for range 100 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(floor+rand.IntN(low-floor)))
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(portFloor+rand.IntN(low-portFloor)))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
 		}
 		_ = ln.Close()
-		return addr
+		return addr, nil
 	}
-	tb.Fatalf("bustest: no free route port below %d", low)
-	return ""
+	return "", fmt.Errorf("no free port between %d and %d", portFloor, low)
 }
 
+// portFloor is the lowest port FreeAddr gives.
+const portFloor = 10000
+
 // ephemeralLow is the first port of the kernel's ephemeral range (32768
-// where it cannot be read).
+// where it cannot be read or leaves too little room below it).
 func ephemeralLow() int {
 	const fallback = 32768
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
@@ -151,7 +162,7 @@ func ephemeralLow() int {
 		return fallback
 	}
 	low, err := strconv.Atoi(f[0])
-	if err != nil || low <= 10000+1000 {
+	if err != nil || low < portFloor+1000 {
 		return fallback
 	}
 	return low

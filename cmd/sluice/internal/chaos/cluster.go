@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/chaos/journal"
+	"github.com/sluicehq/sluice/pkg/bus/bustest"
 )
 
 // Binaries the harness builds, by name, and their packages.
@@ -449,13 +450,14 @@ func (c *Cluster) workerStarts() map[string]time.Time {
 	return m
 }
 
+// freeAddr is a loopback address for a process that is started again on
+// the same port after it is killed (bustest.FreeAddr).
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := bustest.FreeAddr()
 	if err != nil {
-		return "", fmt.Errorf("chaos: free port: %w", err)
+		return "", fmt.Errorf("chaos: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addr, nil
 }
 
 func waitTCP(addr string, within time.Duration) error {
