@@ -319,11 +319,9 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 			rep.Final[string(j.State)]++
 		}
 	}
-	counts, err := st.Stats(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("chaos: final stats: %w", err)
+	if rep.Stuck, err = countActive(ctx, st, parents); err != nil {
+		return rep, err
 	}
-	rep.Stuck = counts.Active()
 	runs, err := c.checkJournals(ctx, st, &rep, p.Logf)
 	if err != nil {
 		return rep, err
@@ -478,4 +476,38 @@ func (c *Cluster) waitReady(ctx context.Context, client *http.Client, within tim
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// countActive counts the jobs in the store that are not final, fan-outs'
+// children included, from the jobs themselves: Stats reads counters that a
+// process killed between a job's write and its counter's may leave off by
+// one until Reconcile repairs them (MongoDB's counters are written after
+// the job).
+func countActive(ctx context.Context, st store.Store, parents []contracts.Job) (int, error) {
+	n := 0
+	count := func(q store.Query) error {
+		q.Limit = store.MaxListLimit
+		for {
+			page, next, err := st.List(ctx, q)
+			if err != nil {
+				return fmt.Errorf("chaos: count %s jobs: %w", q.State, err)
+			}
+			n += len(page)
+			if next == "" {
+				return nil
+			}
+			q.Cursor = next
+		}
+	}
+	for _, state := range []contracts.JobState{contracts.StatePending, contracts.StateRunning} {
+		if err := count(store.Query{State: state}); err != nil {
+			return 0, err
+		}
+		for _, p := range parents {
+			if err := count(store.Query{State: state, Parent: p.ID}); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
 }
