@@ -698,3 +698,33 @@ func TestOneSlotSharedByKinds(t *testing.T) {
 		b.roster.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"exec", "sleep"}, Capacity: 1, IntervalMS: 60000})
 	}
 }
+
+// TestCancelAskedDuringAGiveBackEndsTheJob: a cancel asked while a claimed
+// job is being given back (both compare-and-set on its state and claim,
+// which the cancel leaves alone) leaves it pending with the cancel asked;
+// the next claim ends it cancelled instead of offering it to run again.
+func TestCancelAskedDuringAGiveBackEndsTheJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	j := b.admit(time.Hour)
+	claimed, err := b.store.Claim(ctx, store.ClaimRequest{Now: time.Now(), Slots: map[string][]string{j.Kind: {"w0"}}})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	exp := store.Expect{ID: j.ID, State: contracts.StateRunning, Claim: claimed[0].Claim}
+	yes := true
+	_, err = b.store.Transition(ctx, exp, store.Change{Now: time.Now(), State: contracts.StateRunning, CancelRequested: &yes})
+	require.NoError(t, err, "the cancel")
+	back, err := b.store.Transition(ctx, exp, store.ReleaseChange(time.Now(), nil))
+	require.NoError(t, err, "the give-back")
+	require.Equal(t, contracts.StatePending, back.State)
+	require.True(t, back.CancelRequested)
+
+	b.worker("w1", 2, contracts.OfferAccepted)
+	require.Len(t, b.round(), 1)
+	require.Empty(t, b.offered(), "a job whose cancel was asked is not offered")
+	got := b.get(j.ID)
+	require.Equal(t, contracts.StateCancelled, got.State)
+	require.Equal(t, contracts.CancelledByRequest, got.Error)
+	require.Equal(t, 2, b.picker.Room()[j.Kind], "its slot is free again")
+}

@@ -50,6 +50,17 @@ func (d *Dispatcher) dispatchAll(ctx context.Context, jobs []contracts.Job) {
 		open   = map[string]*offerGroup{} // each worker's group being filled
 	)
 	for _, job := range jobs {
+		// A cancel asked while the job was being given back or requeued
+		// (both compare-and-set on its state and claim, which the cancel
+		// leaves alone) left it pending with the cancel asked: it ends
+		// here, never offered again.
+		if job.CancelRequested {
+			if d.end(ctx, job, contracts.StateCancelled, contracts.CancelledByRequest, metrics.DispatchCancelled) {
+				jobFields(d.log.Info(), job).Msg("job cancelled before dispatch: its cancel came while it was given back")
+			}
+			d.picker.ReleaseN(job.Worker, 1)
+			continue
+		}
 		// A job too large for the bus could never be offered: fail it
 		// instead of burning attempts and blaming the workers.
 		if err := contracts.CheckMessageSize(job, d.nc.MaxPayload()); err != nil {
@@ -221,20 +232,29 @@ func (d *Dispatcher) release(ctx context.Context, job contracts.Job, failed bool
 // (running on its slot) or a pending one; outcome labels the dispatch. A
 // missed compare-and-set means the job moved on; nothing to do.
 func (d *Dispatcher) fail(ctx context.Context, job contracts.Job, msg string, outcome metrics.DispatchOutcome) bool {
-	failed, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Claim: job.Claim},
-		store.Change{Now: d.now(), State: contracts.StateFailed, Error: &msg})
-	if err != nil {
-		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-			jobFields(d.log.Warn(), job).Err(err).Msg("job not failed; the store did not answer")
-		}
+	if !d.end(ctx, job, contracts.StateFailed, msg, outcome) {
 		return false
 	}
-	d.ev.State(failed)
-	d.m.Dispatch(outcome)
 	if contracts.ClassOf(msg) == contracts.ClassCapacity {
 		d.m.CapacityFailures.Inc()
 	}
 	jobFields(d.log.Info(), job).Str("error", msg).Msg("job failed before dispatch")
+	return true
+}
+
+// end ends a job in the final state st with msg before it was offered,
+// and reports whether it did.
+func (d *Dispatcher) end(ctx context.Context, job contracts.Job, st contracts.JobState, msg string, outcome metrics.DispatchOutcome) bool {
+	ended, err := d.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Claim: job.Claim},
+		store.Change{Now: d.now(), State: st, Error: &msg})
+	if err != nil {
+		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			jobFields(d.log.Warn(), job).Err(err).Msg("job not ended; the store did not answer")
+		}
+		return false
+	}
+	d.ev.State(ended)
+	d.m.Dispatch(outcome)
 	return true
 }
 

@@ -40,11 +40,15 @@ const (
 	// one that cannot be read); the job stays running on it, confirmed by
 	// its heartbeats or requeued by the reaper once its lease is stale.
 	DispatchUnanswered DispatchOutcome = "unanswered"
+	// DispatchCancelled: claimed with a cancel already asked (it came while
+	// the job was being given back or requeued), so it ended cancelled
+	// instead of being offered.
+	DispatchCancelled DispatchOutcome = "cancelled"
 )
 
 // dispatchOutcomes lists every DispatchOutcome.
 var dispatchOutcomes = []DispatchOutcome{DispatchDispatched, DispatchOverflow, DispatchCapacityFailed,
-	DispatchNoWorker, DispatchTooLarge, DispatchDropped, DispatchUnanswered}
+	DispatchNoWorker, DispatchTooLarge, DispatchDropped, DispatchUnanswered, DispatchCancelled}
 
 // Heartbeat outcome label values of sluice_scheduler_heartbeat_leases_total.
 const (
