@@ -74,7 +74,7 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 			return j, store.Joined, nil
 		}
 	}
-	adm, err := s.reserve(ctx, r.Caps, heldBy(job))
+	adm, err := s.reserve(ctx, r.Caps, job)
 	if err != nil || adm != store.Admitted {
 		if err != nil {
 			err = fmt.Errorf("mongo: %s: %w", op, err)
