@@ -78,19 +78,6 @@ func EndChild(p FanoutParent, found bool, childID string, held bool, st contract
 	return step
 }
 
-// CancelFanout is a user's cancel of parent p: the parent is marked
-// cancel_requested, its waiting children end cancelled with reason, its
-// running children are asked to stop, and it ends cancelled once its last
-// child ends (at once when none runs). A parent that already ended is
-// returned as it is: ok is false and nothing changes.
-func CancelFanout(p FanoutParent, reason string, now time.Time) (step FanoutStep, ok bool) {
-	if p.State.Final() {
-		return FanoutStep{}, false
-	}
-	ch := CancelWaitingChange(now, reason)
-	return FanoutStep{RequestCancel: true, CancelWaiting: &ch}, true
-}
-
 // Apply returns p as it is after step, given the children CancelWaiting
 // ended (cancelled) and whether ReleaseNext released one: the parent a
 // driver that applied step passes to FinishParent.
@@ -106,20 +93,6 @@ func (step FanoutStep) Apply(p FanoutParent, cancelled int) FanoutParent {
 		p.Released = p.Counts.Total
 	}
 	return p
-}
-
-// CancelWaitingChange is the change of a parent's waiting child that a
-// cancel cascade ends: cancelled with reason (final: its claim, next
-// dispatch time and dedup key go).
-func CancelWaitingChange(now time.Time, reason string) Change {
-	return Change{Now: now, State: contracts.StateCancelled, Error: &reason}
-}
-
-// RequestCancelChange is the change of a running job a cancel reaches: it
-// keeps running, cancel_requested, until its worker stops it.
-func RequestCancelChange(now time.Time) Change {
-	yes := true
-	return Change{Now: now, State: contracts.StateRunning, CancelRequested: &yes}
 }
 
 // StartParentChange is the change of a pending parent when its first child

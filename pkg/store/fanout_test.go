@@ -60,22 +60,6 @@ func TestEndChild(t *testing.T) {
 	}
 }
 
-func TestCancelFanout(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, st := range []contracts.JobState{contracts.StatePending, contracts.StateRunning} {
-		step, ok := CancelFanout(FanoutParent{State: st}, contracts.CancelledByRequest, now)
-		require.True(t, ok, st)
-		want := CancelWaitingChange(now, contracts.CancelledByRequest)
-		require.Equal(t, FanoutStep{RequestCancel: true, CancelWaiting: &want}, step, st)
-	}
-	for _, st := range []contracts.JobState{contracts.StateSucceeded, contracts.StateFailed, contracts.StateCancelled} {
-		step, ok := CancelFanout(FanoutParent{State: st}, contracts.CancelledByRequest, now)
-		require.False(t, ok, st)
-		require.Equal(t, FanoutStep{}, step, st)
-	}
-}
-
 func TestFanoutStepApply(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
