@@ -95,6 +95,18 @@ func (step FanoutStep) Apply(p FanoutParent, cancelled int) FanoutParent {
 	return p
 }
 
+// Gaps is how many places in p's window are empty when open of its
+// released children have not ended: what releases of held children must
+// fill (none while it is cancelling or once every child was released). A
+// driver that lost a release (MongoDB, a process that died between two
+// steps) fills them.
+func (p FanoutParent) Gaps(open int) int {
+	if p.CancelRequested || p.Released >= p.Counts.Total {
+		return 0
+	}
+	return max(p.Window-open, 0)
+}
+
 // StartParentChange is the change of a pending parent when its first child
 // starts: running from then on (it is never dispatched itself).
 func StartParentChange(now time.Time) Change {

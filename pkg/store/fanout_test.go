@@ -213,3 +213,28 @@ func TestFanoutChanges(t *testing.T) {
 	require.Equal(t, contracts.StateRunning, started.State)
 	require.Equal(t, now, *started.StartedAt)
 }
+
+func TestFanoutGaps(t *testing.T) {
+	t.Parallel()
+	p := FanoutParent{Window: 3, Released: 4, Counts: contracts.ChildCounts{Total: 10}}
+	tests := []struct {
+		name string
+		p    FanoutParent
+		open int
+		want int
+	}{
+		{"a full window", p, 3, 0},
+		{"two places lost", p, 1, 2},
+		{"an empty window", p, 0, 3},
+		{"more open than the window (never made wider)", p, 4, 0},
+		{"every child released", FanoutParent{Window: 3, Released: 10, Counts: contracts.ChildCounts{Total: 10}}, 0, 0},
+		{"a cancelling parent releases nothing", FanoutParent{Window: 3, Released: 4, CancelRequested: true,
+			Counts: contracts.ChildCounts{Total: 10}}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, tt.p.Gaps(tt.open))
+		})
+	}
+}
