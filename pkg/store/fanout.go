@@ -56,6 +56,11 @@ type FanoutStep struct {
 	ReleaseNext bool
 }
 
+// ReleasedAtAdmission is how many children of a parent with that window
+// over that many items are released as it is admitted: the first
+// min(window, items); the others are held until a released child ends.
+func ReleasedAtAdmission(window, items int) int { return min(window, items) }
+
 // EndChild is what a child's end in the final state st does to its parent
 // p, read in the same step: the child is counted; under fail_fast a failed
 // child cancels the children still waiting; otherwise, unless the parent

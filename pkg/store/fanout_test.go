@@ -238,3 +238,10 @@ func TestFanoutGaps(t *testing.T) {
 		})
 	}
 }
+
+func TestReleasedAtAdmission(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 2, ReleasedAtAdmission(2, 10))
+	require.Equal(t, 3, ReleasedAtAdmission(10, 3))
+	require.Equal(t, 4, ReleasedAtAdmission(4, 4))
+}

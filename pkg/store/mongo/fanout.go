@@ -81,7 +81,7 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 		}
 		return contracts.Job{}, adm, err
 	}
-	release := min(job.Concurrency, len(r.Items))
+	release := store.ReleasedAtAdmission(job.Concurrency, len(r.Items))
 	stamps, err := s.stampFairN(ctx, job.Tenant, r.Caps.Weight, release)
 	if err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsert(ctx, job, err))

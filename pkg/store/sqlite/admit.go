@@ -174,7 +174,7 @@ func newAdmitInput(r store.AdmitRequest) (admitInput, error) {
 	}
 	in := admitInput{job: job, caps: caps, progress: progress, runErrors: runErrors, items: r.Items, inputs: inputs}
 	if job.IsParent() {
-		in.held, in.released = 1, min(job.Concurrency, len(r.Items))
+		in.held, in.released = 1, store.ReleasedAtAdmission(job.Concurrency, len(r.Items))
 	}
 	return in, nil
 }
