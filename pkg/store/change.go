@@ -1,9 +1,6 @@
 package store
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -22,17 +19,6 @@ type DecideEach func(i int, job contracts.Job) (Change, error)
 type Updated struct {
 	Job contracts.Job
 	Err error
-}
-
-// UpdateEachByUpdate is UpdateEach for a driver that updates one job at a
-// time: each id in turn, through update.
-func UpdateEachByUpdate(ctx context.Context, ids []string, decide DecideEach,
-	update func(ctx context.Context, id string, decide Decide) (contracts.Job, error)) []Updated {
-	out := make([]Updated, len(ids))
-	for i, id := range ids {
-		out[i].Job, out[i].Err = update(ctx, id, func(job contracts.Job) (Change, error) { return decide(i, job) })
-	}
-	return out
 }
 
 // Apply returns j with ch applied as a driver applies it (see Change): the
@@ -102,37 +88,4 @@ func utcOrNil(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
-}
-
-// maxUpdatePasses bounds the compare-and-set misses UpdateByTransition
-// retries before it gives up with ErrConflict.
-const maxUpdatePasses = 5
-
-// Transitioner is the part of a store UpdateByTransition builds on.
-type Transitioner interface {
-	Get(ctx context.Context, id string) (contracts.Job, error)
-	Transition(ctx context.Context, exp Expect, ch Change) (contracts.Job, error)
-}
-
-// UpdateByTransition is Update for a driver without a read-modify-write
-// transaction: it reads the job, asks decide, and applies the change as a
-// compare-and-set on the state and claim read, reading again and asking
-// again after a miss (a few times, then ErrConflict).
-func UpdateByTransition(ctx context.Context, s Transitioner, id string, decide Decide) (contracts.Job, error) {
-	for range maxUpdatePasses {
-		job, err := s.Get(ctx, id)
-		if err != nil {
-			return contracts.Job{}, err
-		}
-		ch, err := decide(job)
-		if err != nil {
-			return contracts.Job{}, fmt.Errorf("update job %s: %w", id, err)
-		}
-		out, err := s.Transition(ctx, Expect{ID: id, State: job.State, Claim: job.Claim}, ch)
-		if errors.Is(err, ErrConflict) {
-			continue
-		}
-		return out, err
-	}
-	return contracts.Job{}, fmt.Errorf("update job %s: changed under every try: %w", id, ErrConflict)
 }

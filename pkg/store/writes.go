@@ -1,9 +1,6 @@
 package store
 
-import (
-	"context"
-	"sync/atomic"
-)
+import "context"
 
 // WriteOp names what a store write was for: the operation label of the
 // store's write counts (sluice_store_writes_total).
@@ -81,7 +78,7 @@ type WriteCounts struct {
 	// Writes is indexed by WriteOp.
 	Writes [writeOps]uint64
 	// Rows are the job rows written, indexed by WriteOp: the rows of a
-	// job table (JobTable) that committed writes inserted, updated or
+	// job table ("jobs" in both drivers) that committed writes inserted, updated or
 	// deleted. A write counts the rows the database wrote, as it reports
 	// them (SQLite: each row an INSERT, UPDATE or DELETE touched;
 	// MongoDB: documents inserted, modified, upserted or deleted), once
@@ -96,12 +93,6 @@ type WriteCounts struct {
 	// Commits are the transactions committed.
 	Commits uint64
 }
-
-// JobTable reports whether a table (embedded store) or collection
-// (MongoDB) named name holds jobs, so that the rows written there count
-// in WriteCounts.Rows; every other table's count as SideRows. Both
-// drivers keep a job in one row of "jobs".
-func JobTable(name string) bool { return name == "jobs" }
 
 // Total is the sum of Writes.
 func (c WriteCounts) Total() uint64 {
@@ -136,75 +127,6 @@ func (c WriteCounts) Sub(earlier WriteCounts) WriteCounts {
 type WriteCounter interface {
 	// WriteCounts reads the counts so far.
 	WriteCounts() WriteCounts
-}
-
-// WriteTally counts writes for a driver; safe for concurrent use. Its
-// zero value is ready.
-type WriteTally struct {
-	writes   [writeOps]atomic.Uint64
-	rows     [writeOps]atomic.Uint64
-	sideRows atomic.Uint64
-	commits  atomic.Uint64
-}
-
-// Wrote counts one committed write of op.
-func (t *WriteTally) Wrote(op WriteOp) {
-	t.writes[known(op)].Add(1)
-}
-
-// WroteRows counts n job rows written by committed writes of op
-// (WriteCounts.Rows).
-func (t *WriteTally) WroteRows(op WriteOp, n uint64) {
-	if n > 0 {
-		t.rows[known(op)].Add(n)
-	}
-}
-
-// known is op, or WriteOther for a value that names no operation.
-func known(op WriteOp) WriteOp {
-	if op < 0 || op >= writeOps {
-		return WriteOther
-	}
-	return op
-}
-
-// WroteSide counts n committed side rows (WriteCounts.SideRows).
-func (t *WriteTally) WroteSide(n uint64) {
-	if n > 0 {
-		t.sideRows.Add(n)
-	}
-}
-
-// Committed counts one committed transaction.
-func (t *WriteTally) Committed() { t.commits.Add(1) }
-
-// Add counts everything c holds: what one transaction wrote, counted
-// while it ran and added once it committed.
-func (t *WriteTally) Add(c WriteCounts) {
-	for i := range c.Writes {
-		if c.Writes[i] > 0 {
-			t.writes[i].Add(c.Writes[i])
-		}
-		if c.Rows[i] > 0 {
-			t.rows[i].Add(c.Rows[i])
-		}
-	}
-	t.WroteSide(c.SideRows)
-	if c.Commits > 0 {
-		t.commits.Add(c.Commits)
-	}
-}
-
-// WriteCounts reads the tally.
-func (t *WriteTally) WriteCounts() WriteCounts {
-	var c WriteCounts
-	for i := range c.Writes {
-		c.Writes[i] = t.writes[i].Load()
-		c.Rows[i] = t.rows[i].Load()
-	}
-	c.SideRows = t.sideRows.Load()
-	c.Commits = t.commits.Load()
-	return c
 }
 
 type writeOpKey struct{}

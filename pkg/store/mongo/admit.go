@@ -65,7 +65,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 			}
 		}
 
-		adm, err := s.reserve(ctx, caps, heldBy(job))
+		adm, err := s.reserve(ctx, caps, job)
 		if err != nil {
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
 		}

@@ -57,41 +57,29 @@ func heldBy(job contracts.Job) held {
 	return held{tenant: job.Tenant, slots: job.Slots(), items: job.HeldItems()}
 }
 
-// reserve takes h.slots slots in the global counter, then in the
-// tenant's, then h.items in the tenant's items counter, each within its
-// cap (0 = no cap, the counter still counts). When one has no room what
-// was taken is given back. It returns store.Admitted when all are taken,
-// or the rejection.
-func (s *Store) reserve(ctx context.Context, caps store.Caps, h held) (store.Admission, error) {
-	tenant, n := h.tenant, h.slots
-	ok, err := s.takeSlot(ctx, store.GlobalScope, caps.Global, n)
-	if err != nil {
-		return 0, fmt.Errorf("take global slot: %w", err)
-	}
-	if !ok {
-		return store.RejectedGlobal, nil
-	}
-	ok, err = s.takeSlot(ctx, store.TenantScope(tenant), caps.Tenant, n)
-	if err != nil || !ok {
-		if gerr := s.giveBack(ctx, n, store.GlobalScope); gerr != nil {
-			err = errors.Join(err, gerr)
+// reserve takes what job holds in each counter within its cap, in the
+// order store.Caps.CapChecks lists them (0 = no cap, the counter still
+// counts). When one has no room what was taken is given back. It returns
+// store.Admitted when all are taken, or the rejection of the cap that had
+// no room.
+func (s *Store) reserve(ctx context.Context, caps store.Caps, job contracts.Job) (store.Admission, error) {
+	checks := caps.CapChecks(job)
+	for i, k := range checks {
+		ok, err := s.takeSlot(ctx, k)
+		if err == nil && ok {
+			continue
+		}
+		for _, taken := range checks[:i] {
+			if gerr := s.giveBack(ctx, taken.N, taken.Scope); gerr != nil {
+				err = errors.Join(err, gerr)
+			}
 		}
 		if err != nil {
-			return 0, fmt.Errorf("take slot of tenant %q: %w", tenant, err)
+			return 0, fmt.Errorf("take %s: %w", k.Scope, err)
 		}
-		return store.RejectedTenant, nil
+		return k.Rejection, nil
 	}
-	ok, err = s.takeSlot(ctx, store.ItemsScope(tenant), caps.TenantItems, h.items)
-	if err == nil && ok {
-		return store.Admitted, nil
-	}
-	if gerr := s.giveBack(ctx, n, store.GlobalScope, store.TenantScope(tenant)); gerr != nil {
-		err = errors.Join(err, gerr)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("take items of tenant %q: %w", tenant, err)
-	}
-	return store.RejectedTenantItems, nil
+	return store.Admitted, nil
 }
 
 // releaseHeld gives back what an active job held (see held), in one
@@ -120,15 +108,16 @@ func (s *Store) releaseHeld(ctx context.Context, h held) error {
 	return nil
 }
 
-// takeSlot adds n to the scope's active count if that keeps it within
-// limit (or whatever it is when limit is 0), in one atomic step, and
+// takeSlot adds k.N to the counter k.Scope if that keeps it within k.Limit
+// (k.Fits; whatever it is when there is no limit), in one atomic step, and
 // reports whether it did. A missing counter is created holding these slots.
 //
 // The conditional update misses both when the counter is full and when it
 // does not exist yet; a read tells which. A full counter is a rejection at
 // the moment of that read; a missing one is inserted, and if another
 // admission inserted it first, the next round updates it.
-func (s *Store) takeSlot(ctx context.Context, scope string, limit, n int) (bool, error) {
+func (s *Store) takeSlot(ctx context.Context, k store.CapCheck) (bool, error) {
+	scope, limit, n := k.Scope, k.Limit, k.N
 	inc := bson.D{{Key: "$inc", Value: bson.D{{Key: fActive, Value: int64(n)}, {Key: fVersion, Value: int64(1)}}}}
 	if limit <= 0 {
 		// No cap: count anyway, creating the counter if need be. MongoDB
@@ -145,7 +134,7 @@ func (s *Store) takeSlot(ctx context.Context, scope string, limit, n int) (bool,
 		}
 		return false, errContended
 	}
-	if n > limit {
+	if !k.Fits(0) {
 		return false, nil
 	}
 	filter := bson.D{{Key: fID, Value: scope}, {Key: fActive, Value: bson.D{{Key: "$lte", Value: int64(limit - n)}}}}
@@ -170,7 +159,7 @@ func (s *Store) takeSlot(ctx context.Context, scope string, limit, n int) (bool,
 			}
 		case err != nil:
 			return false, err
-		case c.Active+int64(n) > int64(limit):
+		case !k.Fits(int(c.Active)):
 			return false, nil
 		}
 		// Created or freed meanwhile: try again.

@@ -74,14 +74,14 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 			return j, store.Joined, nil
 		}
 	}
-	adm, err := s.reserve(ctx, r.Caps, heldBy(job))
+	adm, err := s.reserve(ctx, r.Caps, job)
 	if err != nil || adm != store.Admitted {
 		if err != nil {
 			err = fmt.Errorf("mongo: %s: %w", op, err)
 		}
 		return contracts.Job{}, adm, err
 	}
-	release := min(job.Concurrency, len(r.Items))
+	release := store.ReleasedAtAdmission(job.Concurrency, len(r.Items))
 	stamps, err := s.stampFairN(ctx, job.Tenant, r.Caps.Weight, release)
 	if err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsert(ctx, job, err))
@@ -256,12 +256,28 @@ func (s *Store) releaseBelow(ctx context.Context, parent string, n int, now time
 	return err
 }
 
-// childEnded counts a child that just ended in state st on its parent: the
-// next held child takes its place (unless the child was held itself, or
-// the parent is cancelling), a failure under fail_fast cancels the
-// children still waiting, and the parent ends with its last child. Each
-// step is its own atomic update; Reconcile repairs what a failure between
-// them leaves.
+// fanoutParent is what the fan-out rules read of a parent document.
+func (d jobDoc) fanoutParent() store.FanoutParent {
+	return store.FanoutParent{ID: d.ID, State: publicState(d.State), Window: d.Window, Released: d.ChildrenReleased,
+		Counts: d.counts(), FailFast: d.FailFast, CancelRequested: d.CancelRequested}
+}
+
+// childEnded applies what store.EndChild decides of the parent of a child
+// that just ended in state st, then store.FinishParent. Without
+// transactions the change set is applied in this order, each step its own
+// atomic update, so that a process that dies between two steps leaves the
+// window narrower, never wider, and Reconcile (repairParents) repairs it:
+//
+//  1. the count, in the same update that reads the parent ($inc with the
+//     document returned after it): two children ending at once each see
+//     the other's count, so the last one sees every child ended;
+//  2. a fail-fast cancel: the cursor moves to the end before any waiting
+//     child is cancelled, so no release can slip in behind it
+//     (cancelWaiting);
+//  3. a release: the cursor's next index is taken before its child is
+//     released, so each index is released once (releaseNext);
+//  4. the parent's end, a compare-and-set on its active state: of two
+//     callers that see it done, one ends it and frees its slots.
 func (s *Store) childEnded(ctx context.Context, child jobDoc, st contracts.JobState, now time.Time) error {
 	field := map[contracts.JobState]string{contracts.StateSucceeded: fChildrenSucceeded,
 		contracts.StateFailed: fChildrenFailed, contracts.StateCancelled: fChildrenCancelled}[st]
@@ -275,13 +291,24 @@ func (s *Store) childEnded(ctx context.Context, child jobDoc, st contracts.JobSt
 	case err != nil:
 		return fmt.Errorf("count child %s on its parent: %w", child.ID, err)
 	}
-	switch {
-	case st == contracts.StateFailed && p.FailFast && !p.CancelRequested:
-		reason := contracts.JobError(contracts.ClassCancelled, fmt.Sprintf("fail_fast: child %s failed", child.ID))
-		if p, err = s.cancelWaiting(ctx, p, now, reason); err != nil {
+	// The parent was read with the child already counted (step 1): the
+	// rule decides the rest from it.
+	step := store.EndChild(p.fanoutParent(), true, child.ID, !child.Released, st, now)
+	step.Count = ""
+	return s.applyFanout(ctx, p, step, now)
+}
+
+// applyFanout applies a fan-out rule's change set to parent p in the order
+// childEnded explains (its count already applied), then ends p when
+// store.FinishParent says so.
+func (s *Store) applyFanout(ctx context.Context, p jobDoc, step store.FanoutStep, now time.Time) error {
+	if step.CancelWaiting != nil {
+		var err error
+		if p, err = s.cancelWaiting(ctx, p, *step.CancelWaiting); err != nil {
 			return err
 		}
-	case child.Released && !p.CancelRequested:
+	}
+	if step.ReleaseNext {
 		if err := s.releaseNext(ctx, p, now); err != nil {
 			return err
 		}
@@ -290,16 +317,14 @@ func (s *Store) childEnded(ctx context.Context, child jobDoc, st contracts.JobSt
 }
 
 // releaseNext releases the parent's next held child still waiting (one
-// cancelled while held is stepped over).
+// cancelled while held is stepped over), with the next stamp of the
+// tenant's fair queue and a dispatch deadline store.FanoutWait from now.
 func (s *Store) releaseNext(ctx context.Context, p jobDoc, now time.Time) error {
-	wait := time.Duration(0)
+	var deadline time.Time
 	if p.DispatchDeadline != nil {
-		from := p.CreatedAt
-		if p.RunAt != nil && p.RunAt.After(from) {
-			from = *p.RunAt
-		}
-		wait = p.DispatchDeadline.Sub(from)
+		deadline = *p.DispatchDeadline
 	}
+	wait := store.FanoutWait(deadline, p.CreatedAt, p.RunAt)
 	for {
 		var cur jobDoc
 		err := s.jobs.FindOneAndUpdate(ctx,
@@ -331,29 +356,26 @@ func (s *Store) releaseNext(ctx context.Context, p jobDoc, now time.Time) error 
 	}
 }
 
-// cancelWaiting moves the parent's cursor to the end, ends every child
-// still waiting cancelled and counts them, and asks its running children
-// to stop. It returns the parent as it is afterwards.
-func (s *Store) cancelWaiting(ctx context.Context, p jobDoc, now time.Time, reason string) (jobDoc, error) {
-	at := millis(now)
+// cancelWaiting applies a cancel cascade's CancelWaiting change ch
+// (store.CancelWaitingChange) to parent p: it moves the cursor to the end,
+// ends every child still waiting with ch and counts them, and asks the
+// running children to stop (store.RequestCancelChange). It returns the
+// parent as it is afterwards.
+func (s *Store) cancelWaiting(ctx context.Context, p jobDoc, ch store.Change) (jobDoc, error) {
 	if _, err := s.jobs.UpdateOne(ctx, parentFilter(p.ID),
 		bson.D{{Key: "$set", Value: bson.D{{Key: fChildrenReleased, Value: p.ChildrenTotal}}}}); err != nil {
 		return p, fmt.Errorf("close the window of %s: %w", p.ID, err)
 	}
 	res, err := s.jobs.UpdateMany(ctx,
 		bson.D{{Key: fParent, Value: p.ID}, {Key: fState, Value: bson.D{{Key: "$in", Value: waitingStates}}}},
-		bson.D{
-			{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateCancelled)}, {Key: fError, Value: reason},
-				{Key: fFinishedAt, Value: at}, {Key: fUpdatedAt, Value: at}}},
-			{Key: "$unset", Value: bson.D{{Key: fClaimUntil, Value: ""}, {Key: fNextDispatchAt, Value: ""}}},
-		})
+		buildUpdate(ch))
 	if err != nil {
 		return p, fmt.Errorf("cancel the waiting children of %s: %w", p.ID, err)
 	}
 	s.countMove(ctx, p.Tenant, contracts.StatePending, contracts.StateCancelled, int(res.ModifiedCount))
 	if _, err := s.jobs.UpdateMany(ctx,
 		bson.D{{Key: fParent, Value: p.ID}, {Key: fState, Value: string(contracts.StateRunning)}, {Key: fCancelRequested, Value: bson.D{{Key: "$ne", Value: true}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: fCancelRequested, Value: true}, {Key: fUpdatedAt, Value: at}}}}); err != nil {
+		buildUpdate(store.RequestCancelChange(ch.Now))); err != nil {
 		return p, fmt.Errorf("cancel the running children of %s: %w", p.ID, err)
 	}
 	var out jobDoc
@@ -366,75 +388,80 @@ func (s *Store) cancelWaiting(ctx context.Context, p jobDoc, now time.Time, reas
 	return out, nil
 }
 
-// finishParentIfDone ends the parent when every child has ended (a
-// compare-and-set on its active state: one caller wins) and frees its
-// admission slots.
+// finishParentIfDone ends the parent as store.FinishParent says, when it
+// says so (a compare-and-set on its active state: one caller wins), and
+// frees its admission slots.
 func (s *Store) finishParentIfDone(ctx context.Context, p jobDoc, now time.Time) error {
-	counts := p.counts()
-	if !counts.Done() {
+	if !p.counts().Done() {
 		return nil
 	}
-	res := contracts.FanoutResult{Children: counts}
 	cur, err := s.jobs.Find(ctx, bson.D{{Key: fParent, Value: p.ID}, {Key: fState, Value: string(contracts.StateFailed)}},
 		options.Find().SetSort(bson.D{{Key: fID, Value: 1}}).SetLimit(contracts.MaxFailedChildren).
 			SetProjection(bson.D{{Key: fID, Value: 1}}))
 	if err != nil {
 		return fmt.Errorf("read the failed children of %s: %w", p.ID, err)
 	}
-	var failed []struct {
+	var docs []struct {
 		ID string `bson:"_id"`
 	}
-	if err := cur.All(ctx, &failed); err != nil {
+	if err := cur.All(ctx, &docs); err != nil {
 		return fmt.Errorf("read the failed children of %s: %w", p.ID, err)
 	}
-	for _, f := range failed {
-		res.Failed = append(res.Failed, f.ID)
+	failed := make([]string, len(docs))
+	for i, f := range docs {
+		failed[i] = f.ID
 	}
-	doc, err := json.Marshal(res)
-	if err != nil {
-		return fmt.Errorf("encode the result of %s: %w", p.ID, err)
-	}
-	state := contracts.ParentFinalState(counts, p.CancelRequested)
-	at := millis(now)
-	set := bson.D{{Key: fState, Value: string(state)}, {Key: fResult, Value: string(doc)},
-		{Key: fFinishedAt, Value: at}, {Key: fUpdatedAt, Value: at}}
-	if e := contracts.ParentError(counts, p.CancelRequested); e != "" {
-		set = append(set, bson.E{Key: fError, Value: e})
+	end, ok := store.FinishParent(p.fanoutParent(), failed)
+	if !ok {
+		return nil
 	}
 	// The state it had before: pending or running, for the counters.
 	var was struct {
 		State string `bson:"state"`
 	}
-	err = s.jobs.FindOneAndUpdate(ctx, parentFilter(p.ID), bson.D{
-		{Key: "$set", Value: set},
-		{Key: "$unset", Value: bson.D{{Key: fClaimUntil, Value: ""}, {Key: fNextDispatchAt, Value: ""},
-			{Key: fActiveKey, Value: ""}, {Key: fProgress, Value: ""}}},
-	}).Decode(&was)
+	err = s.jobs.FindOneAndUpdate(ctx, parentFilter(p.ID), unsetAlso(buildUpdate(end.Change(now)), fProgress)).Decode(&was)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return nil // another caller ended it
 	case err != nil:
 		return fmt.Errorf("finish parent %s: %w", p.ID, err)
 	}
-	s.countMove(ctx, p.Tenant, publicState(was.State), state, 1)
+	s.countMove(ctx, p.Tenant, publicState(was.State), end.State, 1)
 	return s.releaseHeld(ctx, heldBy(p.job()))
 }
 
-// startParent marks a child's parent running (when it is still pending);
-// tenant is theirs.
+// unsetAlso is update u (buildUpdate's) that also unsets fields.
+func unsetAlso(u bson.D, fields ...string) bson.D {
+	more := make(bson.D, len(fields))
+	for i, f := range fields {
+		more[i] = bson.E{Key: f, Value: ""}
+	}
+	for i, e := range u {
+		if e.Key == "$unset" {
+			u[i].Value = append(e.Value.(bson.D), more...)
+			return u
+		}
+	}
+	return append(u, bson.E{Key: "$unset", Value: more})
+}
+
+// startParent marks a child's parent running (store.StartParentChange)
+// when it is still pending; tenant is theirs.
 func (s *Store) startParent(ctx context.Context, tenant, parent string, now time.Time) error {
-	at := millis(now)
+	ch := store.StartParentChange(now)
 	res, err := s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: parent}, {Key: fState, Value: string(contracts.StatePending)}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateRunning)},
-			{Key: fStartedAt, Value: at}, {Key: fUpdatedAt, Value: at}}}})
+		buildUpdate(ch))
 	if err != nil {
 		return fmt.Errorf("start parent %s: %w", parent, err)
 	}
-	s.countMove(ctx, tenant, contracts.StatePending, contracts.StateRunning, int(res.ModifiedCount))
+	s.countMove(ctx, tenant, contracts.StatePending, ch.State, int(res.ModifiedCount))
 	return nil
 }
 
-// CancelParent cancels a fan-out parent (see store.Store).
+// CancelParent cancels a fan-out parent (see store.Store): it applies
+// store.CancelFanout to the parent, marking it cancel_requested in the
+// update that reads it (so that no child's end can release after it),
+// then the rest of the change set as childEnded orders it.
 func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reason string) (contracts.Job, []contracts.Job, error) {
 	ctx = store.WithWriteOp(ctx, store.WriteCancel)
 	op := "cancel parent " + id
@@ -460,11 +487,11 @@ func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reas
 	case err != nil:
 		return contracts.Job{}, nil, fmt.Errorf("mongo: %s: %w", op, err)
 	}
-	if p, err = s.cancelWaiting(ctx, p, now, reason); err != nil {
-		return contracts.Job{}, nil, fmt.Errorf("mongo: %s: %w", op, err)
-	}
-	if err := s.finishParentIfDone(ctx, p, now); err != nil {
-		return contracts.Job{}, nil, fmt.Errorf("mongo: %s: %w", op, err)
+	if step, ok := store.CancelFanout(p.fanoutParent(), reason, now); ok {
+		// RequestCancel was applied with the read.
+		if err := s.applyFanout(ctx, p, step, now); err != nil {
+			return contracts.Job{}, nil, fmt.Errorf("mongo: %s: %w", op, err)
+		}
 	}
 	running, err := s.findJobs(ctx, bson.D{{Key: fParent, Value: id}, {Key: fState, Value: string(contracts.StateRunning)}},
 		options.Find().SetSort(bson.D{{Key: fID, Value: 1}}))
@@ -479,7 +506,7 @@ func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reas
 }
 
 // countRunning completes a parent's counts with its running children
-// (job() counts them as pending); other jobs are left alone.
+// (store.ChildCountsWith; job() counts them as pending); other jobs are left alone.
 func (s *Store) countRunning(ctx context.Context, j *contracts.Job) error {
 	if j.Children == nil || j.State.Final() {
 		return nil
@@ -488,9 +515,7 @@ func (s *Store) countRunning(ctx context.Context, j *contracts.Job) error {
 	if err != nil {
 		return fmt.Errorf("count the running children of %s: %w", j.ID, err)
 	}
-	c := *j.Children
-	c.Running = int(n)
-	c.Pending = max(c.Total-c.Finished()-c.Running, 0)
+	c := store.ChildCountsWith(*j.Children, int(n))
 	j.Children = &c
 	return nil
 }

@@ -69,8 +69,8 @@ func (s *Store) repairParents(ctx context.Context) (int, error) {
 		if err != nil {
 			return repaired, err
 		}
-		missing := p.ChildrenReleased < p.ChildrenTotal && !p.CancelRequested && open < p.Window
-		if actual.Finished() == stored.Finished() && !missing && !actual.Done() {
+		gaps := p.fanoutParent().Gaps(open)
+		if actual.Finished() == stored.Finished() && gaps == 0 && !actual.Done() {
 			continue
 		}
 		res, err := s.jobs.UpdateOne(ctx, bson.D{{Key: fID, Value: p.ID},
@@ -85,11 +85,9 @@ func (s *Store) repairParents(ctx context.Context) (int, error) {
 			continue // it moved after all: the next sweep looks again
 		}
 		p.ChildrenSucceeded, p.ChildrenFailed, p.ChildrenCancelled = actual.Succeeded, actual.Failed, actual.Cancelled
-		if !p.CancelRequested {
-			for range p.Window - open {
-				if err := s.releaseNext(ctx, p, now); err != nil {
-					return repaired, err
-				}
+		for range gaps {
+			if err := s.releaseNext(ctx, p, now); err != nil {
+				return repaired, err
 			}
 		}
 		if err := s.finishParentIfDone(ctx, p, now); err != nil {

@@ -70,6 +70,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/internal/tally"
 )
 
 // Store is the MongoDB implementation of store.Store. It is safe for
@@ -97,7 +98,7 @@ type Store struct {
 	// state: a test's writes landing during the count.
 	afterCount func()
 	// tally counts the write commands that succeeded (WriteCounts).
-	tally *store.WriteTally
+	tally *tally.Tally
 }
 
 var _ store.Store = (*Store)(nil)
@@ -131,9 +132,9 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 
 	// Defaults first: what the URI sets (w=, journal=) wins.
 	journal := true
-	tally := new(store.WriteTally)
+	wt := new(tally.Tally)
 	co := options.Client().
-		SetMonitor(newWriteMonitor(tally).monitor()).
+		SetMonitor(newWriteMonitor(wt).monitor()).
 		SetWriteConcern(&writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: &journal}).
 		SetReadPreference(readpref.Primary()).
 		SetServerSelectionTimeout(cfg.timeout).
@@ -160,7 +161,7 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 		grace:       cfg.grace,
 		now:         cfg.now,
 		suspects:    newSuspects(),
-		tally:       tally,
+		tally:       wt,
 	}
 	if err := s.ensureIndexes(ctx); err != nil {
 		_ = s.Close()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/internal/stale"
 )
 
 // Batch sizes used when a caller gives none.
@@ -116,7 +117,7 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 
 	ctx, cancel := s.call(ctx)
 	defer cancel()
-	var found store.StaleSet
+	var found stale.Set
 	for _, p := range parts {
 		jobs, err := s.findJobs(ctx, p.filter, options.Find().
 			SetSort(bson.D{{Key: p.sortBy, Value: 1}, {Key: fID, Value: 1}}).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/internal/update"
 )
 
 // Transition applies ch to the job while it is still at exp.State and
@@ -198,14 +199,14 @@ func (s *Store) explainMiss(ctx context.Context, exp store.Expect) error {
 
 // Update reads the job, asks decide for a change and applies it as a
 // compare-and-set on the state and attempt read; after a miss it reads and
-// asks again (see store.UpdateByTransition).
+// asks again (see update.ByTransition).
 func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (contracts.Job, error) {
 	ctx = store.WithWriteOp(ctx, store.WriteUpdate)
-	return store.UpdateByTransition(ctx, s, id, decide)
+	return update.ByTransition(ctx, s, id, decide)
 }
 
 // UpdateEach is Update of each id in turn (see store.Store).
 func (s *Store) UpdateEach(ctx context.Context, ids []string, decide store.DecideEach) ([]store.Updated, error) {
 	ctx = store.WithWriteOp(ctx, store.WriteUpdate)
-	return store.UpdateEachByUpdate(ctx, ids, decide, s.Update), nil
+	return update.Each(ctx, ids, decide, s.Update), nil
 }

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/internal/tally"
 )
 
 // writeCommands are the commands that write (bulk writes are sent as these).
@@ -16,16 +17,16 @@ var writeCommands = map[string]bool{"insert": true, "update": true, "delete": tr
 // writeMonitor counts, from the client's command events, each write
 // command that succeeded under the operation its context carries
 // (store.WithWriteOp), and the documents it wrote as the server's reply
-// reports them: job rows when its collection holds jobs (store.JobTable),
+// reports them: job rows when its collection holds jobs (tally.JobTable),
 // side rows otherwise.
 type writeMonitor struct {
-	tally *store.WriteTally
+	tally *tally.Tally
 	// inFlight maps the request id of each write command sent to its
 	// collection, until its reply (or failure) comes.
 	inFlight sync.Map
 }
 
-func newWriteMonitor(t *store.WriteTally) *writeMonitor { return &writeMonitor{tally: t} }
+func newWriteMonitor(t *tally.Tally) *writeMonitor { return &writeMonitor{tally: t} }
 
 // monitor is the client's command monitor.
 func (m *writeMonitor) monitor() *event.CommandMonitor {
@@ -49,7 +50,7 @@ func (m *writeMonitor) succeeded(ctx context.Context, e *event.CommandSucceededE
 	m.tally.Wrote(op)
 	m.tally.Committed()
 	n := docsWritten(e.CommandName, e.Reply)
-	if name, _ := coll.(string); store.JobTable(name) {
+	if name, _ := coll.(string); tally.JobTable(name) {
 		m.tally.WroteRows(op, n)
 		return
 	}

@@ -174,7 +174,7 @@ func newAdmitInput(r store.AdmitRequest) (admitInput, error) {
 	}
 	in := admitInput{job: job, caps: caps, progress: progress, runErrors: runErrors, items: r.Items, inputs: inputs}
 	if job.IsParent() {
-		in.held, in.released = 1, min(job.Concurrency, len(r.Items))
+		in.held, in.released = 1, store.ReleasedAtAdmission(job.Concurrency, len(r.Items))
 	}
 	return in, nil
 }
@@ -240,19 +240,19 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 			t = &scopeCount{active: c.active + c.delta, fairAt: c.fair, items: &scopeCount{active: it.active + it.delta}}
 			tenants[job.Tenant] = t
 		}
+		if adm := store.DecideAdmission(job, caps, func(scope string) int {
+			switch scope {
+			case store.GlobalScope:
+				return global.active + global.added
+			case store.TenantScope(job.Tenant):
+				return t.active + t.added
+			}
+			return t.items.active + t.items.added
+		}); adm != store.Admitted {
+			out[i] = store.AdmitResult{Admission: adm}
+			continue
+		}
 		slots, items := job.Slots(), job.HeldItems()
-		if caps.Global > 0 && global.active+global.added+slots > caps.Global {
-			out[i] = store.AdmitResult{Admission: store.RejectedGlobal}
-			continue
-		}
-		if caps.Tenant > 0 && t.active+t.added+slots > caps.Tenant {
-			out[i] = store.AdmitResult{Admission: store.RejectedTenant}
-			continue
-		}
-		if caps.TenantItems > 0 && t.items.active+t.items.added+items > caps.TenantItems {
-			out[i] = store.AdmitResult{Admission: store.RejectedTenantItems}
-			continue
-		}
 		if job.IsParent() {
 			// The parent is never dispatched; the children it releases
 			// at once take their places in the fair queue.

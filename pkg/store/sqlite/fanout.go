@@ -92,20 +92,18 @@ func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) er
 	return nil
 }
 
-// parentRow is what a child's end reads and writes of its parent. The
-// rows a write transaction read are kept until its commit (txParents), so
-// that the children of one parent that end in one group commit read and
-// write their parent once.
+// parentRow is what a child's end reads and writes of its parent: what
+// the fan-out rules read (store.FanoutParent) and what applying their
+// change sets needs besides. The rows a write transaction read are kept
+// until its commit (txParents), so that the children of one parent that
+// end in one group commit read and write their parent once.
 type parentRow struct {
-	dirty            bool // counts or cursor changed since read
-	id, tenant       string
-	state            contracts.JobState
-	window, released int
-	counts           contracts.ChildCounts
-	failFast, cancel bool
-	weight           float64
-	// wait is how long a released child may wait for a worker: the
-	// parent's own dispatch deadline, counted from its run_at or creation.
+	store.FanoutParent
+	dirty  bool // counts or cursor changed since read
+	tenant string
+	weight float64
+	// wait is how long a released child may wait for a worker
+	// (store.FanoutWait).
 	wait time.Duration
 	// op is what the write that last changed it counts as: its row,
 	// written at the commit, counts under it (rows.go).
@@ -116,7 +114,7 @@ type parentRow struct {
 const (
 	parentRowQuery = `SELECT tenant, state, window_size, children_released, children_total,
 			children_succeeded, children_failed, children_cancelled, fail_fast, cancel_requested,
-			weight, dispatch_deadline - max(created_at, coalesce(run_at, 0))
+			weight, dispatch_deadline, created_at, run_at
 		FROM jobs WHERE id = ? AND window_size > 0`
 	writeParentQuery = `UPDATE jobs SET children_released = ?, children_succeeded = ?,
 			children_failed = ?, children_cancelled = ?
@@ -164,21 +162,31 @@ func (s *Store) parent(ctx context.Context, tx *sql.Tx, id string) (*parentRow, 
 	if p, ok := s.parents[id]; ok {
 		return p, nil
 	}
-	p := &parentRow{id: id}
+	p := &parentRow{FanoutParent: store.FanoutParent{ID: id}}
 	var (
 		state            string
 		failFast, cancel int64
-		wait             sql.NullInt64
+		deadline, runAt  sql.NullInt64
+		created          int64
 	)
-	err := tx.StmtContext(ctx, s.ws.parentRow).QueryRowContext(ctx, id).Scan(&p.tenant, &state, &p.window, &p.released,
-		&p.counts.Total, &p.counts.Succeeded, &p.counts.Failed, &p.counts.Cancelled, &failFast, &cancel,
-		&p.weight, &wait)
+	err := tx.StmtContext(ctx, s.ws.parentRow).QueryRowContext(ctx, id).Scan(&p.tenant, &state, &p.Window, &p.Released,
+		&p.Counts.Total, &p.Counts.Succeeded, &p.Counts.Failed, &p.Counts.Cancelled, &failFast, &cancel,
+		&p.weight, &deadline, &created, &runAt)
 	if err != nil {
 		return nil, err
 	}
-	p.state = contracts.JobState(state)
-	p.failFast, p.cancel = failFast != 0, cancel != 0
-	p.wait = time.Duration(wait.Int64)
+	p.State = contracts.JobState(state)
+	p.FailFast, p.CancelRequested = failFast != 0, cancel != 0
+	var dl time.Time
+	if deadline.Valid {
+		dl = fromNanos(deadline.Int64)
+	}
+	var ra *time.Time
+	if runAt.Valid {
+		t := fromNanos(runAt.Int64)
+		ra = &t
+	}
+	p.wait = store.FanoutWait(dl, fromNanos(created), ra)
 	if s.parents == nil {
 		s.parents = txParents{}
 	}
@@ -193,42 +201,55 @@ func (s *Store) flushParents(ctx context.Context, tx *sql.Tx) error {
 			continue
 		}
 		s.rows.op = p.op
-		_, err := tx.StmtContext(ctx, s.ws.writeParent).ExecContext(ctx, p.released, p.counts.Succeeded, p.counts.Failed, p.counts.Cancelled, p.id)
+		_, err := tx.StmtContext(ctx, s.ws.writeParent).ExecContext(ctx, p.Released, p.Counts.Succeeded, p.Counts.Failed, p.Counts.Cancelled, p.ID)
 		if err != nil {
-			return fmt.Errorf("write parent %s: %w", p.id, err)
+			return fmt.Errorf("write parent %s: %w", p.ID, err)
 		}
 		p.dirty = false
 	}
 	return nil
 }
 
-// childEnded counts a child that just moved to the final state st on its
-// parent, in the same transaction: the next held child takes its place in
-// the window (unless the child was held itself, or the parent is
-// cancelling), a failure under fail_fast cancels the children still
-// waiting, and the parent ends with its last child.
+// childEnded applies, in the transaction that moved child to the final
+// state st, what store.EndChild decides of its parent (read in the same
+// transaction), then store.FinishParent.
 func (s *Store) childEnded(ctx context.Context, tx *sql.Tx, child contracts.Job, st contracts.JobState, now time.Time) error {
 	p, err := s.parent(ctx, tx, child.Parent)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil // a parent purged first: nothing to count on
-	case err != nil:
+	found := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("read parent %s: %w", child.Parent, err)
-	case p.state.Final():
-		return nil
+	}
+	var view store.FanoutParent
+	if found {
+		view = p.FanoutParent
 	}
 	// Children at or past the cursor were never released: one that ends
 	// (a cancel) held no place in the window.
-	held := child.Index != nil && *child.Index >= p.released
-	p.counts.Add(st)
+	held := child.Index != nil && *child.Index >= view.Released
+	step := store.EndChild(view, found, child.ID, held, st, now)
+	if step.Count == "" {
+		return nil // a parent purged first, or one that ended
+	}
+	return s.applyFanout(ctx, tx, p, step, now)
+}
+
+// applyFanout applies a fan-out rule's change set to p in the open
+// transaction, then ends p when store.FinishParent says so.
+func (s *Store) applyFanout(ctx context.Context, tx *sql.Tx, p *parentRow, step store.FanoutStep, now time.Time) error {
 	p.dirty, p.op = true, s.rows.op
-	switch {
-	case st == contracts.StateFailed && p.failFast && !p.cancel:
-		if err := s.cancelWaiting(ctx, tx, p, now, contracts.JobError(contracts.ClassCancelled,
-			fmt.Sprintf("fail_fast: child %s failed", child.ID))); err != nil {
+	p.FanoutParent = step.Apply(p.FanoutParent, 0)
+	if step.RequestCancel {
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested = 1, updated_at = ? WHERE id = ?`,
+			now.UnixNano(), p.ID); err != nil {
+			return fmt.Errorf("request cancel: %w", err)
+		}
+	}
+	if step.CancelWaiting != nil {
+		if err := s.cancelWaiting(ctx, tx, p, *step.CancelWaiting); err != nil {
 			return err
 		}
-	case !held && !p.cancel:
+	}
+	if step.ReleaseNext {
 		if err := s.releaseNext(ctx, tx, p, now); err != nil {
 			return err
 		}
@@ -237,11 +258,12 @@ func (s *Store) childEnded(ctx context.Context, tx *sql.Tx, child contracts.Job,
 }
 
 // releaseNext releases the parent's next held child still pending (one
-// cancelled while held is stepped over).
+// cancelled while held is stepped over), with the next stamp of the
+// tenant's fair queue and a dispatch deadline store.FanoutWait from now.
 func (s *Store) releaseNext(ctx context.Context, tx *sql.Tx, p *parentRow, now time.Time) error {
-	for p.released < p.counts.Total {
-		id := contracts.ChildID(p.id, p.released)
-		p.released++
+	for p.Released < p.Counts.Total {
+		id := contracts.ChildID(p.ID, p.Released)
+		p.Released++
 		g, err := s.counter(ctx, tx, store.GlobalScope)
 		if err != nil {
 			return err
@@ -263,81 +285,78 @@ func (s *Store) releaseNext(ctx context.Context, tx *sql.Tx, p *parentRow, now t
 	return nil
 }
 
-// cancelWaiting ends every pending child of p cancelled and asks its
-// running children to stop; nothing is released any more.
-func (s *Store) cancelWaiting(ctx context.Context, tx *sql.Tx, p *parentRow, now time.Time, reason string) error {
-	at := now.UnixNano()
-	res, err := tx.ExecContext(ctx, cancelWaitingQuery, reason, at, at, p.id)
+// cancelWaiting ends every pending child of p with ch
+// (store.CancelWaitingChange, as one statement), counts them on p and
+// asks its running children to stop (store.RequestCancelChange); nothing
+// is released any more (the rule moved p's cursor to the end).
+func (s *Store) cancelWaiting(ctx context.Context, tx *sql.Tx, p *parentRow, ch store.Change) error {
+	at := ch.Now.UnixNano()
+	res, err := tx.ExecContext(ctx, cancelWaitingQuery, *ch.Error, at, at, p.ID)
 	if err != nil {
-		return fmt.Errorf("cancel the waiting children of %s: %w", p.id, err)
+		return fmt.Errorf("cancel the waiting children of %s: %w", p.ID, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("cancel the waiting children of %s: %w", p.id, err)
+		return fmt.Errorf("cancel the waiting children of %s: %w", p.ID, err)
 	}
 	s.countMove(p.tenant, contracts.StatePending, contracts.StateCancelled, int(n))
-	p.counts.Cancelled += int(n)
-	p.released = p.counts.Total
-	p.dirty, p.op = true, s.rows.op
-	if _, err := tx.ExecContext(ctx, requestCancelQuery, at, p.id); err != nil {
-		return fmt.Errorf("cancel the running children of %s: %w", p.id, err)
+	p.Counts.Cancelled += int(n)
+	if _, err := tx.ExecContext(ctx, requestCancelQuery, at, p.ID); err != nil {
+		return fmt.Errorf("cancel the running children of %s: %w", p.ID, err)
 	}
 	return nil
 }
 
-// finishParentIfDone ends the parent when every child has ended: its
-// result names the counts and the first failed children, and its
-// admission slots are freed.
+// finishParentIfDone ends the parent as store.FinishParent says, when it
+// says so, and frees its admission slots.
 func (s *Store) finishParentIfDone(ctx context.Context, tx *sql.Tx, p *parentRow, now time.Time) error {
-	if !p.counts.Done() || p.state.Final() {
+	if !p.Counts.Done() || p.State.Final() {
 		return nil
 	}
-	counts := p.counts
-	counts.Pending, counts.Running = 0, 0
-	res := contracts.FanoutResult{Children: counts}
-	rows, err := tx.QueryContext(ctx, failedChildrenQuery, p.id, contracts.MaxFailedChildren)
+	var failed []string
+	rows, err := tx.QueryContext(ctx, failedChildrenQuery, p.ID, contracts.MaxFailedChildren)
 	if err != nil {
-		return fmt.Errorf("read the failed children of %s: %w", p.id, err)
+		return fmt.Errorf("read the failed children of %s: %w", p.ID, err)
 	}
-	if err := scanAll(rows, func(id string, _ int) { res.Failed = append(res.Failed, id) }); err != nil {
-		return fmt.Errorf("read the failed children of %s: %w", p.id, err)
+	if err := scanAll(rows, func(id string, _ int) { failed = append(failed, id) }); err != nil {
+		return fmt.Errorf("read the failed children of %s: %w", p.ID, err)
 	}
-	doc, err := json.Marshal(res)
-	if err != nil {
-		return fmt.Errorf("encode the result of %s: %w", p.id, err)
+	end, ok := store.FinishParent(p.FanoutParent, failed)
+	if !ok {
+		return nil
 	}
-	state := contracts.ParentFinalState(counts, p.cancel)
 	at := now.UnixNano()
-	r, err := tx.ExecContext(ctx, finishParentQuery, string(state), contracts.ParentError(counts, p.cancel), string(doc), at, at,
-		p.released, counts.Succeeded, counts.Failed, counts.Cancelled, p.id)
+	r, err := tx.ExecContext(ctx, finishParentQuery, string(end.State), end.Error, string(end.Result), at, at,
+		p.Released, end.Counts.Succeeded, end.Counts.Failed, end.Counts.Cancelled, p.ID)
 	if err != nil {
-		return fmt.Errorf("finish parent %s: %w", p.id, err)
+		return fmt.Errorf("finish parent %s: %w", p.ID, err)
 	}
 	if n, _ := r.RowsAffected(); n == 1 {
-		s.release(p.tenant, contracts.ParentSlots(p.window, p.counts.Total), contracts.JobItems(p.counts.Total))
-		s.countMove(p.tenant, p.state, state, 1)
-		p.state = state
+		s.release(p.tenant, contracts.ParentSlots(p.Window, p.Counts.Total), contracts.JobItems(p.Counts.Total))
+		s.countMove(p.tenant, p.State, end.State, 1)
+		p.State = end.State
 	}
 	return nil
 }
 
-// startParent marks a child's parent (of tenant) running (when it is
-// still pending).
+// startParent marks a child's parent (of tenant) running
+// (store.StartParentChange) when it is still pending.
 func (s *Store) startParent(ctx context.Context, tx *sql.Tx, tenant, parent string, now time.Time) error {
-	res, err := tx.StmtContext(ctx, s.ws.startParent).ExecContext(ctx, now.UnixNano(), now.UnixNano(), parent)
+	ch := store.StartParentChange(now)
+	res, err := tx.StmtContext(ctx, s.ws.startParent).ExecContext(ctx, ch.StartedAt.UnixNano(), ch.Now.UnixNano(), parent)
 	if err != nil {
 		return fmt.Errorf("start parent %s: %w", parent, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("start parent %s: %w", parent, err)
 	} else if n > 0 {
-		s.countMove(tenant, contracts.StatePending, contracts.StateRunning, int(n))
+		s.countMove(tenant, contracts.StatePending, ch.State, int(n))
 	}
 	return nil
 }
 
 // CancelParent cancels a fan-out parent in one write transaction (see
-// store.Store).
+// store.Store): it applies store.CancelFanout to the parent as read.
 func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reason string) (contracts.Job, []contracts.Job, error) {
 	if now.IsZero() {
 		now = time.Now()
@@ -358,16 +377,8 @@ func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reas
 		case err != nil:
 			return fmt.Errorf("read parent: %w", err)
 		}
-		if !p.state.Final() {
-			at := now.UnixNano()
-			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested = 1, updated_at = ? WHERE id = ?`, at, id); err != nil {
-				return fmt.Errorf("request cancel: %w", err)
-			}
-			p.cancel = true
-			if err := s.cancelWaiting(ctx, tx, p, now, reason); err != nil {
-				return err
-			}
-			if err := s.finishParentIfDone(ctx, tx, p, now); err != nil {
+		if step, ok := store.CancelFanout(p.FanoutParent, reason, now); ok {
+			if err := s.applyFanout(ctx, tx, p, step, now); err != nil {
 				return err
 			}
 			if err := s.flushParents(ctx, tx); err != nil {
@@ -395,7 +406,8 @@ func (s *Store) CancelParent(ctx context.Context, id string, now time.Time, reas
 }
 
 // countRunning completes a parent's counts with its running children
-// (scanJob counts them as pending); other jobs are left alone.
+// (store.ChildCountsWith; scanJob counts them as pending); other jobs are
+// left alone.
 func (s *Store) countRunning(ctx context.Context, q querier, j *contracts.Job) error {
 	if j.Children == nil || j.State.Final() {
 		return nil
@@ -404,9 +416,7 @@ func (s *Store) countRunning(ctx context.Context, q querier, j *contracts.Job) e
 	if err := q.QueryRowContext(ctx, countRunningQuery, j.ID).Scan(&n); err != nil {
 		return fmt.Errorf("count the running children of %s: %w", j.ID, err)
 	}
-	c := *j.Children
-	c.Running = n
-	c.Pending = max(c.Total-c.Finished()-n, 0)
+	c := store.ChildCountsWith(*j.Children, n)
 	j.Children = &c
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	msqlite "modernc.org/sqlite"
 
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/internal/tally"
 )
 
 // Rows written. SQLite tells a registered pre-update hook of every row an
@@ -44,7 +45,7 @@ type txRows struct {
 
 // wrote counts one row of table, under the operation running now.
 func (t *txRows) wrote(table string) {
-	if store.JobTable(table) {
+	if tally.JobTable(table) {
 		t.n.Rows[t.op]++
 		return
 	}

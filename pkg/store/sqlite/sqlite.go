@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/internal/tally"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -227,7 +228,7 @@ type Store struct {
 	// state exact or repaired them (unix nanoseconds; 0: not since Open).
 	stateChecked atomic.Int64
 	// tally counts the writes committed (WriteCounts).
-	tally store.WriteTally
+	tally tally.Tally
 	// rows are the rows the open write transaction wrote (see rows.go),
 	// counted by the writer connection's pre-update hook.
 	rows *txRows

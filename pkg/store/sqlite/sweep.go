@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/store/internal/stale"
 )
 
 // Batch sizes used when a caller gives none.
@@ -131,7 +132,7 @@ func (s *Store) Stale(ctx context.Context, q store.StaleQuery) ([]contracts.Job,
 		return nil, nil
 	}
 
-	var found store.StaleSet
+	var found stale.Set
 	err := s.read(ctx, "find stale jobs", func(tx *sql.Tx) error {
 		for _, p := range parts {
 			rows, err := tx.QueryContext(ctx, p.query, p.args...)

@@ -88,47 +88,32 @@ func (c *Canceller) Cancel(ctx context.Context, tenant, id string) (contracts.Jo
 		case job.Tenant != tenant:
 			return contracts.Job{}, ErrNotFound
 		}
-		if job.IsParent() && job.State.Active() {
+		d := store.DecideCancel(job, c.now().UTC())
+		out := job
+		switch d.Action {
+		case store.CancelCascade:
 			return c.cancelParent(ctx, job)
-		}
-		switch job.State {
-		case contracts.StateCancelled:
+		case store.CancelNothing:
 			return job, nil
-		case contracts.StateSucceeded, contracts.StateFailed:
+		case store.CancelRefused:
+			if !job.State.Final() {
+				return contracts.Job{}, fmt.Errorf("cancel job %s: unknown state %q", id, job.State)
+			}
 			return job, &FinishedError{State: job.State}
-		case contracts.StatePending:
-			reason := contracts.CancelledByRequest
-			out, err := c.store.Transition(ctx,
-				store.Expect{ID: job.ID, State: contracts.StatePending, Claim: job.Claim},
-				store.Change{Now: c.now().UTC(), State: contracts.StateCancelled, Error: &reason})
+		case store.CancelWrite:
+			out, err = c.store.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Claim: job.Claim}, d.Change)
 			if isMiss(err) {
 				continue
 			}
 			if err != nil {
-				return contracts.Job{}, fmt.Errorf("cancel pending job %s: %w", id, err)
+				return contracts.Job{}, fmt.Errorf("cancel %s job %s: %w", job.State, id, err)
 			}
 			c.ev.State(out)
-			return out, nil
-		case contracts.StateRunning:
-			out := job
-			if !job.CancelRequested {
-				yes := true
-				out, err = c.store.Transition(ctx,
-					store.Expect{ID: job.ID, State: contracts.StateRunning, Claim: job.Claim},
-					store.Change{Now: c.now().UTC(), State: contracts.StateRunning, CancelRequested: &yes})
-				if isMiss(err) {
-					continue
-				}
-				if err != nil {
-					return contracts.Job{}, fmt.Errorf("request cancel of running job %s: %w", id, err)
-				}
-				c.ev.State(out)
-			}
-			c.tellWorker(out)
-			return out, nil
-		default:
-			return contracts.Job{}, fmt.Errorf("cancel job %s: unknown state %q", id, job.State)
 		}
+		if d.TellWorker {
+			c.tellWorker(out)
+		}
+		return out, nil
 	}
 	return contracts.Job{}, fmt.Errorf("cancel job %s: %w", id, ErrBusy)
 }

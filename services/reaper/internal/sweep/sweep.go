@@ -73,18 +73,10 @@ func New(cfg Config, jobs Jobs, pub Publisher, now func() time.Time) *Sweeper {
 }
 
 // Reason says why the reaper requeues a job it found, or "" if it should
-// not: only running jobs are ever the reaper's.
+// not: the stale-requeue rule (store.StaleRule) with the reaper's
+// thresholds, the same the scheduler checks the event against.
 func Reason(j contracts.Job, now time.Time, cfg Config) contracts.RequeueReason {
-	if j.State != contracts.StateRunning {
-		return ""
-	}
-	if cfg.MaxRuntime > 0 && j.StartedAt != nil && now.Sub(*j.StartedAt) >= cfg.MaxRuntime {
-		return contracts.ReasonTimeout
-	}
-	if j.Stale(now, cfg.StaleThreshold) {
-		return contracts.ReasonStale
-	}
-	return ""
+	return store.StaleRule{Threshold: cfg.StaleThreshold, MaxRuntime: cfg.MaxRuntime}.Reason(j, now)
 }
 
 // Run does one sweep. It goes on past a failing step and returns every

@@ -3,8 +3,6 @@ package apply
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -33,53 +31,25 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 		log.Warn().Err(err).Msg("store unavailable; requeue retried")
 		return consume.RetryIn(storeRetry)
 	}
-	if job.State != rq.State || job.Claim != rq.Claim {
-		return consume.Ack() // the job moved on; the event is stale
+	d := a.staleRule().DecideRequeue(job, rq, a.now())
+	switch d.Action {
+	case store.RequeueRedeliver:
+		return a.redeliver(ctx, job, log)
+	case store.RequeueRunAgain:
+		return a.requeueRunning(ctx, job, d.Change, rq.Reason, log)
+	case store.RequeueEnd:
+		return a.end(ctx, job, d.Change, rq.Reason, log)
 	}
-	now := a.now()
-	if job.State == contracts.StatePending {
-		return a.redeliver(ctx, job, now, log)
-	}
-	switch rq.Reason {
-	case contracts.ReasonTimeout:
-		if a.cfg.MaxRuntime <= 0 || job.StartedAt == nil || now.Sub(*job.StartedAt) < a.cfg.MaxRuntime {
-			return consume.Ack()
-		}
-	case contracts.ReasonStale:
-		if !a.stale(job, now) {
-			return consume.Ack()
-		}
-	}
-	// The run is over. A job a user asked to cancel ends cancelled: it
-	// neither runs again nor fails for how its run ended.
-	if job.CancelRequested {
-		return a.end(ctx, job, now, contracts.StateCancelled, contracts.CancelledByRequest, rq.Reason, log)
-	}
-	switch rq.Reason {
-	case contracts.ReasonTimeout:
-		return a.end(ctx, job, now, contracts.StateFailed, contracts.JobError(contracts.ClassTimeout,
-			fmt.Sprintf("ran longer than the maximum runtime %s", a.cfg.MaxRuntime)), rq.Reason, log)
-	case contracts.ReasonStale:
-		msg := contracts.JobError(contracts.ClassStale, fmt.Sprintf(
-			"worker %s stopped heartbeating; the job ran %d times (max_attempts %d)", job.Worker, job.Attempt, job.MaxAttempts))
-		if !contracts.RunsAgain(job, msg, false) {
-			return a.end(ctx, job, now, contracts.StateFailed, msg, rq.Reason, log)
-		}
-	}
-	return a.requeueRunning(ctx, job, now, rq.Reason, log)
+	return consume.Ack() // the job moved on, or the reason no longer holds
 }
 
-// stale applies the stale rule (contracts.Job.Stale) with the scheduler's
-// threshold.
-func (a *Applier) stale(job contracts.Job, now time.Time) bool {
-	return job.Stale(now, a.cfg.StaleThreshold)
+// staleRule is the stale-requeue rule with the scheduler's thresholds.
+func (a *Applier) staleRule() store.StaleRule {
+	return store.StaleRule{Threshold: a.cfg.StaleThreshold, MaxRuntime: a.cfg.MaxRuntime}
 }
 
 // redeliver republishes a due message for a pending job whose message was lost.
-func (a *Applier) redeliver(ctx context.Context, job contracts.Job, now time.Time, log zerolog.Logger) consume.Settle {
-	if job.ClaimUntil != nil && job.ClaimUntil.After(now) {
-		return consume.Ack() // a scheduler is offering it right now
-	}
+func (a *Applier) redeliver(ctx context.Context, job contracts.Job, log zerolog.Logger) consume.Settle {
 	if err := a.notify.Due(ctx, job.ID); err != nil {
 		log.Warn().Err(err).Msg("due not republished; requeue retried")
 		return consume.RetryIn(storeRetry)
@@ -89,11 +59,10 @@ func (a *Applier) redeliver(ctx context.Context, job contracts.Job, now time.Tim
 	return consume.Ack()
 }
 
-// requeueRunning takes the attempt back (attempt + 1) and dispatches again.
-func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now time.Time, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
-	none := ""
-	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Claim: job.Claim},
-		store.Change{Now: now, State: contracts.StatePending, Claim: job.Claim + 1, Worker: &none, NextDispatchAt: &now, ClearClaim: true})
+// requeueRunning applies ch (store.RequeueChange: the next claim, pending)
+// and dispatches the job again.
+func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, ch store.Change, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
+	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: contracts.StateRunning, Claim: job.Claim}, ch)
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		return consume.Ack()
@@ -111,11 +80,11 @@ func (a *Applier) requeueRunning(ctx context.Context, job contracts.Job, now tim
 	return consume.Ack()
 }
 
-// end ends the job in state (failed or cancelled) with msg for a requeue
-// event of reason.
-func (a *Applier) end(ctx context.Context, job contracts.Job, now time.Time, state contracts.JobState, msg string, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
-	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Claim: job.Claim},
-		store.Change{Now: now, State: state, Error: &msg})
+// end applies ch, the end (failed or cancelled) of the job's run for a
+// requeue event of reason.
+func (a *Applier) end(ctx context.Context, job contracts.Job, ch store.Change, reason contracts.RequeueReason, log zerolog.Logger) consume.Settle {
+	state, msg := ch.State, *ch.Error
+	out, err := a.jobs.Transition(ctx, store.Expect{ID: job.ID, State: job.State, Claim: job.Claim}, ch)
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		return consume.Ack()

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -111,37 +112,12 @@ func (a *Applier) forgetProgress(res contracts.Result, outcome string) {
 // errStale is the decision on a result that no longer speaks for its job.
 var errStale = errors.New("result for an old claim")
 
-// resultChange is the change a current result makes to job: its final
-// state, or a retry when the run failed and may run again. A failed run of
-// a job a user asked to cancel ends it cancelled: the worker had not
-// learned of the request when the run ended, and the job must not run
-// again.
+// resultChange is the change a current result makes to job: the retry
+// rule (store.ResultChange) with the configured backoff (RetryDelay).
 func (a *Applier) resultChange(job contracts.Job, res contracts.Result) store.Change {
-	now := a.now()
-	// A run counts from its start heartbeat; a result that beats it
-	// still ends a run.
-	ch := store.Change{Now: now, State: res.State, Result: res.Result, IncAttempt: job.State == contracts.StatePending}
-	if res.Error != "" {
-		ch.Error = &res.Error
-	}
-	if res.State != contracts.StateFailed {
-		return ch
-	}
-	runs := job.Attempt
-	if job.State == contracts.StatePending {
-		runs++
-	}
-	ch.Errors = contracts.AppendRunError(job.Errors, contracts.RunError{Attempt: runs, Claim: job.Claim, Error: res.Error, At: now})
-	counted := job
-	counted.Attempt = runs
-	switch {
-	case job.CancelRequested:
-		cancelled := contracts.CancelledByRequest
-		ch.State, ch.Error = contracts.StateCancelled, &cancelled
-	case contracts.RunsAgain(counted, res.Error, res.Permanent):
-		ch = a.retryChange(job, runs, ch)
-	}
-	return ch
+	return store.ResultChange(job, res, a.now(), func(runs int) time.Duration {
+		return RetryDelay(runs, a.cfg.RetryBackoff, a.cfg.RetryBackoffMax)
+	})
 }
 
 // Current reports whether a report for attempt from workerID still speaks
@@ -153,14 +129,4 @@ func Current(job contracts.Job, attempt int64, workerID string) bool {
 		return false
 	}
 	return job.State == contracts.StatePending || job.Worker == workerID
-}
-
-// retryChange turns the final change of a failed run into its retry: back
-// to pending under a new attempt, off the worker, ready after the backoff,
-// keeping the run's error in the job's errors.
-func (a *Applier) retryChange(job contracts.Job, runs int, final store.Change) store.Change {
-	next := final.Now.Add(RetryDelay(runs, a.cfg.RetryBackoff, a.cfg.RetryBackoffMax))
-	none := ""
-	return store.Change{Now: final.Now, State: contracts.StatePending, Claim: job.Claim + 1, Worker: &none,
-		IncAttempt: final.IncAttempt, ClearClaim: true, NextDispatchAt: &next, Errors: final.Errors}
 }

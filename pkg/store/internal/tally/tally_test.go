@@ -1,9 +1,11 @@
-package store
+package tally
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/store"
 )
 
 func TestJobTable(t *testing.T) {
@@ -26,25 +28,25 @@ func TestJobTable(t *testing.T) {
 // and Sub gives what was written between two readings.
 func TestWriteTallyAddAndSub(t *testing.T) {
 	t.Parallel()
-	var tally WriteTally
-	tally.Wrote(WriteAdmit)
-	tally.WroteRows(WriteAdmit, 1)
+	var tally Tally
+	tally.Wrote(store.WriteAdmit)
+	tally.WroteRows(store.WriteAdmit, 1)
 	tally.WroteSide(2)
 	tally.Committed()
 	before := tally.WriteCounts()
 
-	var tx WriteCounts
-	tx.Writes[WriteClaim] = 1
-	tx.Rows[WriteClaim] = 256
-	tx.Writes[WriteHeartbeat] = 1
-	tx.Rows[WriteHeartbeat] = 100
+	var tx store.WriteCounts
+	tx.Writes[store.WriteClaim] = 1
+	tx.Rows[store.WriteClaim] = 256
+	tx.Writes[store.WriteHeartbeat] = 1
+	tx.Rows[store.WriteHeartbeat] = 100
 	tx.SideRows = 3
 	tx.Commits = 1
 	tally.Add(tx)
-	tally.WroteRows(WriteOp(-1), 5) // names no operation: counts as other
+	tally.WroteRows(store.WriteOp(-1), 5) // names no operation: counts as other
 
 	d := tally.WriteCounts().Sub(before)
-	tx.Rows[WriteOther] = 5
+	tx.Rows[store.WriteOther] = 5
 	require.Equal(t, tx, d)
 	require.Equal(t, uint64(2), d.Total())
 	require.Equal(t, uint64(361), d.RowsTotal())
