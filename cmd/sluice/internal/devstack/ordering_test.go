@@ -49,11 +49,13 @@ func (b *bundle) startOrder(ids []string, within time.Duration) []string {
 }
 
 // TestPriorityOrdersTheWaitingJobs: with one slot taken, a later job of
-// higher priority starts before every waiting job of lower priority.
+// higher priority starts before every waiting job of lower priority. The
+// slot is held until every job is in (the blocker runs until it is
+// cancelled), so a slow submit cannot let a low job start first.
 func TestPriorityOrdersTheWaitingJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: 1}, nil)
-	blocker := b.mustSubmit("sleep", map[string]int{"ms": 400})
+	blocker := b.mustSubmit("sleep", map[string]int{"ms": 60_000})
 	b.waitState(blocker.ID, contracts.StateRunning, 10*time.Second)
 	var low []string
 	for range 4 {
@@ -67,11 +69,13 @@ func TestPriorityOrdersTheWaitingJobs(t *testing.T) {
 	code, high := b.submit(req)
 	require.Equal(t, http.StatusAccepted, code)
 	require.Equal(t, 9, high.Priority)
+	code, body := b.cancelJob(blocker.ID)
+	require.Equal(t, http.StatusAccepted, code, string(body))
+	require.Equal(t, contracts.StateCancelled, b.waitFinal(blocker.ID, 20*time.Second).State)
 
-	order := b.startOrder(append([]string{blocker.ID, high.ID}, low...), 20*time.Second)
-	require.Equal(t, blocker.ID, order[0])
-	require.Equal(t, high.ID, order[1], "the priority-9 job goes before the priority-1 jobs that were waiting")
-	require.Equal(t, low, order[2:], "equal priority keeps its order")
+	order := b.startOrder(append([]string{high.ID}, low...), 20*time.Second)
+	require.Equal(t, high.ID, order[0], "the priority-9 job goes before the priority-1 jobs that were waiting")
+	require.Equal(t, low, order[1:], "equal priority keeps its order")
 }
 
 // TestTenantsTakeTurns: a tenant that queued many jobs delays another
