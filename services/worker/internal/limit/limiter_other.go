@@ -1,0 +1,64 @@
+//go:build !linux
+
+package limit
+
+import (
+	"os/exec"
+	"runtime"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
+)
+
+// Options say how to build a Limiter.
+type Options struct {
+	// Name is the worker's cgroup name (unused here).
+	Name string
+	// Want caps the mechanism (only none exists here).
+	Want contracts.LimitMechanism
+}
+
+// Limiter starts exec jobs' processes; outside Linux it enforces nothing.
+type Limiter struct{}
+
+// New returns a Limiter that enforces nothing.
+func New(Options) *Limiter { return &Limiter{} }
+
+// Mechanism is none.
+func (l *Limiter) Mechanism() contracts.LimitMechanism { return contracts.LimitNone }
+
+// Reason says why nothing is enforced.
+func (l *Limiter) Reason() string { return "limits are enforced on Linux only" }
+
+// Close does nothing.
+func (l *Limiter) Close() error { return nil }
+
+// Run is one started process.
+type Run struct{ cmd *exec.Cmd }
+
+// Start starts cmd.
+func (l *Limiter) Start(cmd *exec.Cmd, _ string, _ contracts.Resources, _ time.Duration) (*Run, error) {
+	return &Run{cmd: cmd}, cmd.Start()
+}
+
+// Kill kills the process.
+func (r *Run) Kill() {
+	if r.cmd.Process != nil {
+		_ = r.cmd.Process.Kill()
+	}
+}
+
+// Outcome is how a finished run stood against its limits.
+type Outcome struct {
+	Usage      contracts.Usage
+	OverMemory bool
+	OverCPU    bool
+}
+
+// Finish reports the mechanism.
+func (r *Run) Finish() Outcome {
+	return Outcome{Usage: contracts.Usage{Mechanism: contracts.LimitNone}}
+}
+
+// Capacity is the machine's cores (memory unknown here).
+func Capacity() contracts.Resources { return contracts.Resources{CPU: float64(runtime.NumCPU())} }
