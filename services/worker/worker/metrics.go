@@ -44,6 +44,11 @@ type metrics struct {
 	handlerSeconds *prometheus.HistogramVec
 	// fenced counts leases whose handler was cancelled, by reason.
 	fenced *prometheus.CounterVec
+	// cpu and memory are the worker's capacity and what its running jobs
+	// declared of it; pressure is 1 while measured use is above a target.
+	cpuCapacity, cpuDeclared       prometheus.Gauge
+	memoryCapacity, memoryDeclared prometheus.Gauge
+	pressure                       prometheus.Gauge
 }
 
 // newMetrics registers the worker's series on reg. Series another worker
@@ -113,6 +118,20 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	gauges := map[string]*prometheus.GaugeVec{}
+	for name, help := range map[string]string{
+		"sluice_worker_cpu_capacity_cores":    "CPU cores the declared resources of the worker's running jobs may add up to (SLUICE_WORKER_CPU).",
+		"sluice_worker_cpu_declared_cores":    "CPU cores the worker's running jobs declared (or got by default).",
+		"sluice_worker_memory_capacity_bytes": "Memory the declared resources of the worker's running jobs may add up to (SLUICE_WORKER_MEMORY).",
+		"sluice_worker_memory_declared_bytes": "Memory the worker's running jobs declared (or got by default).",
+		"sluice_worker_over_target":           "1 while the worker's measured memory or CPU use is above its target (SLUICE_WORKER_TARGET_MEMORY, SLUICE_WORKER_TARGET_CPU) and it answers busy, else 0.",
+	} {
+		g, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"worker_id"}))
+		if err != nil {
+			return nil, err
+		}
+		gauges[name] = g
+	}
 	// Start every known series at zero so dashboards see them before the first event.
 	for _, o := range []string{"sent", "dropped"} {
 		progress.WithLabelValues(o)
@@ -143,6 +162,12 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 
 		handlerSeconds: handlerSeconds,
 		fenced:         fenced,
+
+		cpuCapacity:    gauges["sluice_worker_cpu_capacity_cores"].WithLabelValues(workerID),
+		cpuDeclared:    gauges["sluice_worker_cpu_declared_cores"].WithLabelValues(workerID),
+		memoryCapacity: gauges["sluice_worker_memory_capacity_bytes"].WithLabelValues(workerID),
+		memoryDeclared: gauges["sluice_worker_memory_declared_bytes"].WithLabelValues(workerID),
+		pressure:       gauges["sluice_worker_over_target"].WithLabelValues(workerID),
 	}, nil
 }
 

@@ -3,6 +3,7 @@
 package limit
 
 import (
+	"errors"
 	"os/exec"
 	"runtime"
 	"time"
@@ -62,3 +63,14 @@ func (r *Run) Finish() Outcome {
 
 // Capacity is the machine's cores (memory unknown here).
 func Capacity() contracts.Resources { return contracts.Resources{CPU: float64(runtime.NumCPU())} }
+
+// Sampler measures nothing outside Linux.
+type Sampler struct{}
+
+// NewSampler returns a Sampler.
+func NewSampler() *Sampler { return &Sampler{} }
+
+// Sample fails: nothing is measured here.
+func (s *Sampler) Sample() (Measure, error) {
+	return Measure{}, errors.New("limit: use is measured on Linux only")
+}
