@@ -260,8 +260,8 @@ func (r *Run) setRlimits() error {
 // into the cgroup).
 func (r *Run) startV2(name string) error {
 	dir := filepath.Join(r.l.v2, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return fmt.Errorf("limit: make cgroup: %w", err)
+	if err := makeCgroup(dir); err != nil {
+		return err
 	}
 	r.dirs = map[string]string{"": dir}
 	fail := func(err error) error {
@@ -306,9 +306,9 @@ func (r *Run) startV1(name string) error {
 	r.dirs = map[string]string{}
 	for c, parent := range r.l.v1 {
 		dir := filepath.Join(parent, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := makeCgroup(dir); err != nil {
 			r.removeDirs()
-			return fmt.Errorf("limit: make cgroup: %w", err)
+			return err
 		}
 		r.dirs[c] = dir
 	}
@@ -509,6 +509,23 @@ func (r *Run) removeDirs() {
 	for _, dir := range r.dirs {
 		_ = removeCgroup(dir)
 	}
+}
+
+// makeCgroup makes a run's cgroup. One left by a worker of the same id
+// that died (its processes died with it: Pdeathsig) is removed first.
+func makeCgroup(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrExist) {
+		killListed(dir)
+		if rerr := removeCgroup(dir); rerr != nil {
+			return rerr
+		}
+		err = os.Mkdir(dir, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("limit: make cgroup: %w", err)
+	}
+	return nil
 }
 
 // removeCgroup removes a cgroup directory once its last process is gone

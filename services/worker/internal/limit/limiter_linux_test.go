@@ -174,3 +174,22 @@ func TestCapacityFromCgroups(t *testing.T) {
 		require.Equal(t, tc.want, got, tc.name)
 	}
 }
+
+// TestStaleRunCgroupIsReplaced: a run's cgroup left behind by a worker of
+// the same id that died does not stop the run.
+func TestStaleRunCgroupIsReplaced(t *testing.T) {
+	t.Parallel()
+	l := cgroupLimiter(t)
+	parents := []string{l.v2}
+	for _, p := range l.v1 {
+		parents = append(parents, p)
+	}
+	for _, p := range parents {
+		if p != "" {
+			require.NoError(t, os.Mkdir(filepath.Join(p, "again"), 0o755))
+		}
+	}
+	_, err, out := run(t, l, contracts.Resources{Memory: 64 << 20}, "again", "sh", "-c", "echo ok")
+	require.NoError(t, err)
+	require.Equal(t, "ok\n", out)
+}
