@@ -118,19 +118,19 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	gauges := map[string]*prometheus.GaugeVec{}
-	for name, help := range map[string]string{
-		"sluice_worker_cpu_capacity_cores":    "CPU cores the declared resources of the worker's running jobs may add up to (SLUICE_WORKER_CPU).",
-		"sluice_worker_cpu_declared_cores":    "CPU cores the worker's running jobs declared (or got by default).",
-		"sluice_worker_memory_capacity_bytes": "Memory the declared resources of the worker's running jobs may add up to (SLUICE_WORKER_MEMORY).",
-		"sluice_worker_memory_declared_bytes": "Memory the worker's running jobs declared (or got by default).",
-		"sluice_worker_over_target":           "1 while the worker's measured memory or CPU use is above its target (SLUICE_WORKER_TARGET_MEMORY, SLUICE_WORKER_TARGET_CPU) and it answers busy, else 0.",
+	var gauges [5]*prometheus.GaugeVec
+	for i, opts := range []prometheus.GaugeOpts{
+		{Name: "sluice_worker_cpu_capacity_cores", Help: "CPU cores the declared resources of the worker's running jobs may add up to (SLUICE_WORKER_CPU)."},
+		{Name: "sluice_worker_cpu_declared_cores", Help: "CPU cores the worker's running jobs declared (or got by default)."},
+		{Name: "sluice_worker_memory_capacity_bytes", Help: "Memory the declared resources of the worker's running jobs may add up to (SLUICE_WORKER_MEMORY)."},
+		{Name: "sluice_worker_memory_declared_bytes", Help: "Memory the worker's running jobs declared (or got by default)."},
+		{Name: "sluice_worker_over_target", Help: "1 while the worker's measured memory or CPU use is above its target (SLUICE_WORKER_TARGET_MEMORY, SLUICE_WORKER_TARGET_CPU) and it answers busy, else 0."},
 	} {
-		g, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"worker_id"}))
+		g, err := register(reg, prometheus.NewGaugeVec(opts, []string{"worker_id"}))
 		if err != nil {
 			return nil, err
 		}
-		gauges[name] = g
+		gauges[i] = g
 	}
 	// Start every known series at zero so dashboards see them before the first event.
 	for _, o := range []string{"sent", "dropped"} {
@@ -163,11 +163,11 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 		handlerSeconds: handlerSeconds,
 		fenced:         fenced,
 
-		cpuCapacity:    gauges["sluice_worker_cpu_capacity_cores"].WithLabelValues(workerID),
-		cpuDeclared:    gauges["sluice_worker_cpu_declared_cores"].WithLabelValues(workerID),
-		memoryCapacity: gauges["sluice_worker_memory_capacity_bytes"].WithLabelValues(workerID),
-		memoryDeclared: gauges["sluice_worker_memory_declared_bytes"].WithLabelValues(workerID),
-		pressure:       gauges["sluice_worker_over_target"].WithLabelValues(workerID),
+		cpuCapacity:    gauges[0].WithLabelValues(workerID),
+		cpuDeclared:    gauges[1].WithLabelValues(workerID),
+		memoryCapacity: gauges[2].WithLabelValues(workerID),
+		memoryDeclared: gauges[3].WithLabelValues(workerID),
+		pressure:       gauges[4].WithLabelValues(workerID),
 	}, nil
 }
 
