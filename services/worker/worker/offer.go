@@ -72,11 +72,11 @@ type startedTask struct {
 // attempts to start.
 func (w *Worker) admitOffer(hardCtx context.Context, data []byte) (contracts.OfferReply, []startedTask) {
 	specs, batch, err := contracts.DecodeOffers(data)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if err != nil {
 		return w.reply(contracts.OfferRefused, "malformed offer: "+err.Error()), nil
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if !batch {
 		status, reason, jctx, t := w.admitLocked(hardCtx, specs[0])
 		var started []startedTask
@@ -161,7 +161,7 @@ func (w *Worker) admitLocked(hardCtx context.Context, spec contracts.JobSpec) (c
 	return contracts.OfferAccepted, "", jctx, t
 }
 
-// reply is an offer answer carrying the worker's load.
+// reply is an offer answer carrying the worker's load; w.mu is held.
 func (w *Worker) reply(status contracts.OfferStatus, reason string) contracts.OfferReply {
 	inFlight, seq := w.load()
 	capacity, free := w.ledger.capacity, w.ledger.free().Clamp()
