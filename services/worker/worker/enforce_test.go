@@ -113,12 +113,24 @@ func TestMemoryHogUnderRlimit(t *testing.T) {
 	hogBesideSibling(t, "rlimit", contracts.LimitRlimit)
 }
 
-// cancelTree starts a shell that leaves a grandchild behind (escaped from
-// its process group when escape), cancels the job, and reports whether
-// the grandchild is gone.
+// How a job's run is stopped in stopTree.
+const (
+	byCancel     = "cancel"
+	byTimeout    = "timeout"     // the exec payload's timeout
+	byMaxRuntime = "max-runtime" // the job's max_runtime
+)
+
+// cancelTree is stopTree by cancel.
 func cancelTree(t *testing.T, limits string, escape bool) bool {
+	return stopTree(t, limits, escape, byCancel)
+}
+
+// stopTree starts a shell that leaves a grandchild behind (escaped from
+// its process group when escape), stops the job (how), and reports
+// whether the grandchild is gone.
+func stopTree(t *testing.T, limits string, escape bool, how string) bool {
 	b := setup(t)
-	id := "w-tree-" + limits + strconv.FormatBool(escape)
+	id := "w-tree-" + limits + strconv.FormatBool(escape) + how
 	b.start(execConfig(t, id, limits), nil)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	start := "sleep 300"
@@ -126,7 +138,14 @@ func cancelTree(t *testing.T, limits string, escape bool) bool {
 		start = "setsid sleep 300"
 	}
 	script := start + " >/dev/null 2>&1 & echo $! > " + pidFile + "; wait"
-	require.Equal(t, contracts.OfferAccepted, b.offer(id, execJob(t, "tree", 64<<20, "sh", "-c", script)).Status)
+	job := execJob(t, "tree", 64<<20, "sh", "-c", script)
+	switch how {
+	case byTimeout:
+		job.Payload = json.RawMessage(`{"argv":["sh","-c",` + strconv.Quote(script) + `],"timeout":"1s"}`)
+	case byMaxRuntime:
+		job.MaxRuntime = contracts.Duration(time.Second)
+	}
+	require.Equal(t, contracts.OfferAccepted, b.offer(id, job).Status)
 	var pid int
 	require.Eventually(t, func() bool {
 		data, err := os.ReadFile(pidFile)
@@ -138,11 +157,18 @@ func cancelTree(t *testing.T, limits string, escape bool) bool {
 	}, waitFor, 5*time.Millisecond, "the job never wrote its grandchild's pid")
 	require.True(t, processAlive(pid), "the grandchild runs")
 
-	data, err := json.Marshal(contracts.CancelJob{JobID: "tree", Claim: 1})
-	require.NoError(t, err)
-	require.NoError(t, b.nc.Publish(contracts.WorkerCancelSubject(id), data))
-	res := b.nextResult()
-	require.Equal(t, contracts.StateCancelled, res.State)
+	res := contracts.Result{}
+	if how == byCancel {
+		data, err := json.Marshal(contracts.CancelJob{JobID: "tree", Claim: 1})
+		require.NoError(t, err)
+		require.NoError(t, b.nc.Publish(contracts.WorkerCancelSubject(id), data))
+		res = b.nextResult()
+		require.Equal(t, contracts.StateCancelled, res.State)
+	} else {
+		res = b.nextResult()
+		require.Equal(t, contracts.StateFailed, res.State)
+		require.Equal(t, contracts.ClassTimeout, contracts.ClassOf(res.Error), res.Error)
+	}
 	if processAlive(pid) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		return false
@@ -174,4 +200,17 @@ func TestCancelKillsEscapedGrandchildren(t *testing.T) {
 func TestCancelKillsGrandchildrenUnderRlimit(t *testing.T) {
 	t.Parallel()
 	require.True(t, cancelTree(t, "rlimit", false), "the grandchild outlived its cancelled job")
+}
+
+// TestTimeoutAndMaxRuntimeKillTheWholeTree: a run stopped by its exec
+// timeout or its job's max_runtime takes its escaped grandchildren with it.
+func TestTimeoutAndMaxRuntimeKillTheWholeTree(t *testing.T) {
+	t.Parallel()
+	needCgroups(t)
+	for _, how := range []string{byTimeout, byMaxRuntime} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			require.True(t, stopTree(t, "", true, how), "the grandchild outlived its stopped job")
+		})
+	}
 }
