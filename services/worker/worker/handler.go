@@ -119,7 +119,7 @@ func (w *Worker) adapt(run kinds.Func) Handler {
 		out, err := run(ctx, kinds.Run{
 			Payload: job.Payload, Scratch: job.Scratch, InputEnv: env,
 			Name: job.ID + "-" + strconv.FormatInt(job.Claim, 10), Resources: job.Resources,
-			MaxRuntime: time.Duration(job.MaxRuntime), Limiter: w.limits, Usage: job.usage,
+			MaxRuntime: time.Duration(job.MaxRuntime), Enforcer: w.limits, Usage: job.usage,
 		})
 		return Result(out), err
 	}

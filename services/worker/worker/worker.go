@@ -64,7 +64,7 @@ type Worker struct {
 	sampler Sampler
 	// limits holds exec runs to their resources (set by Run when the
 	// exec kind is registered).
-	limits *limit.Limiter
+	limits *limit.Enforcer
 	// seqBase starts the load reports' sequence (see load): the wall
 	// clock at start, in nanoseconds, so that it grows across restarts.
 	seqBase uint64

@@ -125,8 +125,8 @@ func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
 
 	start := e.now()
 	var lr *limit.Run
-	if r.Limiter != nil {
-		lr, err = r.Limiter.Start(cmd, r.Name, r.Resources, r.MaxRuntime)
+	if r.Enforcer != nil {
+		lr, err = r.Enforcer.Start(cmd, r.Name, r.Resources, r.MaxRuntime)
 	} else {
 		err = cmd.Start()
 	}

@@ -29,11 +29,11 @@ type Run struct {
 	// Name names the run among the worker's running runs (its job and
 	// claim): the name of its cgroup.
 	Name string
-	// Resources are what the run may use; Limiter (nil: none) holds a
+	// Resources are what the run may use; Enforcer (nil: none) holds a
 	// program to them, sized with MaxRuntime (0: none) for CPU time.
 	Resources  contracts.Resources
 	MaxRuntime time.Duration
-	Limiter    *limit.Limiter
+	Enforcer    *limit.Enforcer
 	// Usage (nil: nobody asks) receives what the run used.
 	Usage func(contracts.Usage)
 }

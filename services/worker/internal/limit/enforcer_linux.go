@@ -23,7 +23,7 @@ import (
 // cpuPeriod is the CFS period of a run's cgroup, in microseconds.
 const cpuPeriod = 100_000
 
-// Options say how to build a Limiter.
+// Options say how to build an Enforcer.
 type Options struct {
 	// Name is the cgroup, one per worker, under which the runs' cgroups
 	// are made (a directory name: the worker id is a good one).
@@ -34,9 +34,9 @@ type Options struct {
 	Want contracts.LimitMechanism
 }
 
-// Limiter starts exec jobs' processes inside limits. Build it with New;
+// Enforcer starts exec jobs' processes inside limits. Build it with New;
 // it is safe for concurrent use.
-type Limiter struct {
+type Enforcer struct {
 	mech contracts.LimitMechanism
 	// why says why no stronger mechanism applies ("" with cgroups).
 	why string
@@ -50,40 +50,40 @@ type Limiter struct {
 // New detects the strongest mechanism allowed (see Options.Want) and
 // makes the worker's parent cgroup for it. It never fails: a host that
 // allows no cgroup gets rlimit, and Reason says why.
-func New(o Options) *Limiter {
-	return newLimiter(realHost, o)
+func New(o Options) *Enforcer {
+	return newEnforcer(realHost, o)
 }
 
-func newLimiter(h hostFS, o Options) *Limiter {
+func newEnforcer(h hostFS, o Options) *Enforcer {
 	if o.Want == contracts.LimitNone {
-		return &Limiter{mech: contracts.LimitNone, why: "enforcement turned off"}
+		return &Enforcer{mech: contracts.LimitNone, why: "enforcement turned off"}
 	}
 	name := "sluice-" + o.Name
 	var whys []string
 	if o.Want == contracts.LimitRlimit {
-		return &Limiter{mech: contracts.LimitRlimit, why: "cgroups not wanted"}
+		return &Enforcer{mech: contracts.LimitRlimit, why: "cgroups not wanted"}
 	}
 	m, err := h.readMounts()
 	if err != nil {
-		return &Limiter{mech: contracts.LimitRlimit, why: err.Error()}
+		return &Enforcer{mech: contracts.LimitRlimit, why: err.Error()}
 	}
 	self, err := h.readSelf(m)
 	if err != nil {
-		return &Limiter{mech: contracts.LimitRlimit, why: err.Error()}
+		return &Enforcer{mech: contracts.LimitRlimit, why: err.Error()}
 	}
 	if o.Want == "" || o.Want == contracts.LimitCgroupV2 {
 		dir, err := setupV2(self.v2, name)
 		if err == nil {
-			return &Limiter{mech: contracts.LimitCgroupV2, v2: dir}
+			return &Enforcer{mech: contracts.LimitCgroupV2, v2: dir}
 		}
 		whys = append(whys, "cgroup v2: "+err.Error())
 	}
 	parents, err := setupV1(self.v1, name)
 	if err == nil {
-		return &Limiter{mech: contracts.LimitCgroupV1, v1: parents, v1self: self.v1}
+		return &Enforcer{mech: contracts.LimitCgroupV1, v1: parents, v1self: self.v1}
 	}
 	whys = append(whys, "cgroup v1: "+err.Error())
-	return &Limiter{mech: contracts.LimitRlimit, why: strings.Join(whys, "; ")}
+	return &Enforcer{mech: contracts.LimitRlimit, why: strings.Join(whys, "; ")}
 }
 
 // setupV2 makes the worker's parent cgroup under its own v2 cgroup, with
@@ -176,13 +176,13 @@ func setupV1(self map[string]string, name string) (map[string]string, error) {
 }
 
 // Mechanism is how runs are held to their declarations.
-func (l *Limiter) Mechanism() contracts.LimitMechanism { return l.mech }
+func (l *Enforcer) Mechanism() contracts.LimitMechanism { return l.mech }
 
 // Reason says why no stronger mechanism applies ("" with cgroups).
-func (l *Limiter) Reason() string { return l.why }
+func (l *Enforcer) Reason() string { return l.why }
 
 // Close removes the worker's parent cgroups (once every run finished).
-func (l *Limiter) Close() error {
+func (l *Enforcer) Close() error {
 	var errs []error
 	if l.v2 != "" {
 		errs = append(errs, removeCgroup(l.v2))
@@ -195,7 +195,7 @@ func (l *Limiter) Close() error {
 
 // Run is one started process tree inside its limits.
 type Run struct {
-	l       *Limiter
+	l       *Enforcer
 	mech    contracts.LimitMechanism
 	cmd     *exec.Cmd
 	limits  contracts.Resources
@@ -211,7 +211,7 @@ type Run struct {
 // names the run's cgroup (unique among the worker's running runs);
 // maxRuntime (0 = none) sizes RLIMIT_CPU. An amount of 0 in r is not
 // limited. On error nothing is left behind and cmd did not start.
-func (l *Limiter) Start(cmd *exec.Cmd, name string, r contracts.Resources, maxRuntime time.Duration) (*Run, error) {
+func (l *Enforcer) Start(cmd *exec.Cmd, name string, r contracts.Resources, maxRuntime time.Duration) (*Run, error) {
 	run := &Run{l: l, mech: l.mech, cmd: cmd, limits: r, parked: make(chan struct{})}
 	switch l.mech {
 	case contracts.LimitCgroupV2:

@@ -27,8 +27,8 @@ func uniqueName(t *testing.T) string {
 	return "test-" + hex.EncodeToString(b[:])
 }
 
-// cgroupLimiter is a Limiter with cgroups, or skips the test saying why.
-func cgroupLimiter(t *testing.T) *Limiter {
+// cgroupEnforcer is an Enforcer with cgroups, or skips the test saying why.
+func cgroupEnforcer(t *testing.T) *Enforcer {
 	t.Helper()
 	l := New(Options{Name: uniqueName(t)})
 	if l.Mechanism() != contracts.LimitCgroupV1 && l.Mechanism() != contracts.LimitCgroupV2 {
@@ -38,7 +38,7 @@ func cgroupLimiter(t *testing.T) *Limiter {
 	return l
 }
 
-func run(t *testing.T, l *Limiter, r contracts.Resources, name string, argv ...string) (Outcome, error, string) {
+func run(t *testing.T, l *Enforcer, r contracts.Resources, name string, argv ...string) (Outcome, error, string) {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out bytes.Buffer
@@ -55,7 +55,7 @@ func run(t *testing.T, l *Limiter, r contracts.Resources, name string, argv ...s
 // after.
 func TestCgroupHoldsTheProcessFromItsStart(t *testing.T) {
 	t.Parallel()
-	l := cgroupLimiter(t)
+	l := cgroupEnforcer(t)
 	o, err, out := run(t, l, contracts.Resources{CPU: 1, Memory: 64 << 20}, "r1", "cat", "/proc/self/cgroup")
 	require.NoError(t, err)
 	require.Contains(t, out, "/r1\n", "the program reads its own cgroup")
@@ -75,7 +75,7 @@ func TestCgroupHoldsTheProcessFromItsStart(t *testing.T) {
 // and reported; the worker's process lives on.
 func TestCgroupKillsAHogAndNothingElse(t *testing.T) {
 	t.Parallel()
-	l := cgroupLimiter(t)
+	l := cgroupEnforcer(t)
 	o, err, _ := run(t, l, contracts.Resources{Memory: 64 << 20}, "hog", "awk", hogScript)
 	require.Error(t, err)
 	require.True(t, o.OverMemory, "outcome %+v", o)
@@ -89,7 +89,7 @@ func TestCgroupKillsAHogAndNothingElse(t *testing.T) {
 // process group (setsid) is still killed with the run.
 func TestCgroupKillReachesEscapedGrandchildren(t *testing.T) {
 	t.Parallel()
-	l := cgroupLimiter(t)
+	l := cgroupEnforcer(t)
 	cmd := exec.Command("sh", "-c", "setsid sleep 300 >/dev/null 2>&1 & echo $!")
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -179,7 +179,7 @@ func TestCapacityFromCgroups(t *testing.T) {
 // the same id that died does not stop the run.
 func TestStaleRunCgroupIsReplaced(t *testing.T) {
 	t.Parallel()
-	l := cgroupLimiter(t)
+	l := cgroupEnforcer(t)
 	parents := []string{l.v2}
 	for _, p := range l.v1 {
 		parents = append(parents, p)

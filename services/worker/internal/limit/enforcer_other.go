@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
-// Options say how to build a Limiter.
+// Options say how to build an Enforcer.
 type Options struct {
 	// Name is the worker's cgroup name (unused here).
 	Name string
@@ -19,26 +19,26 @@ type Options struct {
 	Want contracts.LimitMechanism
 }
 
-// Limiter starts exec jobs' processes; outside Linux it enforces nothing.
-type Limiter struct{}
+// Enforcer starts exec jobs' processes; outside Linux it enforces nothing.
+type Enforcer struct{}
 
-// New returns a Limiter that enforces nothing.
-func New(Options) *Limiter { return &Limiter{} }
+// New returns an Enforcer that enforces nothing.
+func New(Options) *Enforcer { return &Enforcer{} }
 
 // Mechanism is none.
-func (l *Limiter) Mechanism() contracts.LimitMechanism { return contracts.LimitNone }
+func (l *Enforcer) Mechanism() contracts.LimitMechanism { return contracts.LimitNone }
 
 // Reason says why nothing is enforced.
-func (l *Limiter) Reason() string { return "limits are enforced on Linux only" }
+func (l *Enforcer) Reason() string { return "limits are enforced on Linux only" }
 
 // Close does nothing.
-func (l *Limiter) Close() error { return nil }
+func (l *Enforcer) Close() error { return nil }
 
 // Run is one started process.
 type Run struct{ cmd *exec.Cmd }
 
 // Start starts cmd.
-func (l *Limiter) Start(cmd *exec.Cmd, _ string, _ contracts.Resources, _ time.Duration) (*Run, error) {
+func (l *Enforcer) Start(cmd *exec.Cmd, _ string, _ contracts.Resources, _ time.Duration) (*Run, error) {
 	return &Run{cmd: cmd}, cmd.Start()
 }
 
