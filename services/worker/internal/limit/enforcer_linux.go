@@ -3,6 +3,8 @@
 package limit
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -58,7 +60,7 @@ func newEnforcer(h hostFS, o Options) *Enforcer {
 	if o.Want == contracts.LimitNone {
 		return &Enforcer{mech: contracts.LimitNone, why: "enforcement turned off"}
 	}
-	name := "sluice-" + o.Name
+	name := parentName(o.Name)
 	var whys []string
 	if o.Want == contracts.LimitRlimit {
 		return &Enforcer{mech: contracts.LimitRlimit, why: "cgroups not wanted"}
@@ -72,13 +74,13 @@ func newEnforcer(h hostFS, o Options) *Enforcer {
 		return &Enforcer{mech: contracts.LimitRlimit, why: err.Error()}
 	}
 	if o.Want == "" || o.Want == contracts.LimitCgroupV2 {
-		dir, err := setupV2(self.v2, name)
+		dir, err := setupV2(self.v2, o.Name, name)
 		if err == nil {
 			return &Enforcer{mech: contracts.LimitCgroupV2, v2: dir}
 		}
 		whys = append(whys, "cgroup v2: "+err.Error())
 	}
-	parents, err := setupV1(self.v1, name)
+	parents, err := setupV1(self.v1, o.Name, name)
 	if err == nil {
 		return &Enforcer{mech: contracts.LimitCgroupV1, v1: parents, v1self: self.v1}
 	}
@@ -86,9 +88,47 @@ func newEnforcer(h hostFS, o Options) *Enforcer {
 	return &Enforcer{mech: contracts.LimitRlimit, why: strings.Join(whys, "; ")}
 }
 
+// parentName names the parent cgroup of one Enforcer's runs:
+// sluice-<worker id>.<pid>.<random>, unique even among workers of one id
+// (one process may run several), and telling whose process made it.
+func parentName(worker string) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("sluice-%s.%d.%s", worker, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// sweep removes the parent cgroups under dir left by dead processes of a
+// worker of this id (killed before they could remove them): those whose
+// process is gone, with their runs' cgroups, when nothing runs in them.
+func sweep(dir, worker string) {
+	prefix := "sluice-" + worker + "." // a worker id has no '.'
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pid, _, ok := strings.Cut(rest, ".")
+		if !ok || pid == "" || exists(filepath.Join("/proc", pid)) {
+			continue
+		}
+		old := filepath.Join(dir, e.Name())
+		runs, _ := os.ReadDir(old)
+		for _, r := range runs {
+			if r.IsDir() {
+				_ = unix.Rmdir(filepath.Join(old, r.Name()))
+			}
+		}
+		_ = unix.Rmdir(old)
+	}
+}
+
 // setupV2 makes the worker's parent cgroup under its own v2 cgroup, with
 // the memory and cpu controllers given to the runs' cgroups below it.
-func setupV2(self, name string) (string, error) {
+func setupV2(self, worker, name string) (string, error) {
 	if self == "" {
 		return "", fmt.Errorf("%w: not mounted", errNoCgroup)
 	}
@@ -103,6 +143,7 @@ func setupV2(self, name string) (string, error) {
 	if err := enableV2(self); err != nil {
 		return "", err
 	}
+	sweep(self, worker)
 	dir := filepath.Join(self, name)
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("%w: %w", errNoCgroup, err)
@@ -148,7 +189,7 @@ func enableV2(self string) error {
 
 // setupV1 makes the worker's parent cgroups in the v1 memory and cpu
 // hierarchies (and cpuacct when it is mounted apart).
-func setupV1(self map[string]string, name string) (map[string]string, error) {
+func setupV1(self map[string]string, worker, name string) (map[string]string, error) {
 	if self["memory"] == "" || self["cpu"] == "" {
 		return nil, fmt.Errorf("%w: the memory and cpu controllers are not both mounted", errNoCgroup)
 	}
@@ -160,6 +201,7 @@ func setupV1(self map[string]string, name string) (map[string]string, error) {
 		if c == "cpuacct" && self[c] == self["cpu"] {
 			continue // mounted together with cpu
 		}
+		sweep(self[c], worker)
 		dir := filepath.Join(self[c], name)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			if c == "cpuacct" {

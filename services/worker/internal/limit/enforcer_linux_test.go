@@ -193,3 +193,51 @@ func TestStaleRunCgroupIsReplaced(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ok\n", out)
 }
+
+// TestParentsAreTheirOwn: two Enforcers of one worker id (one process may
+// run several workers) keep apart, and one's Close leaves the other's runs
+// alone; a parent left by a dead process of that id is swept.
+func TestParentsAreTheirOwn(t *testing.T) {
+	t.Parallel()
+	name := uniqueName(t)
+	a := New(Options{Name: name})
+	if a.Mechanism() != contracts.LimitCgroupV1 && a.Mechanism() != contracts.LimitCgroupV2 {
+		t.Skipf("no cgroup can be made here (%s): %s", a.Mechanism(), a.Reason())
+	}
+	b := New(Options{Name: name})
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	require.NoError(t, a.Close())
+	_, err, out := run(t, b, contracts.Resources{Memory: 64 << 20}, "r", "sh", "-c", "echo ok")
+	require.NoError(t, err)
+	require.Equal(t, "ok\n", out)
+
+	// A parent of a dead process (pid 2^22+1 is above pid_max's default
+	// of 2^22) and one of a live process of this id.
+	dirs := []string{b.v2}
+	for _, d := range b.v1 {
+		dirs = append(dirs, d)
+	}
+	var dead, live []string
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		up := filepath.Dir(d)
+		dead = append(dead, filepath.Join(up, "sluice-"+name+".4194305.abcdef"))
+		live = append(live, filepath.Join(up, "sluice-"+name+"."+strconv.Itoa(os.Getpid())+".abcdef"))
+	}
+	for _, d := range append(append([]string{}, dead...), live...) {
+		require.NoError(t, os.Mkdir(d, 0o755))
+		require.NoError(t, os.Mkdir(filepath.Join(d, "run"), 0o755))
+	}
+	c := New(Options{Name: name})
+	require.NoError(t, c.Close())
+	for _, d := range dead {
+		require.NoDirExists(t, d)
+	}
+	for _, d := range live {
+		require.DirExists(t, d)
+		require.NoError(t, os.Remove(filepath.Join(d, "run")))
+		require.NoError(t, os.Remove(d))
+	}
+}
