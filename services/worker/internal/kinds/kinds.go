@@ -33,7 +33,7 @@ type Run struct {
 	// program to them, sized with MaxRuntime (0: none) for CPU time.
 	Resources  contracts.Resources
 	MaxRuntime time.Duration
-	Enforcer    *limit.Enforcer
+	Enforcer   *limit.Enforcer
 	// Usage (nil: nobody asks) receives what the run used.
 	Usage func(contracts.Usage)
 }
