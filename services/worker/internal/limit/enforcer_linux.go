@@ -223,14 +223,30 @@ func (l *Enforcer) Mechanism() contracts.LimitMechanism { return l.mech }
 // Reason says why no stronger mechanism applies ("" with cgroups).
 func (l *Enforcer) Reason() string { return l.why }
 
-// Close removes the worker's parent cgroups (once every run finished).
+// closeWait bounds Close's wait for the cgroups of runs whose last
+// process is still dying (a killed process leaves its cgroup once its
+// parent reaps it, which may be an init process slow to do so).
+const closeWait = 10 * time.Second
+
+// Close removes the worker's parent cgroups (once every run finished),
+// with the runs' cgroups that could not be removed yet.
 func (l *Enforcer) Close() error {
 	var errs []error
-	if l.v2 != "" {
-		errs = append(errs, removeCgroup(l.v2))
-	}
+	parents := []string{l.v2}
 	for _, d := range l.v1 {
-		errs = append(errs, removeCgroup(d))
+		parents = append(parents, d)
+	}
+	for _, p := range parents {
+		if p == "" {
+			continue
+		}
+		runs, _ := os.ReadDir(p)
+		for _, r := range runs {
+			if r.IsDir() {
+				errs = append(errs, removeCgroupWithin(filepath.Join(p, r.Name()), closeWait))
+			}
+		}
+		errs = append(errs, removeCgroupWithin(p, closeWait))
 	}
 	return errors.Join(errs...)
 }
@@ -463,7 +479,8 @@ func (r *Run) Kill() {
 // the list stays empty (a process may fork meanwhile), for at most a
 // while.
 func killListed(dir string) {
-	for range 200 {
+	wait := 50 * time.Microsecond
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); wait = min(2*wait, 10*time.Millisecond) {
 		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
 			return
@@ -472,12 +489,15 @@ func killListed(dir string) {
 		if len(pids) == 0 {
 			return
 		}
+		self := os.Getpid()
 		for _, p := range pids {
-			if pid, err := strconv.Atoi(p); err == nil && pid > 0 {
+			// The worker's own pid is listed while one of its threads
+			// is inside (a starting thread, see startV1): never that.
+			if pid, err := strconv.Atoi(p); err == nil && pid > 0 && pid != self {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(wait)
 	}
 }
 
@@ -572,18 +592,22 @@ func makeCgroup(dir string) error {
 
 // removeCgroup removes a cgroup directory once its last process is gone
 // (a killed process leaves it a moment after its death), trying for at
-// most a while.
-func removeCgroup(dir string) error {
+// most a second: what is left then is removed by Close.
+func removeCgroup(dir string) error { return removeCgroupWithin(dir, time.Second) }
+
+// removeCgroupWithin is removeCgroup trying for at most within.
+func removeCgroupWithin(dir string, within time.Duration) error {
 	var err error
-	for range 200 {
+	wait := 50 * time.Microsecond
+	for deadline := time.Now().Add(within); ; wait = min(2*wait, 10*time.Millisecond) {
 		err = unix.Rmdir(dir)
 		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		if !errors.Is(err, unix.EBUSY) {
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(wait)
 	}
 	return fmt.Errorf("limit: remove cgroup %s: %w", dir, err)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -239,5 +240,28 @@ func TestParentsAreTheirOwn(t *testing.T) {
 		require.DirExists(t, d)
 		require.NoError(t, os.Remove(filepath.Join(d, "run")))
 		require.NoError(t, os.Remove(d))
+	}
+}
+
+// BenchmarkRun is the cost a mechanism adds to one exec run of a program
+// that does nothing: start, wait, finish (read the usage, kill what is
+// left, remove the cgroup).
+func BenchmarkRun(b *testing.B) {
+	for _, want := range []contracts.LimitMechanism{contracts.LimitNone, contracts.LimitRlimit, ""} {
+		var buf [4]byte
+		_, _ = rand.Read(buf[:])
+		l := New(Options{Name: "bench-" + hex.EncodeToString(buf[:]), Want: want})
+		defer l.Close()
+		b.Run(string(l.Mechanism()), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				cmd := exec.Command("true")
+				j, err := l.Start(cmd, "r"+strconv.Itoa(i), contracts.Resources{CPU: 1, Memory: 64 << 20}, time.Minute)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = cmd.Wait()
+				j.Finish()
+			}
+		})
 	}
 }
