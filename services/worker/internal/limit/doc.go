@@ -14,7 +14,9 @@
 //     fork, so the process is inside them before it runs its first
 //     instruction (no re-exec of the worker, no window in which the
 //     program runs unlimited), and moved back; the tree is killed by
-//     signalling every process the cgroups list until none is left;
+//     freezing its freezer cgroup (when mounted), signalling every process
+//     in it, and thawing it, then signalling what the cgroups still list
+//     until none is left;
 //   - rlimit: when no cgroup can be made, the run's process gets
 //     RLIMIT_AS (its memory) and, when its max runtime is known,
 //     RLIMIT_CPU (cores × max runtime) right after it starts (prlimit);

@@ -188,23 +188,23 @@ func enableV2(self string) error {
 }
 
 // setupV1 makes the worker's parent cgroups in the v1 memory and cpu
-// hierarchies (and cpuacct when it is mounted apart).
+// hierarchies, and in cpuacct (CPU seconds) and freezer (a kill no fork
+// can escape) when each is mounted on a hierarchy of its own.
 func setupV1(self map[string]string, worker, name string) (map[string]string, error) {
 	if self["memory"] == "" || self["cpu"] == "" {
 		return nil, fmt.Errorf("%w: the memory and cpu controllers are not both mounted", errNoCgroup)
 	}
 	parents := map[string]string{}
-	for _, c := range []string{"memory", "cpu", "cpuacct"} {
-		if self[c] == "" {
-			continue
-		}
-		if c == "cpuacct" && self[c] == self["cpu"] {
-			continue // mounted together with cpu
+	used := map[string]bool{}
+	for _, c := range []string{"memory", "cpu", "cpuacct", "freezer"} {
+		optional := c == "cpuacct" || c == "freezer"
+		if self[c] == "" || used[self[c]] {
+			continue // not mounted, or mounted together with another one
 		}
 		sweep(self[c], worker)
 		dir := filepath.Join(self[c], name)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			if c == "cpuacct" {
+			if optional {
 				continue
 			}
 			for _, d := range parents {
@@ -212,6 +212,7 @@ func setupV1(self map[string]string, worker, name string) (map[string]string, er
 			}
 			return nil, fmt.Errorf("%w: %w", errNoCgroup, err)
 		}
+		used[self[c]] = true
 		parents[c] = dir
 	}
 	return parents, nil
@@ -462,6 +463,9 @@ func (r *Run) Kill() {
 		}
 		killListed(dir)
 	case contracts.LimitCgroupV1:
+		if dir := r.dirs["freezer"]; dir != "" {
+			freezeKill(dir)
+		}
 		if dir := r.dirs["memory"]; dir != "" {
 			killListed(dir)
 		}
@@ -471,6 +475,43 @@ func (r *Run) Kill() {
 	default:
 		if r.cmd.Process != nil {
 			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// freezeKill freezes a v1 freezer cgroup, signals every process in it
+// (frozen, none can fork or exit, so no pid is reused meanwhile) and
+// thaws it, when they die. It does nothing while a thread of the worker
+// is inside (a starting thread): killListed does the work then.
+func freezeKill(dir string) {
+	procs := filepath.Join(dir, "cgroup.procs")
+	data, err := os.ReadFile(procs)
+	self := strconv.Itoa(os.Getpid())
+	if err != nil || len(data) == 0 || slices.Contains(strings.Fields(string(data)), self) {
+		return
+	}
+	state := filepath.Join(dir, "freezer.state")
+	if writeFile(state, "FROZEN") != nil {
+		return
+	}
+	defer func() { _ = writeFile(state, "THAWED") }()
+	wait := 50 * time.Microsecond
+	for deadline := time.Now().Add(time.Second); ; wait = min(2*wait, 10*time.Millisecond) {
+		cur, err := os.ReadFile(state)
+		if err != nil || strings.TrimSpace(string(cur)) == "FROZEN" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return // not frozen in time: killListed does the work
+		}
+		time.Sleep(wait)
+	}
+	if data, err = os.ReadFile(procs); err != nil {
+		return
+	}
+	for _, p := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(p); err == nil && pid > 0 && p != self {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }

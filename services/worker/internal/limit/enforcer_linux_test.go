@@ -60,6 +60,12 @@ func TestCgroupHoldsTheProcessFromItsStart(t *testing.T) {
 	o, err, out := run(t, l, contracts.Resources{CPU: 1, Memory: 64 << 20}, "r1", "cat", "/proc/self/cgroup")
 	require.NoError(t, err)
 	require.Contains(t, out, "/r1\n", "the program reads its own cgroup")
+	for c, parent := range l.v1 {
+		require.Contains(t, out, ":"+c+":", "in the run's %s cgroup under %s", c, parent)
+	}
+	if l.v1["freezer"] != "" {
+		require.Regexp(t, `freezer:/sluice-[^\n]*/r1\n`, out)
+	}
 	require.Equal(t, l.Mechanism(), o.Usage.Mechanism)
 	require.False(t, o.OverMemory)
 	require.Positive(t, o.Usage.PeakMemory)
