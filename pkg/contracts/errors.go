@@ -7,8 +7,8 @@ import (
 
 // ErrorClass is the prefix of a failed job's error. It tells a user at a
 // glance why the job ended: it never ran for lack of capacity, ran out of
-// time, was cancelled, lost its worker too often, failed in its handler, or
-// was given bad input.
+// time, was cancelled, lost its worker too often, failed in its handler,
+// was given bad input, or went past the resources it declared.
 type ErrorClass string
 
 // The error classes, in the order a job meets them.
@@ -19,9 +19,12 @@ const (
 	ClassStale     ErrorClass = "stale"
 	ClassHandler   ErrorClass = "handler"
 	ClassInput     ErrorClass = "input"
+	// ClassResources: the run went past its declared memory (or CPU
+	// time) and its worker stopped it; retried like a handler failure.
+	ClassResources ErrorClass = "resources"
 )
 
-var classes = []ErrorClass{ClassCapacity, ClassTimeout, ClassCancelled, ClassStale, ClassHandler, ClassInput}
+var classes = []ErrorClass{ClassCapacity, ClassTimeout, ClassCancelled, ClassStale, ClassHandler, ClassInput, ClassResources}
 
 // CancelledByRequest is the error of a job that ended cancelled because a
 // user asked for it.

@@ -22,6 +22,7 @@ func (j Job) Spec() JobSpec {
 	return JobSpec{
 		ID: j.ID, Tenant: j.Tenant, Kind: j.Kind, Claim: j.Claim,
 		Payload: j.Payload, Key: j.Key, Priority: j.Priority, RunLimits: j.RunLimits, Inputs: j.Inputs,
+		Resources: j.Resources,
 	}
 }
 

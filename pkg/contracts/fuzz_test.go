@@ -196,6 +196,8 @@ func FuzzDecodeResult(f *testing.F) {
 		`{"job_id":"j1","attempt":4,"claim":4,"worker_id":"w1","state":"succeeded"}`,
 		`{"job_id":"j1","attempt":4,"claim":5,"worker_id":"w1","state":"succeeded"}`,
 		`{"job_id":"j1","claim":0,"worker_id":"w1","state":"succeeded"}`,
+		`{"job_id":"j1","attempt":1,"worker_id":"w1","state":"failed","error":"resources: memory","usage":{"mechanism":"cgroup-v1","peak_memory":67108864,"cpu_seconds":0.5}}`,
+		`{"job_id":"j1","attempt":1,"worker_id":"w1","state":"succeeded","usage":{"mechanism":"none","peak_memory":-1,"cpu_seconds":1e400}}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeResult(data)
@@ -281,6 +283,8 @@ func FuzzDecodeOffer(f *testing.F) {
 		`{"job":{"id":"j1","kind":"a","attempt":1,"state":"x"}}`,
 		`{"job":{"id":"j1","kind":"a","claim":2}}`,
 		`{"job":{"id":"j1","kind":"a","claim":2,"attempt":1}}`,
+		`{"job":{"id":"j1","kind":"a","attempt":1,"resources":{"cpu":0.5,"memory":"512MiB"}}}`,
+		`{"job":{"id":"j1","kind":"a","attempt":1,"resources":{"cpu":-1,"memory":1048576}}}`,
 		`{"job":null}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -388,6 +392,8 @@ func FuzzDecodeAnnounce(f *testing.F) {
 		`{"worker_id":"w1","interval_ms":-1}`,
 		`{"worker_id":"w1","kinds":["Not OK"]}`,
 		`{"worker_id":"w>"}`,
+		`{"worker_id":"w1","capacity":2,"resources":{"cpu":2,"memory":"1GiB"},"free_resources":{"cpu":1.5,"memory":"1536MiB"},"seq":9}`,
+		`{"worker_id":"w1","free_resources":{"memory":"-1"}}`,
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeAnnounce(data)

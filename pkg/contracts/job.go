@@ -45,6 +45,12 @@ type Job struct {
 	RunLimits
 	// Inputs are the files the run needs, pinned by digest.
 	Inputs []InputRef `json:"inputs,omitempty"`
+	// Resources are what the job declared it needs (nil: its worker's
+	// default for the kind); fan-out children inherit the parent's.
+	Resources *Resources `json:"resources,omitempty"`
+	// Usage is what the job's last finished run used, as its worker
+	// measured it.
+	Usage *Usage `json:"usage,omitempty"`
 	// FairAt is the job's place in its tenant's fair queue (start-time fair
 	// queuing), stamped at admission; the store orders ready jobs by it.
 	FairAt float64 `json:"-"`

@@ -59,6 +59,9 @@ type Result struct {
 	Result   json.RawMessage `json:"result,omitempty"`
 	// Permanent says a failure must not be retried (see Permanent).
 	Permanent bool `json:"permanent,omitempty"`
+	// Usage is what the run used and how its limits were held (absent
+	// from a worker that does not measure it).
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // JobSpec is what a worker needs to run one claim of a job.
@@ -77,6 +80,9 @@ type JobSpec struct {
 	RunLimits
 	// Inputs are fetched and checked before the handler starts.
 	Inputs []InputRef `json:"inputs,omitempty"`
+	// Resources are what the job declared it needs; nil: the worker's
+	// default for its kind.
+	Resources *Resources `json:"resources,omitempty"`
 }
 
 // Offer asks one worker to take one claim of a job.
@@ -124,6 +130,10 @@ type OfferReply struct {
 	InFlight int         `json:"in_flight"`
 	Capacity int         `json:"capacity"`
 	Reason   string      `json:"reason,omitempty"`
+	// Resources and FreeResources are the worker's capacity and what
+	// its running jobs' declarations leave of it (see Announce).
+	Resources     *Resources `json:"resources,omitempty"`
+	FreeResources *Resources `json:"free_resources,omitempty"`
 	// Seq orders the worker's load reports (see Announce.Seq).
 	Seq uint64 `json:"seq,omitempty"`
 	// Results answers an OfferBatch job by job, in its order; Status is
@@ -163,6 +173,13 @@ type Announce struct {
 	Spawned bool `json:"spawned,omitempty"`
 	// Version is the worker's release version (SLUICE_WORKER_VERSION).
 	Version string `json:"version,omitempty"`
+	// Resources is the worker's capacity (SLUICE_WORKER_CPU,
+	// SLUICE_WORKER_MEMORY) and FreeResources what the declarations of
+	// its running jobs leave of it (negative amounts read as 0); both
+	// absent from a worker that does not count resources. A third bound
+	// beside Capacity and InFlight, which still count jobs.
+	Resources     *Resources `json:"resources,omitempty"`
+	FreeResources *Resources `json:"free_resources,omitempty"`
 	// Seq orders a worker's load reports, its announcements and its offer
 	// replies, which reach a scheduler by different routes: of two, the
 	// one with the lower Seq was read earlier, and its InFlight is out of
@@ -342,6 +359,9 @@ func checkResult(m Result) error {
 	if m.State != StateSucceeded && ClassOf(m.Error) == "" {
 		return fmt.Errorf("error %q has no class prefix", m.Error)
 	}
+	if m.Usage != nil {
+		return m.Usage.Check()
+	}
 	return nil
 }
 
@@ -451,6 +471,9 @@ func checkSpec(s JobSpec) error {
 	if !ValidKind(s.Kind) {
 		return fmt.Errorf("kind %q is not a kind", s.Kind)
 	}
+	if s.Resources != nil {
+		return s.Resources.Validate("resources")
+	}
 	return nil
 }
 
@@ -499,6 +522,9 @@ func DecodeOfferReply(data []byte) (OfferReply, error) {
 	}
 	if m.InFlight < 0 || m.Capacity < 0 {
 		return m, errors.New("offer reply: negative in_flight or capacity")
+	}
+	if err := checkWorkerResources(m.Resources, m.FreeResources); err != nil {
+		return m, fmt.Errorf("offer reply: %w", err)
 	}
 	for i, r := range m.Results {
 		switch r.Status {
@@ -568,7 +594,27 @@ func DecodeAnnounce(data []byte) (Announce, error) {
 			return m, fmt.Errorf("announce: kind %q is not a kind", k)
 		}
 	}
+	if err := checkWorkerResources(m.Resources, m.FreeResources); err != nil {
+		return m, fmt.Errorf("announce: %w", err)
+	}
 	return m, nil
+}
+
+// checkWorkerResources checks a worker's announced capacity and free
+// resources: each a valid declaration (free ones are clamped at 0 before
+// they are sent).
+func checkWorkerResources(capacity, free *Resources) error {
+	if capacity != nil {
+		if err := capacity.Validate("resources"); err != nil {
+			return err
+		}
+	}
+	if free != nil {
+		if err := free.Validate("free_resources"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // DecodeCancelJob decodes and checks a cancel request.

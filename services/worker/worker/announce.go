@@ -50,8 +50,9 @@ func (w *Worker) load() (inFlight int, seq uint64) {
 func (w *Worker) announce(leaving bool) {
 	w.mu.Lock()
 	draining := w.draining
-	w.mu.Unlock()
+	capacity, free := w.ledger.capacity, w.ledger.free().Clamp()
 	inFlight, seq := w.load()
+	w.mu.Unlock()
 	a := contracts.Announce{
 		WorkerID:   w.cfg.WorkerID,
 		Kinds:      w.Kinds(),
@@ -63,6 +64,9 @@ func (w *Worker) announce(leaving bool) {
 		IntervalMS: w.cfg.HeartbeatInterval.Milliseconds(),
 		Spawned:    w.cfg.Spawned,
 		Version:    w.cfg.Version,
+
+		Resources:     &capacity,
+		FreeResources: &free,
 	}
 	data, err := json.Marshal(a)
 	if err == nil {

@@ -24,6 +24,7 @@ func TestAnnounceLoadAndLeaving(t *testing.T) {
 	h := newBlocking()
 	cfg := quietConfig(t, "w-announce")
 	cfg.MaxConcurrent = 2
+	cfg.CPU, cfg.Memory = 2, "1GiB"
 	r := b.start(cfg, map[string]worker.Handler{"block": h.handle, "another": echoHandler})
 
 	first := b.sched.announcements()[0]
@@ -33,6 +34,7 @@ func TestAnnounceLoadAndLeaving(t *testing.T) {
 	require.Equal(t, contracts.Announce{
 		WorkerID: "w-announce", Kinds: []string{"another", "block"}, Capacity: 2, InFlight: 0,
 		IntervalMS: time.Minute.Milliseconds(), Version: contracts.Release,
+		Resources: &contracts.Resources{CPU: 2, Memory: 1 << 30}, FreeResources: &contracts.Resources{CPU: 2, Memory: 1 << 30},
 	}, first)
 
 	reply := b.offer("w-announce", spec("a1", "block", 1, ""))
@@ -42,6 +44,9 @@ func TestAnnounceLoadAndLeaving(t *testing.T) {
 	h.waitStarted(t)
 	busy := b.sched.waitAnnounce(func(a contracts.Announce) bool { return a.InFlight == 1 && a.Capacity == 2 })
 	require.Equal(t, reply.Seq, busy.Seq, "the same load, read after the same change")
+	half := &contracts.Resources{CPU: 1, Memory: 512 << 20}
+	require.Equal(t, half, reply.FreeResources, "a job without a declaration takes one slot's share")
+	require.Equal(t, half, busy.FreeResources)
 
 	close(h.release)
 	require.Equal(t, "a1", b.nextResult().JobID)

@@ -77,13 +77,22 @@ type running struct {
 // given, is its clock.
 func (b *bundle) newWorker(cfg worker.Config, now ...func() time.Time) *worker.Worker {
 	b.t.Helper()
+	return b.newWorkerWith(cfg, func(d *worker.Deps) {
+		if len(now) > 0 {
+			d.Now = now[0]
+		}
+	})
+}
+
+// newWorkerWith builds a worker on the bundle's worker connection with
+// the dependencies edit changes.
+func (b *bundle) newWorkerWith(cfg worker.Config, edit func(*worker.Deps)) *worker.Worker {
+	b.t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(b.t)).Level(zerolog.InfoLevel).Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
 		e.Str("t", time.Now().Format("15:04:05.000"))
 	}))
 	d := worker.Deps{NC: b.wnc, JS: b.wjs, Log: log, Registry: b.reg}
-	if len(now) > 0 {
-		d.Now = now[0]
-	}
+	edit(&d)
 	w, err := worker.New(cfg, d)
 	require.NoError(b.t, err)
 	return w

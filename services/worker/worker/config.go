@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/service"
 	"github.com/sluicehq/sluice/services/worker/internal/inputs"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
+	"github.com/sluicehq/sluice/services/worker/internal/limit"
 )
 
 // Config is everything a worker reads from its environment. The defaults
@@ -96,6 +97,27 @@ type Config struct {
 	// ExecGrace is the exec kind's time between SIGTERM and SIGKILL.
 	ExecGrace time.Duration `env:"SLUICE_WORKER_EXEC_GRACE" envDefault:"5s" doc:"The exec kind's time between SIGTERM and SIGKILL when it stops a program."`
 
+	// CPU is the cores the worker's jobs may declare in all; default what
+	// its cgroup allows, else the machine's cores.
+	CPU float64 `env:"SLUICE_WORKER_CPU" doc:"The CPU cores the declared resources of the worker's running jobs may add up to. Default: what the worker's cgroup allows (cpu.max, or cpu.cfs_quota_us / cpu.cfs_period_us), else the machine's cores."`
+	// Memory is the memory the worker's jobs may declare in all (a byte
+	// count or an IEC amount, "2GiB"); default what its cgroup allows,
+	// else the machine's MemTotal.
+	Memory string `env:"SLUICE_WORKER_MEMORY" doc:"The memory the declared resources of the worker's running jobs may add up to: bytes, or a number with KiB, MiB, GiB or TiB. Default: what the worker's cgroup allows (memory.max, or memory.limit_in_bytes), else the machine's MemTotal."`
+	// KindResources are the resources a job of a kind gets when it
+	// declares none: "transcode:cpu=2,memory=1GiB;sleep:cpu=0.1".
+	KindResources string `env:"SLUICE_WORKER_KIND_RESOURCES" doc:"The resources a job of a kind gets when it declares none, as kind:cpu=N,memory=AMOUNT entries separated by ';' (transcode:cpu=2,memory=1GiB;sleep:cpu=0.1). A kind not listed gets one slot's share: SLUICE_WORKER_CPU and SLUICE_WORKER_MEMORY divided by SLUICE_WORKER_MAX_CONCURRENT_TASKS (nothing when that is 0)."`
+	// TargetMemory and TargetCPU turn on measured backpressure: above
+	// that fraction of the worker's memory or CPU in use (as measured),
+	// it answers busy. 0 = off.
+	TargetMemory float64 `env:"SLUICE_WORKER_TARGET_MEMORY" doc:"Measured backpressure: the worker answers busy while the memory it measures in use is above this fraction (0-1) of SLUICE_WORKER_MEMORY. 0 = off."`
+	TargetCPU    float64 `env:"SLUICE_WORKER_TARGET_CPU" doc:"Measured backpressure: the worker answers busy while the CPU it measures in use is above this fraction (0-1) of SLUICE_WORKER_CPU. 0 = off."`
+	// SampleInterval is how often use is measured when a target is set.
+	SampleInterval time.Duration `env:"SLUICE_WORKER_SAMPLE_INTERVAL" envDefault:"1s" doc:"How often the worker measures its memory and CPU use when SLUICE_WORKER_TARGET_MEMORY or SLUICE_WORKER_TARGET_CPU is set."`
+	// Limits chooses how exec jobs are held to their resources: empty
+	// takes the strongest the host allows.
+	Limits string `env:"SLUICE_WORKER_LIMITS" doc:"How exec jobs are held to their resources: cgroup-v2, cgroup-v1, rlimit or none. Empty = the strongest the host allows (cgroup v2, then the cgroup v1 memory and cpu controllers, then rlimit); a weaker one is never replaced by a stronger one."`
+
 	// Deprecated lists the former variable names found set, for the
 	// binary to log (see envconfig.Deprecation).
 	Deprecated []envconfig.Deprecation `env:"-" json:"-"`
@@ -165,6 +187,17 @@ func (c Config) withDefaults() Config {
 	if c.CacheDir == "" {
 		c.CacheDir = filepath.Join(c.DataDir, "cache")
 	}
+	c.Memory = strings.TrimSpace(c.Memory)
+	if c.CPU == 0 || c.Memory == "" {
+		host := limit.Capacity()
+		if c.CPU == 0 {
+			c.CPU = host.CPU
+		}
+		if c.Memory == "" {
+			c.Memory = contracts.FormatMemory(host.Memory)
+		}
+	}
+	c.Limits = strings.TrimSpace(c.Limits)
 	return c
 }
 
@@ -223,6 +256,7 @@ func (c Config) Validate() error {
 	}
 	envconfig.Positive(&p, "SLUICE_WORKER_FETCH_TIMEOUT", c.FetchTimeout)
 	envconfig.NotNegative(&p, "SLUICE_WORKER_MAX_SCRATCH_BYTES", c.MaxScratchBytes, "no bound")
+	c.validateResources(&p)
 	p.Include(c.Bus.Validate())
 	return p.Err()
 }

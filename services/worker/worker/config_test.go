@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/internal/limit"
 	"github.com/sluicehq/sluice/services/worker/worker"
 )
 
@@ -34,6 +35,16 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Empty(t, cfg.FetchAllow, "inputs come from public http(s) only unless allowed")
 	require.Equal(t, 5*time.Minute, cfg.FetchTimeout)
 
+	host := limit.Capacity()
+	require.Equal(t, host.CPU, cfg.CPU, "the worker's cgroup, else the machine")
+	require.Equal(t, contracts.FormatMemory(host.Memory), cfg.Memory)
+	require.Equal(t, host, cfg.Capacity())
+	require.Empty(t, cfg.KindDefaults())
+	require.Zero(t, cfg.TargetMemory, "measured backpressure is off by default")
+	require.Zero(t, cfg.TargetCPU)
+	require.Equal(t, time.Second, cfg.SampleInterval)
+	require.Empty(t, cfg.Limits, "the strongest mechanism the host allows")
+
 	other, err := worker.LoadConfig(map[string]string{})
 	require.NoError(t, err)
 	require.NotEqual(t, cfg.WorkerID, other.WorkerID, "generated ids differ")
@@ -59,8 +70,24 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 		"SLUICE_DATA_DIR":                    "/var/lib/sluice",
 		"SLUICE_NATS_URL":                    "nats://nats:4222",
 		"SLUICE_LOG_LEVEL":                   "debug",
+		"SLUICE_WORKER_CPU":                  "1.5",
+		"SLUICE_WORKER_MEMORY":               "2GiB",
+		"SLUICE_WORKER_KIND_RESOURCES":       "transcode:cpu=2,memory=1GiB; sleep:cpu=0.1 ;",
+		"SLUICE_WORKER_TARGET_MEMORY":        "0.8",
+		"SLUICE_WORKER_TARGET_CPU":           "0.9",
+		"SLUICE_WORKER_SAMPLE_INTERVAL":      "250ms",
+		"SLUICE_WORKER_LIMITS":               "rlimit",
 	})
 	require.NoError(t, err)
+	require.Equal(t, contracts.Resources{CPU: 1.5, Memory: 2 << 30}, cfg.Capacity())
+	require.Equal(t, map[string]contracts.Resources{
+		"transcode": {CPU: 2, Memory: 1 << 30},
+		"sleep":     {CPU: 0.1},
+	}, cfg.KindDefaults())
+	require.Equal(t, 0.8, cfg.TargetMemory)
+	require.Equal(t, 0.9, cfg.TargetCPU)
+	require.Equal(t, 250*time.Millisecond, cfg.SampleInterval)
+	require.Equal(t, "rlimit", cfg.Limits)
 	require.Equal(t, "gpu-7", cfg.WorkerID)
 	require.Equal(t, 0, cfg.MaxConcurrent)
 	require.Equal(t, time.Second, cfg.HeartbeatInterval)
@@ -100,6 +127,20 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"fetch allow bad CIDR", map[string]string{"SLUICE_WORKER_FETCH_ALLOW": "10.0.0.0/40"}, "SLUICE_WORKER_FETCH_ALLOW"},
 		{"fetch allow missing root", map[string]string{"SLUICE_WORKER_FETCH_ALLOW": "/no/such/dir"}, "SLUICE_WORKER_FETCH_ALLOW"},
 		{"fetch allow not a host", map[string]string{"SLUICE_WORKER_FETCH_ALLOW": "http://x/y"}, "SLUICE_WORKER_FETCH_ALLOW"},
+		{"negative cpu", map[string]string{"SLUICE_WORKER_CPU": "-1"}, "SLUICE_WORKER_CPU: -1 must be a positive number of cores"},
+		{"absurd cpu", map[string]string{"SLUICE_WORKER_CPU": "1e6"}, "SLUICE_WORKER_CPU: 1e+06 cores is more than 4096"},
+		{"cpu not a number", map[string]string{"SLUICE_WORKER_CPU": "two"}, "SLUICE_WORKER_CPU"},
+		{"memory without a known unit", map[string]string{"SLUICE_WORKER_MEMORY": "2GB"}, `SLUICE_WORKER_MEMORY: "2GB" is not an amount of memory`},
+		{"zero memory", map[string]string{"SLUICE_WORKER_MEMORY": "0"}, "SLUICE_WORKER_MEMORY"},
+		{"kind resources not a kind", map[string]string{"SLUICE_WORKER_KIND_RESOURCES": "Trans Code:cpu=1"}, `SLUICE_WORKER_KIND_RESOURCES: "Trans Code" is not a kind`},
+		{"kind resources without a colon", map[string]string{"SLUICE_WORKER_KIND_RESOURCES": "cpu=1"}, "SLUICE_WORKER_KIND_RESOURCES"},
+		{"kind resources unknown resource", map[string]string{"SLUICE_WORKER_KIND_RESOURCES": "transcode:gpu=1"}, `SLUICE_WORKER_KIND_RESOURCES: kind "transcode": "gpu" is not a resource`},
+		{"kind resources negative", map[string]string{"SLUICE_WORKER_KIND_RESOURCES": "transcode:cpu=-2"}, "SLUICE_WORKER_KIND_RESOURCES"},
+		{"kind resources twice", map[string]string{"SLUICE_WORKER_KIND_RESOURCES": "a:cpu=1;a:cpu=2"}, "SLUICE_WORKER_KIND_RESOURCES"},
+		{"memory target above 1", map[string]string{"SLUICE_WORKER_TARGET_MEMORY": "80"}, "SLUICE_WORKER_TARGET_MEMORY: 80 must be a fraction between 0 and 1"},
+		{"cpu target negative", map[string]string{"SLUICE_WORKER_TARGET_CPU": "-0.5"}, "SLUICE_WORKER_TARGET_CPU"},
+		{"zero sample interval", map[string]string{"SLUICE_WORKER_SAMPLE_INTERVAL": "0s"}, "SLUICE_WORKER_SAMPLE_INTERVAL"},
+		{"unknown limit mechanism", map[string]string{"SLUICE_WORKER_LIMITS": "jail"}, `SLUICE_WORKER_LIMITS: "jail" is not a mechanism`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/worker/internal/progress"
 )
 
@@ -43,6 +44,7 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		err = context.Cause(jctx)
 	default:
 		t.job.scratch = sc.get
+		t.job.usage = func(u contracts.Usage) { t.usage.Store(&u) }
 		if len(t.job.Inputs) > 0 {
 			var paths map[string]string
 			var ierr error
@@ -109,6 +111,8 @@ func (w *Worker) release(t *task) {
 		w.leases.Finish(t.lease)
 		w.mu.Lock()
 		w.slots.Release()
+		w.ledger.give(t.need)
+		w.setDeclaredLocked()
 		if w.slots.InFlight() == 0 {
 			w.idleSince = w.now()
 		}

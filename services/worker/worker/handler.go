@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
@@ -34,13 +36,19 @@ type Job struct {
 	// reaches no other run.
 	Inputs     []contracts.InputRef
 	InputPaths map[string]string
+	// Resources are what the run takes of the worker's: its declaration,
+	// else its kind's default, else one slot's share.
+	Resources contracts.Resources
+	// usage records what the run used (set by the worker).
+	usage func(contracts.Usage)
 }
 
-// jobFromSpec copies an offered job spec into a Job.
-func jobFromSpec(s contracts.JobSpec) Job {
+// jobFromSpec copies an offered job spec into a Job that takes need.
+func jobFromSpec(s contracts.JobSpec, need contracts.Resources) Job {
 	return Job{
 		ID: s.ID, Tenant: s.Tenant, Kind: s.Kind, Claim: s.Claim,
 		Payload: s.Payload, Key: s.Key, Priority: s.Priority, RunLimits: s.RunLimits, Inputs: s.Inputs,
+		Resources: need,
 	}
 }
 
@@ -92,7 +100,7 @@ func (w *Worker) registerBuiltins() error {
 		default:
 			return fmt.Errorf("worker: %q is not a built-in kind", name)
 		}
-		if err := w.Handle(name, adapt(run)); err != nil {
+		if err := w.Handle(name, w.adapt(run)); err != nil {
 			return err
 		}
 	}
@@ -100,7 +108,7 @@ func (w *Worker) registerBuiltins() error {
 }
 
 // adapt turns a payload-level kind into a Handler.
-func adapt(run kinds.Func) Handler {
+func (w *Worker) adapt(run kinds.Func) Handler {
 	return func(ctx context.Context, job Job) (Result, error) {
 		env := map[string]string{}
 		for _, in := range job.Inputs {
@@ -108,7 +116,11 @@ func adapt(run kinds.Func) Handler {
 				env[in.EnvName()] = p
 			}
 		}
-		out, err := run(ctx, kinds.Run{Payload: job.Payload, Scratch: job.Scratch, InputEnv: env})
+		out, err := run(ctx, kinds.Run{
+			Payload: job.Payload, Scratch: job.Scratch, InputEnv: env,
+			Name: job.ID + "-" + strconv.FormatInt(job.Claim, 10), Resources: job.Resources,
+			MaxRuntime: time.Duration(job.MaxRuntime), Enforcer: w.limits, Usage: job.usage,
+		})
 		return Result(out), err
 	}
 }

@@ -44,6 +44,11 @@ type metrics struct {
 	handlerSeconds *prometheus.HistogramVec
 	// fenced counts leases whose handler was cancelled, by reason.
 	fenced *prometheus.CounterVec
+	// cpu and memory are the worker's capacity and what its running jobs
+	// declared of it; pressure is 1 while measured use is above a target.
+	cpuCapacity, cpuDeclared       prometheus.Gauge
+	memoryCapacity, memoryDeclared prometheus.Gauge
+	pressure                       prometheus.Gauge
 }
 
 // newMetrics registers the worker's series on reg. Series another worker
@@ -113,6 +118,20 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	var gauges [5]*prometheus.GaugeVec
+	for i, opts := range []prometheus.GaugeOpts{
+		{Name: "sluice_worker_cpu_capacity_cores", Help: "CPU cores the declared resources of the worker's running jobs may add up to (SLUICE_WORKER_CPU)."},
+		{Name: "sluice_worker_cpu_declared_cores", Help: "CPU cores the worker's running jobs declared (or got by default)."},
+		{Name: "sluice_worker_memory_capacity_bytes", Help: "Memory the declared resources of the worker's running jobs may add up to (SLUICE_WORKER_MEMORY)."},
+		{Name: "sluice_worker_memory_declared_bytes", Help: "Memory the worker's running jobs declared (or got by default)."},
+		{Name: "sluice_worker_over_target", Help: "1 while the worker's measured memory or CPU use is above its target (SLUICE_WORKER_TARGET_MEMORY, SLUICE_WORKER_TARGET_CPU) and it answers busy, else 0."},
+	} {
+		g, err := register(reg, prometheus.NewGaugeVec(opts, []string{"worker_id"}))
+		if err != nil {
+			return nil, err
+		}
+		gauges[i] = g
+	}
 	// Start every known series at zero so dashboards see them before the first event.
 	for _, o := range []string{"sent", "dropped"} {
 		progress.WithLabelValues(o)
@@ -143,6 +162,12 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 
 		handlerSeconds: handlerSeconds,
 		fenced:         fenced,
+
+		cpuCapacity:    gauges[0].WithLabelValues(workerID),
+		cpuDeclared:    gauges[1].WithLabelValues(workerID),
+		memoryCapacity: gauges[2].WithLabelValues(workerID),
+		memoryDeclared: gauges[3].WithLabelValues(workerID),
+		pressure:       gauges[4].WithLabelValues(workerID),
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +21,10 @@ type task struct {
 	job     Job
 	lease   contracts.Lease
 	handler Handler
+	// need is what the job takes of the worker's resources.
+	need contracts.Resources
+	// usage is what the run used, when its handler measured it.
+	usage   atomic.Pointer[contracts.Usage]
 	cancel  context.CancelCauseFunc
 	log     zerolog.Logger
 	release sync.Once
@@ -67,11 +72,11 @@ type startedTask struct {
 // attempts to start.
 func (w *Worker) admitOffer(hardCtx context.Context, data []byte) (contracts.OfferReply, []startedTask) {
 	specs, batch, err := contracts.DecodeOffers(data)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if err != nil {
 		return w.reply(contracts.OfferRefused, "malformed offer: "+err.Error()), nil
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if !batch {
 		status, reason, jctx, t := w.admitLocked(hardCtx, specs[0])
 		var started []startedTask
@@ -123,9 +128,20 @@ func (w *Worker) admitLocked(hardCtx context.Context, spec contracts.JobSpec) (c
 	if w.draining {
 		return contracts.OfferRefused, "draining", nil, nil
 	}
+	need := w.ledger.need(spec)
+	switch {
+	case !need.Fits(w.ledger.capacity):
+		return contracts.OfferRefused, "never fits here: " + describe(need, w.ledger.capacity), nil, nil
+	case !need.Fits(w.ledger.free()):
+		return contracts.OfferBusy, describe(need, w.ledger.free()), nil, nil
+	case w.pressure != "":
+		return contracts.OfferBusy, w.pressure, nil, nil
+	}
 	if !w.slots.TryAcquire() {
 		return contracts.OfferBusy, "", nil, nil
 	}
+	w.ledger.take(need)
+	w.setDeclaredLocked()
 	jctx, cancel := context.WithCancelCause(hardCtx)
 	w.leases.Add(l, cancel, w.now())
 	w.active++
@@ -134,9 +150,10 @@ func (w *Worker) admitLocked(hardCtx context.Context, spec contracts.JobSpec) (c
 	w.broadcastLocked()
 	w.m.slotsUsed.Set(float64(w.slots.InFlight()))
 	t := &task{
-		job:     jobFromSpec(spec),
+		job:     jobFromSpec(spec, need),
 		lease:   l,
 		handler: h,
+		need:    need,
 		cancel:  cancel,
 		log: w.log.With().Str(observe.FieldJobID, l.JobID).Int64(observe.FieldClaim, l.Claim).
 			Str("kind", spec.Kind).Logger(),
@@ -144,15 +161,24 @@ func (w *Worker) admitLocked(hardCtx context.Context, spec contracts.JobSpec) (c
 	return contracts.OfferAccepted, "", jctx, t
 }
 
-// reply is an offer answer carrying the worker's load.
+// reply is an offer answer carrying the worker's load; w.mu is held.
 func (w *Worker) reply(status contracts.OfferStatus, reason string) contracts.OfferReply {
 	inFlight, seq := w.load()
+	capacity, free := w.ledger.capacity, w.ledger.free().Clamp()
 	return contracts.OfferReply{
-		Status:   status,
-		WorkerID: w.cfg.WorkerID,
-		InFlight: inFlight,
-		Capacity: w.slots.Capacity(),
-		Reason:   reason,
-		Seq:      seq,
+		Status:        status,
+		WorkerID:      w.cfg.WorkerID,
+		InFlight:      inFlight,
+		Capacity:      w.slots.Capacity(),
+		Reason:        reason,
+		Resources:     &capacity,
+		FreeResources: &free,
+		Seq:           seq,
 	}
+}
+
+// setDeclaredLocked updates the declared-resources gauges; w.mu is held.
+func (w *Worker) setDeclaredLocked() {
+	w.m.cpuDeclared.Set(w.ledger.used.CPU)
+	w.m.memoryDeclared.Set(float64(w.ledger.used.Memory))
 }

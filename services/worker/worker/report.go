@@ -32,6 +32,7 @@ func (w *Worker) report(deliverCtx context.Context, t *task, v verdict, res Resu
 		r := contracts.Result{
 			JobID: id, Claim: t.lease.Claim, WorkerID: w.cfg.WorkerID,
 			State: v.state, Error: truncateError(v.err), Result: json.RawMessage(res), Permanent: v.permanent,
+			Usage: t.usage.Load(),
 		}
 		if w.deliverResult(deliverCtx, t, r) {
 			ev := t.log.Info()

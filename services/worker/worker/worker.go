@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/services/worker/internal/inputs"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
 	"github.com/sluicehq/sluice/services/worker/internal/lease"
+	"github.com/sluicehq/sluice/services/worker/internal/limit"
 	"github.com/sluicehq/sluice/services/worker/internal/slots"
 )
 
@@ -38,6 +39,10 @@ type Deps struct {
 	// makes one with the Go and process collectors (observe.NewRegistry).
 	// Several workers may share one.
 	Registry *prometheus.Registry
+	// Sampler measures the worker's use for measured backpressure
+	// (SLUICE_WORKER_TARGET_MEMORY, SLUICE_WORKER_TARGET_CPU); nil reads
+	// the worker's cgroup, else the machine (limit.NewSampler).
+	Sampler Sampler
 }
 
 // Worker runs jobs offered by the scheduler. Build it with New, register
@@ -53,6 +58,13 @@ type Worker struct {
 	m      *metrics
 	slots  *slots.Slots
 	leases *lease.Table
+	// ledger counts the resources of running jobs (under mu).
+	ledger *ledger
+	// sampler measures use when a target is set.
+	sampler Sampler
+	// limits holds exec runs to their resources (set by Run when the
+	// exec kind is registered).
+	limits *limit.Enforcer
 	// seqBase starts the load reports' sequence (see load): the wall
 	// clock at start, in nanoseconds, so that it grows across restarts.
 	seqBase uint64
@@ -73,6 +85,7 @@ type Worker struct {
 	running   bool
 	draining  bool
 	idleSince time.Time     // when in-flight last dropped to 0 (zero while busy)
+	pressure  string        // why measured use is above a target ("" = it is not)
 	active    int           // job goroutines not yet finished (handler or delivery)
 	changed   chan struct{} // closed and replaced whenever in-flight, active or draining change
 	// scratch holds the runs' scratch directories (set by Run).
@@ -101,6 +114,9 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	if d.Registry == nil {
 		d.Registry = observe.NewRegistry()
 	}
+	if d.Sampler == nil {
+		d.Sampler = limit.NewSampler()
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("worker: invalid config: %w", err)
@@ -119,6 +135,8 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		m:           m,
 		slots:       slots.New(cfg.MaxConcurrent),
 		leases:      lease.NewTable(),
+		ledger:      newLedger(cfg),
+		sampler:     d.Sampler,
 		seqBase:     uint64(time.Now().UnixNano()),
 		announceSig: make(chan struct{}, 1),
 		starts:      make(chan startReq),
@@ -128,6 +146,11 @@ func New(cfg Config, d Deps) (*Worker, error) {
 	}
 	m.slotsTotal.Set(float64(w.slots.Capacity()))
 	m.slotsUsed.Set(0)
+	m.cpuCapacity.Set(w.ledger.capacity.CPU)
+	m.memoryCapacity.Set(float64(w.ledger.capacity.Memory))
+	m.cpuDeclared.Set(0)
+	m.memoryDeclared.Set(0)
+	m.pressure.Set(0)
 	if err := w.registerBuiltins(); err != nil {
 		return nil, err
 	}
@@ -223,6 +246,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: SLUICE_WORKER_CACHE_DIR: %w", err)
 	}
 	w.inputs = ic
+	if slices.Contains(w.cfg.Kinds, kinds.Exec) {
+		w.limits = limit.New(limit.Options{Name: w.cfg.WorkerID, Want: contracts.LimitMechanism(w.cfg.Limits)})
+		defer func() {
+			if err := w.limits.Close(); err != nil {
+				w.log.Warn().Err(err).Msg("the worker's cgroups not removed")
+			}
+		}()
+		ev := w.log.Info().Str("mechanism", string(w.limits.Mechanism()))
+		if why := w.limits.Reason(); why != "" {
+			ev = ev.Str("why", why)
+		}
+		ev.Msg("exec jobs held to their resources")
+	}
 	// The probe serves until the drain is over, so /readyz says
 	// "draining" meanwhile; if it cannot serve, the worker stops.
 	ctx, stopRun := context.WithCancelCause(ctx)
@@ -253,7 +289,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.log.Info().Int("capacity", w.slots.Capacity()).Strs("kinds", w.Kinds()).Msg("worker started")
+	w.log.Info().Int("capacity", w.slots.Capacity()).Stringer("resources", w.ledger.capacity).
+		Strs("kinds", w.Kinds()).Msg("worker started")
 	if slices.Contains(w.cfg.Kinds, kinds.Exec) && len(w.cfg.ExecAllow) == 0 {
 		w.log.Warn().Msg("exec kind enabled with an empty SLUICE_WORKER_EXEC_ALLOW: every exec job fails")
 	}
@@ -261,6 +298,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	var loops sync.WaitGroup
 	loops.Go(func() { w.announceLoop(loopCtx) })
 	loops.Go(func() { w.heartbeatLoop(loopCtx) })
+	if w.cfg.measuring() {
+		loops.Go(func() { w.sampleLoop(loopCtx) })
+	}
 	for range startSenders {
 		loops.Go(func() { w.startLoop(loopCtx) })
 	}

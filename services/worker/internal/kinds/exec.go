@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/internal/limit"
 	"github.com/sluicehq/sluice/services/worker/internal/progress"
 )
 
@@ -123,13 +124,27 @@ func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
 	cmd.WaitDelay = e.grace
 
 	start := e.now()
-	if err := cmd.Start(); err != nil {
+	var lr *limit.Run
+	if r.Enforcer != nil {
+		lr, err = r.Enforcer.Start(cmd, r.Name, r.Resources, r.MaxRuntime)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("exec: start %s: %w", spec.Argv[0], err)
 	}
 	pgid := cmd.Process.Pid
 	waitErr := cmd.Wait()
-	// Whatever the leader did, nothing it started outlives the job.
+	// Whatever the leader did, nothing it started outlives the job: its
+	// process group, and with a cgroup every process in it.
 	_ = signalGroup(pgid, syscall.SIGKILL)
+	var over limit.Outcome
+	if lr != nil {
+		over = lr.Finish()
+		if r.Usage != nil {
+			r.Usage(over.Usage)
+		}
+	}
 
 	out, err := json.Marshal(ExecResult{
 		ExitCode:   cmd.ProcessState.ExitCode(),
@@ -140,11 +155,35 @@ func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec: encode result: %w", err)
 	}
-	return out, e.outcome(ctx, runCtx, spec, cmd, waitErr)
+	return out, e.outcome(ctx, runCtx, spec, cmd, waitErr, resourcesOutcome{over, r.Resources, stderr.String()})
+}
+
+// resourcesOutcome is how a run stood against its resources.
+type resourcesOutcome struct {
+	limit.Outcome
+	declared contracts.Resources
+	stderr   string
+}
+
+// overError is the resources: error of a failed run that went past what it
+// declared, or nil.
+func (o resourcesOutcome) overError() error {
+	overMemory := o.OverMemory ||
+		(o.Usage.Mechanism == contracts.LimitRlimit && o.declared.Memory > 0 && limit.OutOfMemoryText(o.stderr))
+	switch {
+	case overMemory:
+		return &contracts.ClassedError{Class: contracts.ClassResources, Err: fmt.Errorf(
+			"exec: went past its memory of %s (peak %s, %s) and was stopped",
+			contracts.FormatMemory(o.declared.Memory), contracts.FormatMemory(o.Usage.PeakMemory), o.Usage.Mechanism)}
+	case o.OverCPU:
+		return &contracts.ClassedError{Class: contracts.ClassResources, Err: fmt.Errorf(
+			"exec: used up its CPU time (%g cores for its max_runtime, %s) and was stopped", o.declared.CPU, o.Usage.Mechanism)}
+	}
+	return nil
 }
 
 // outcome turns how the program ended into the job's error.
-func (e *Execer) outcome(ctx, runCtx context.Context, spec ExecSpec, cmd *exec.Cmd, waitErr error) error {
+func (e *Execer) outcome(ctx, runCtx context.Context, spec ExecSpec, cmd *exec.Cmd, waitErr error, res resourcesOutcome) error {
 	var exitErr *exec.ExitError
 	switch {
 	case waitErr == nil:
@@ -156,6 +195,8 @@ func (e *Execer) outcome(ctx, runCtx context.Context, spec ExecSpec, cmd *exec.C
 			Class: contracts.ClassTimeout,
 			Err:   fmt.Errorf("exec: timed out after %s", spec.Timeout),
 		}
+	case res.overError() != nil:
+		return res.overError()
 	case errors.As(waitErr, &exitErr):
 		return exitErr // "exit status N" or "signal: …"
 	case errors.Is(waitErr, exec.ErrWaitDelay) && cmd.ProcessState.Success():

@@ -11,8 +11,10 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/worker/internal/limit"
 )
 
 // Run is one run of a job as a kind sees it: its payload and the scratch
@@ -24,6 +26,16 @@ type Run struct {
 	// InputEnv are the run's pinned inputs: their variables
 	// (SLUICE_INPUT_<NAME>) and the paths of the run's own copies.
 	InputEnv map[string]string
+	// Name names the run among the worker's running runs (its job and
+	// claim): the name of its cgroup.
+	Name string
+	// Resources are what the run may use; Enforcer (nil: none) holds a
+	// program to them, sized with MaxRuntime (0: none) for CPU time.
+	Resources  contracts.Resources
+	MaxRuntime time.Duration
+	Enforcer   *limit.Enforcer
+	// Usage (nil: nobody asks) receives what the run used.
+	Usage func(contracts.Usage)
 }
 
 // Func runs one job of a kind: it decodes the payload, does the work and
