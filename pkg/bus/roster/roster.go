@@ -6,6 +6,7 @@ package roster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -92,7 +93,7 @@ func (r *Roster) Observe(a contracts.Announce) {
 	// a second; waking the dispatchers for each would have them look at
 	// the whole roster as often.
 	if ok && e.stale(a.Seq) {
-		a.InFlight = e.info.InFlight
+		a.InFlight, a.FreeResources = e.info.InFlight, e.info.FreeResources
 	} else {
 		e.seq = a.Seq
 	}
@@ -110,15 +111,28 @@ func (r *Roster) Observe(a contracts.Announce) {
 	e.info = contracts.WorkerInfo{
 		ID: a.WorkerID, Kinds: slices.Clone(a.Kinds), Capacity: a.Capacity,
 		InFlight: a.InFlight, Draining: a.Draining, Spawned: a.Spawned, Version: a.Version, SeenAt: now,
+		Resources: a.Resources, FreeResources: a.FreeResources, KindResources: a.KindResources,
 	}
 	r.index.set(before, e.info)
 }
 
 // sameOffer reports whether an announcement changes nothing a dispatcher
-// reads of the worker: its kinds, slots, load, draining and version.
+// reads of the worker: its kinds, slots, load, draining, version and
+// resources.
 func sameOffer(w contracts.WorkerInfo, a contracts.Announce) bool {
 	return w.Capacity == a.Capacity && w.InFlight == a.InFlight && w.Draining == a.Draining &&
-		w.Version == a.Version && slices.Equal(w.Kinds, a.Kinds)
+		w.Version == a.Version && slices.Equal(w.Kinds, a.Kinds) &&
+		sameResources(w.Resources, a.Resources) && sameResources(w.FreeResources, a.FreeResources) &&
+		maps.Equal(w.KindResources, a.KindResources)
+}
+
+// sameResources reports whether two optional amounts are both absent or
+// equal.
+func sameResources(a, b *contracts.Resources) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // Load updates a known worker's in-flight count from an offer reply

@@ -71,6 +71,12 @@ type Settings struct {
 	// one token of for the request; a request costs one token per item,
 	// and the rest are taken here (nil = off).
 	TenantLimit *ratelimit.Limiter
+	// Workers lists the live workers (nil: none known): a job whose
+	// resource request fits in the capacity of none of those that run its
+	// kind is refused with 422 (contracts.NeverFits). While none is known
+	// it is admitted, and fails capacity: at its dispatch deadline if no
+	// worker ever takes it.
+	Workers func() []contracts.WorkerInfo
 }
 
 // Admitter admits submit requests. It is safe for concurrent use.
@@ -229,6 +235,7 @@ func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now 
 		ConcurrencyKey:   sub.ConcurrencyKey,
 		ConcurrencyLimit: sub.ConcurrencyLimit,
 		RunLimits:        sub.Limits,
+		Resources:        sub.Resources,
 	}
 	if sub.RunAt != nil {
 		at := sub.RunAt.UTC()
@@ -237,6 +244,11 @@ func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now 
 	if len(a.set.Kinds) > 0 && !slices.Contains(a.set.Kinds, job.Kind) {
 		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
 			"kind %q is not run here; the kinds are %s (SLUICE_GATEWAY_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", "))))
+	}
+	if job.Resources != nil && a.set.Workers != nil {
+		if why, never := contracts.NeverFits(a.set.Workers(), job.Kind, job.Resources); never {
+			return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, "resources: "+why))
+		}
 	}
 	// Last of the checks that read no file: pinning reads one.
 	var refused *Outcome
