@@ -55,8 +55,10 @@ const (
 	fChildrenSucceeded = "children_succeeded"
 	fChildrenFailed    = "children_failed"
 	fChildrenCancelled = "children_cancelled"
-	// fUsage is what the job's last finished run used.
-	fUsage = "usage"
+	// fResources is the job's resource request, fUsage what its last
+	// finished run used.
+	fResources = "resources"
+	fUsage     = "usage"
 )
 
 // stateHeld is the stored state of a fan-out child waiting for a place in

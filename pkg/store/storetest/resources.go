@@ -15,6 +15,40 @@ var resourceTests = []test{
 	{"ResourcesStoredAtAdmission", testResourcesStored},
 	{"ResourcesInheritedByChildren", testResourcesInherited},
 	{"UsageStoredWithTheResult", testUsageStored},
+	{"ClaimPacksByResources", testClaimPacksByResources},
+}
+
+// testClaimPacksByResources: a claim gives each job, in claim order, to the
+// first worker whose free resources fit it (store.Slots), free counted from
+// what the store shows running there, undeclared jobs at the worker's
+// defaults.
+func testClaimPacksByResources(t *testing.T, s store.Store) {
+	cpu := func(c float64) func(*contracts.Job) {
+		return func(j *contracts.Job) { j.Resources = &contracts.Resources{CPU: c} }
+	}
+	two := store.WorkerResources{Capacity: contracts.Resources{CPU: 2, Memory: 4 << 30},
+		Defaults: contracts.ResourceDefaults{Share: contracts.Resources{CPU: 0.5}}}
+	claim := func(now time.Time) []contracts.Job {
+		got, err := s.Claim(t.Context(), store.ClaimRequest{Now: now,
+			Slots:     map[string][]string{"test.kind": append(Slots("w1", 4), Slots("w2", 4)...)},
+			Resources: map[string]store.WorkerResources{"w1": two, "w2": two}})
+		require.NoError(t, err)
+		return got
+	}
+	a := admitWith(t, s, "acme", at(0), store.Caps{}, cpu(1))
+	b := admitWith(t, s, "acme", at(time.Millisecond), store.Caps{}, cpu(2))
+	c := admitWith(t, s, "acme", at(2*time.Millisecond), store.Caps{}, cpu(1))
+	got := claim(at(time.Second))
+	require.Equal(t, []string{a.ID, b.ID, c.ID}, ids(got))
+	require.Equal(t, []string{"w1", "w2", "w1"}, []string{got[0].Worker, got[1].Worker, got[2].Worker},
+		"2 cores never beside 1 on a 2-core worker; first fit in worker order")
+
+	d := admitWith(t, s, "acme", at(3*time.Millisecond), store.Caps{}, nil)
+	require.Empty(t, claim(at(2*time.Second)), "the running jobs the store shows leave no core free")
+	finish(t, s, get(t, s, a.ID), contracts.StateSucceeded, at(3*time.Second))
+	got = claim(at(4 * time.Second))
+	require.Equal(t, []string{d.ID}, ids(got))
+	require.Equal(t, "w1", got[0].Worker, "an undeclared job takes a slot's share")
 }
 
 // testResourcesStored: a job's request comes back from Admit, AdmitBatch,
