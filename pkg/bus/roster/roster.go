@@ -135,12 +135,13 @@ func sameResources(a, b *contracts.Resources) bool {
 	return *a == *b
 }
 
-// Load updates a known worker's in-flight count from an offer reply
-// numbered seq (contracts.OfferReply.Seq) without renewing its liveness.
-// A reply older than the worker's last load report taken is ignored: a
-// reply and an announcement travel by different routes, and the older
-// must not undo the newer.
-func (r *Roster) Load(id string, inFlight, capacity int, seq uint64) {
+// Load updates a known worker's in-flight count, and its free resources
+// when free is not nil, from an offer reply numbered seq
+// (contracts.OfferReply.Seq) without renewing its liveness. A reply older
+// than the worker's last load report taken is ignored: a reply and an
+// announcement travel by different routes, and the older must not undo
+// the newer.
+func (r *Roster) Load(id string, inFlight, capacity int, free *contracts.Resources, seq uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.workers[id]
@@ -148,9 +149,12 @@ func (r *Roster) Load(id string, inFlight, capacity int, seq uint64) {
 		return
 	}
 	e.seq = seq
-	if e.info.InFlight != inFlight || e.info.Capacity != capacity {
+	if free == nil {
+		free = e.info.FreeResources
+	}
+	if e.info.InFlight != inFlight || e.info.Capacity != capacity || !sameResources(e.info.FreeResources, free) {
 		before := e.info
-		e.info.InFlight, e.info.Capacity = inFlight, capacity
+		e.info.InFlight, e.info.Capacity, e.info.FreeResources = inFlight, capacity, free
 		r.index.set(before, e.info)
 		r.notify()
 	}

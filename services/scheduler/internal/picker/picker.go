@@ -64,7 +64,7 @@ type View interface {
 	// Room is the free slots per kind of the live, not draining workers.
 	Room() map[string]int
 	Get(id string) (contracts.WorkerInfo, bool)
-	Load(id string, inFlight, capacity int, seq uint64)
+	Load(id string, inFlight, capacity int, free *contracts.Resources, seq uint64)
 	Remove(id string)
 	Changed() <-chan struct{}
 	// KindLastSeen is when a live worker last ran kind (zero: never).
@@ -313,7 +313,7 @@ func (p *Picker) Record(id string, o Outcome, reply *contracts.OfferReply) bool 
 		delete(p.failures, id)
 		p.mu.Unlock()
 		if reply != nil {
-			p.view.Load(id, reply.InFlight, reply.Capacity, reply.Seq)
+			p.view.Load(id, reply.InFlight, reply.Capacity, reply.FreeResources, reply.Seq)
 		}
 	case NoResponders, Timeout, Failed:
 		p.mu.Lock()
