@@ -1,6 +1,9 @@
 package contracts
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // What a job takes of a worker's resources. A job's declaration is
 // optional, and so is each of its amounts: the worker counts what a job
@@ -19,12 +22,15 @@ type ResourceDefaults struct {
 }
 
 // SlotShare is one slot's share of capacity when a worker has slots
-// slots; nothing when its slots are unlimited (0).
+// slots; nothing when its slots are unlimited (0). Each amount is rounded
+// down (CPU to the finest share, memory to a byte), so that slots shares
+// always fit in capacity: 2 cores over 3 slots is 0.666666 each, where
+// rounding to the nearest (Div) would leave no room for the third.
 func SlotShare(capacity Resources, slots int) Resources {
 	if slots <= 0 {
 		return Resources{}
 	}
-	return capacity.Div(slots)
+	return Resources{CPU: math.Floor(capacity.CPU/float64(slots)/cpuQuantum) * cpuQuantum, Memory: capacity.Memory / int64(slots)}
 }
 
 // Need is what a job of kind that declared declared (nil: nothing) takes

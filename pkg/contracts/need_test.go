@@ -26,6 +26,14 @@ func TestResourceDefaultsNeed(t *testing.T) {
 	}
 	require.Equal(t, Resources{}, SlotShare(Resources{CPU: 4, Memory: 4 << 30}, 0), "unlimited slots: no share")
 	require.Equal(t, Resources{CPU: 1, Memory: 1 << 30}, SlotShare(Resources{CPU: 4, Memory: 4 << 30}, 4))
+	for _, slots := range []int{3, 6, 7, 9, 11, 256} {
+		capacity := Resources{CPU: 2, Memory: 1 << 30}
+		share, free := SlotShare(capacity, slots), capacity
+		for i := range slots {
+			require.True(t, share.Fits(free), "2 cores over %d slots: share %d fits", slots, i+1)
+			free = free.Sub(share)
+		}
+	}
 	w := WorkerInfo{Capacity: 2, Resources: &Resources{CPU: 2, Memory: 2 << 30}}
 	require.Equal(t, Resources{CPU: 1, Memory: 1 << 30}, w.Defaults().Need("x", nil), "announced capacity over announced slots")
 }
