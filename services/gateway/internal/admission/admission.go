@@ -88,6 +88,8 @@ type Admitter struct {
 	log     zerolog.Logger
 	metrics *metrics.Metrics
 	events  *events.Publisher
+	// workers is the copy of the live workers the resource check reads.
+	workers *workerCopy
 }
 
 // New returns an Admitter writing to st, publishing due messages to js and
@@ -96,7 +98,7 @@ func New(st store.Store, js jetstream.JetStream, ev *events.Publisher, set Setti
 	if now == nil {
 		now = time.Now
 	}
-	return &Admitter{store: st, js: js, set: set, now: now, log: log, metrics: m, events: ev}
+	return &Admitter{store: st, js: js, set: set, now: now, log: log, metrics: m, events: ev, workers: &workerCopy{}}
 }
 
 // Outcome is the result of one submit: the HTTP status it maps to, and
@@ -245,10 +247,8 @@ func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now 
 		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
 			"kind %q is not run here; the kinds are %s (SLUICE_GATEWAY_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", "))))
 	}
-	if job.Resources != nil && a.set.Workers != nil {
-		if why, never := contracts.NeverFits(a.set.Workers(), job.Kind, job.Resources); never {
-			return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, "resources: "+why))
-		}
+	if refused := a.checkFits(job); refused != nil {
+		return fail(*refused)
 	}
 	// Last of the checks that read no file: pinning reads one.
 	var refused *Outcome
