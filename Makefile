@@ -54,6 +54,7 @@ build:
 ## bench: throughput, latency and memory figures on the embedded default
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 20m ./cmd/sluice/internal/devstack/
+	$(GO) test -run '^$$' -bench '^BenchmarkClaimPacking$$' -benchtime 100x -count 1 ./pkg/store/sqlite/
 
 .PHONY: bench-memory
 

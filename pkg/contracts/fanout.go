@@ -147,7 +147,8 @@ func ChildID(parent string, index int) string {
 }
 
 // Child is the child of parent at index, running item: same kind, tenant,
-// priority, attempts, delay and concurrency key, with the item as payload,
+// priority, attempts, delay, concurrency key, limits, inputs and resource
+// request, with the item as payload,
 // no dedup key and the parent's times.
 func (j Job) Child(index int, item json.RawMessage) Job {
 	i := index
@@ -164,6 +165,7 @@ func (j Job) Child(index int, item json.RawMessage) Job {
 		ConcurrencyLimit: j.ConcurrencyLimit,
 		RunLimits:        j.RunLimits,
 		Inputs:           j.Inputs,
+		Resources:        j.Resources,
 		Parent:           j.ID,
 		Index:            &i,
 		CreatedAt:        j.CreatedAt,

@@ -136,6 +136,13 @@ type WorkerInfo struct {
 	Spawned  bool      `json:"spawned,omitempty"`
 	Version  string    `json:"version,omitempty"`
 	SeenAt   time.Time `json:"seen_at"`
+	// Resources is the worker's capacity and FreeResources what its
+	// running jobs' declarations leave of it, as it last reported them;
+	// KindResources its defaults by kind (see ResourceDefaults). All
+	// absent from a worker that does not count resources.
+	Resources     *Resources           `json:"resources,omitempty"`
+	FreeResources *Resources           `json:"free_resources,omitempty"`
+	KindResources map[string]Resources `json:"kind_resources,omitempty"`
 }
 
 // LastSignOfLife is when a running job last showed its worker had it: its

@@ -180,6 +180,10 @@ type Announce struct {
 	// beside Capacity and InFlight, which still count jobs.
 	Resources     *Resources `json:"resources,omitempty"`
 	FreeResources *Resources `json:"free_resources,omitempty"`
+	// KindResources are the resources the worker counts for a job of a
+	// kind that declares none (SLUICE_WORKER_KIND_RESOURCES); a kind not
+	// listed gets one slot's share (see ResourceDefaults).
+	KindResources map[string]Resources `json:"kind_resources,omitempty"`
 	// Seq orders a worker's load reports, its announcements and its offer
 	// replies, which reach a scheduler by different routes: of two, the
 	// one with the lower Seq was read earlier, and its InFlight is out of
@@ -596,6 +600,14 @@ func DecodeAnnounce(data []byte) (Announce, error) {
 	}
 	if err := checkWorkerResources(m.Resources, m.FreeResources); err != nil {
 		return m, fmt.Errorf("announce: %w", err)
+	}
+	for k, r := range m.KindResources {
+		if !ValidKind(k) {
+			return m, fmt.Errorf("announce: kind_resources: %q is not a kind", k)
+		}
+		if err := r.Validate("kind_resources." + k); err != nil {
+			return m, fmt.Errorf("announce: %w", err)
+		}
 	}
 	return m, nil
 }

@@ -35,6 +35,10 @@ type SubmitRequest struct {
 	MaxRuntime   string `json:"max_runtime,omitempty"`
 	// Inputs are the files the run needs, pinned by digest (inputs.go).
 	Inputs []InputRef `json:"inputs,omitempty"`
+	// Resources are what the job needs, {"cpu": 0.5, "memory": "512MiB"}
+	// (see Resources); kept raw so that Validate names a bad member in a
+	// *FieldError (HTTP 422).
+	Resources json.RawMessage `json:"resources,omitempty"`
 }
 
 // SubmitReply is the answer on SubjectSubmit: the HTTP status the same
@@ -79,6 +83,8 @@ type Submission struct {
 	Limits RunLimits
 	// Inputs are the run's pinned inputs; a digest may still be PinDigest.
 	Inputs []InputRef
+	// Resources are what the job declared it needs; nil: none declared.
+	Resources *Resources
 }
 
 // Bounds of submit fields.
@@ -184,6 +190,9 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 	if s.Inputs, err = validateInputs(r.Inputs); err != nil {
 		return s, err
 	}
+	if s.Resources, err = decodeResources(r.Resources); err != nil {
+		return s, err
+	}
 	if len(r.Payload) > 0 {
 		if s.Payload, err = CompactPayload(r.Payload); err != nil {
 			return s, &FieldError{"payload", err.Error()}
@@ -229,6 +238,24 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 		s.DispatchDeadline = at
 	}
 	return s, nil
+}
+
+// decodeResources reads a submit's resources member: nil when absent or
+// null, else a valid declaration; its errors are *FieldError naming the
+// member ("resources.memory").
+func decodeResources(raw json.RawMessage) (*Resources, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var r Resources
+	if err := DecodeWithin("resources", raw, &r); err != nil {
+		var de *DecodeError
+		if errors.As(err, &de) {
+			return nil, &FieldError{Field: de.Path, Reason: de.Reason}
+		}
+		return nil, &FieldError{Field: "resources", Reason: err.Error()}
+	}
+	return &r, nil
 }
 
 // parseDeadline reads a Go duration ("90s", relative to now) or an RFC 3339 time.

@@ -77,6 +77,10 @@ func (ch Change) Apply(j contracts.Job) contracts.Job {
 	if ch.Errors != nil {
 		j.Errors = ch.Errors
 	}
+	if ch.Usage != nil {
+		u := *ch.Usage
+		j.Usage = &u
+	}
 	return j
 }
 

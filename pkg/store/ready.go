@@ -41,6 +41,9 @@ type ClaimRequest struct {
 	// store never shows a worker running more jobs than it has slots,
 	// whichever schedulers claim at once.
 	Capacity map[string]int
+	// Resources are, per worker, what the claim packs its jobs by (see
+	// Slots); a worker absent is bounded by its slots only.
+	Resources map[string]WorkerResources
 	// Clock, when set, is read as the claimed jobs start, inside the
 	// store's write: a claim that waited behind other writes (a result
 	// that freed a fan-out's next child, say) never records a start
@@ -48,36 +51,112 @@ type ClaimRequest struct {
 	Clock func() time.Time
 }
 
+// WorkerResources is what a claim packs one worker's jobs by: the
+// resources it has in all (its announced capacity) and what it counts
+// for the amounts a job leaves out (contracts.ResourceDefaults).
+type WorkerResources struct {
+	Capacity contracts.Resources
+	Defaults contracts.ResourceDefaults
+}
+
+// RunningJob is a job the store shows running on a worker, as a claim
+// counts what it takes of the worker's resources.
+type RunningJob struct {
+	Kind      string
+	Resources *contracts.Resources
+}
+
+// RunningOn is how NewSlots reads what the store shows running on a
+// worker, in the same store transaction as the claim where the driver has
+// one.
+type RunningOn struct {
+	// Count counts the jobs running on a worker.
+	Count func(worker string) (int, error)
+	// Jobs lists them, for a worker the claim packs by resources (one in
+	// ClaimRequest.Resources): their count is then len of the list.
+	Jobs func(worker string) ([]RunningJob, error)
+}
+
 // Slots hands out a claim's worker slots as the claim takes jobs, kind by
-// kind, each kind's slots in their order, and never gives a worker more
-// than its room: Room[worker] (the slots the scheduler reserved on it,
-// shared by every kind it runs; absent, its entries in Slots), bounded,
-// when its Capacity is known, by that capacity less the jobs the store
-// shows running on it. A worker that runs several kinds is listed for each,
-// and whichever kind has ready jobs takes its room first.
+// kind, and never gives a worker more than its room: Room[worker] (the
+// slots the scheduler reserved on it, shared by every kind it runs;
+// absent, its entries in Slots), bounded, when its Capacity is known, by
+// that capacity less the jobs the store shows running on it. A worker that
+// runs several kinds is listed for each, and whichever kind has ready jobs
+// takes its room first.
+//
+// Packing by resources: a worker in ClaimRequest.Resources also has free
+// resources, its capacity less what the jobs the store shows running on it
+// take (each its declaration, the amounts it leaves out at the worker's
+// defaults: contracts.ResourceDefaults.Need, the worker's own rule). Each
+// job, in claim order, goes to the first worker of its kind's slots (in
+// worker-id order) with room left whose free resources fit it, and takes
+// them: load still gathers on the first workers. A worker not in
+// Resources counts slots only.
+//
+// Anti-starvation: a job that fits no worker now (Fit says wait) holds,
+// for the rest of the claim, the first worker of its kind whose whole
+// capacity could hold it and that no other job holds: no job after it in
+// claim order (smaller ones of the same priority, or any of a lower one)
+// is placed there. That worker's running jobs end, nothing new starts on
+// it, and the waiting job, still first in claim order, fits there in a
+// later claim. One worker per kind is held at most, so the jobs behind a
+// big one still run on the others.
 type Slots struct {
-	lists map[string][]string
-	next  map[string]int
+	order map[string][]string // kind → its workers, in slot order, each once
+	start map[string]int      // kind → the first of them that may have room
 	room  map[string]int
+	res   map[string]*packing
+	// held are the workers held for a job that fits nowhere now; holds
+	// the kinds that hold one.
+	held  map[string]bool
+	holds map[string]bool
+}
+
+// packing is a worker's resources during one claim.
+type packing struct {
+	WorkerResources
+	free contracts.Resources
 }
 
 // NewSlots returns r's slots, with each bounded worker's running jobs
-// counted by running (once per worker), in the same store transaction as
-// the claim where the driver has one.
-func (r ClaimRequest) NewSlots(running func(worker string) (int, error)) (*Slots, error) {
-	s := &Slots{lists: r.Slots, next: map[string]int{}, room: map[string]int{}}
+// counted once through running.
+func (r ClaimRequest) NewSlots(running RunningOn) (*Slots, error) {
+	s := &Slots{order: map[string][]string{}, start: map[string]int{}, room: map[string]int{},
+		res: map[string]*packing{}, held: map[string]bool{}, holds: map[string]bool{}}
 	entries := map[string]int{}
-	for _, list := range r.Slots {
+	for kind, list := range r.Slots {
+		seen := map[string]bool{}
 		for _, w := range list {
 			entries[w]++
+			if !seen[w] {
+				seen[w] = true
+				s.order[kind] = append(s.order[kind], w)
+			}
 		}
 	}
 	for w, n := range entries {
 		if room, ok := r.Room[w]; ok {
 			n = room
 		}
-		if c := r.Capacity[w]; c > 0 {
-			busy, err := running(w)
+		wr, packs := r.Resources[w]
+		c := r.Capacity[w]
+		switch {
+		case packs && running.Jobs != nil:
+			jobs, err := running.Jobs(w)
+			if err != nil {
+				return nil, err
+			}
+			p := &packing{WorkerResources: wr, free: wr.Capacity}
+			for _, j := range jobs {
+				p.free = p.free.Sub(wr.Defaults.Need(j.Kind, j.Resources))
+			}
+			s.res[w] = p
+			if c > 0 {
+				n = min(n, c-len(jobs))
+			}
+		case c > 0:
+			busy, err := running.Count(w)
 			if err != nil {
 				return nil, err
 			}
@@ -88,24 +167,48 @@ func (r ClaimRequest) NewSlots(running func(worker string) (int, error)) (*Slots
 	return s, nil
 }
 
-// Peek returns the worker of kind's next slot that has room left, without
-// taking it; false when kind has none left.
-func (s *Slots) Peek(kind string) (string, bool) {
-	list := s.lists[kind]
-	for s.next[kind] < len(list) {
-		if w := list[s.next[kind]]; s.room[w] > 0 {
-			return w, true
+// Fit returns the worker a job of kind that declared declared (nil:
+// nothing) goes to, without taking it: the first of kind's workers with
+// room left, not held, whose free resources fit it (see Slots). ok false
+// and more true: it fits none now (the job waits; it holds a worker if
+// none of its kind is held yet); more false: no worker of kind has room
+// left for any job.
+func (s *Slots) Fit(kind string, declared *contracts.Resources) (worker string, ok, more bool) {
+	order := s.order[kind]
+	for i := s.start[kind]; i < len(order); i++ {
+		w := order[i]
+		if s.room[w] <= 0 {
+			if i == s.start[kind] {
+				s.start[kind]++ // never room again in this claim
+			}
+			continue
 		}
-		s.next[kind]++
+		if s.held[w] {
+			continue
+		}
+		more = true
+		p := s.res[w]
+		if p == nil || p.Defaults.Need(kind, declared).Fits(p.free) {
+			return w, true, true
+		}
 	}
-	return "", false
+	if more && !s.holds[kind] {
+		for _, w := range order {
+			if p := s.res[w]; p != nil && !s.held[w] && p.Defaults.Need(kind, declared).Fits(p.Capacity) {
+				s.held[w], s.holds[kind] = true, true
+				break
+			}
+		}
+	}
+	return "", false, more
 }
 
-// Take takes the slot Peek returned for kind: a job was claimed into it.
-func (s *Slots) Take(kind string) {
-	if w, ok := s.Peek(kind); ok {
-		s.room[w]--
-		s.next[kind]++
+// Take takes what a job of kind that declared declared needs of worker,
+// which Fit returned for it: the job was claimed there.
+func (s *Slots) Take(kind, worker string, declared *contracts.Resources) {
+	s.room[worker]--
+	if p := s.res[worker]; p != nil {
+		p.free = p.free.Sub(p.Defaults.Need(kind, declared))
 	}
 }
 

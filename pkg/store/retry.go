@@ -19,7 +19,7 @@ import (
 func ResultChange(job contracts.Job, res contracts.Result, now time.Time, backoff func(runs int) time.Duration) Change {
 	// A run counts from its start; a result that beats the start's
 	// write (the job still pending at that claim) still ends a run.
-	ch := Change{Now: now, State: res.State, Result: res.Result, IncAttempt: job.State == contracts.StatePending}
+	ch := Change{Now: now, State: res.State, Result: res.Result, IncAttempt: job.State == contracts.StatePending, Usage: res.Usage}
 	if res.Error != "" {
 		ch.Error = &res.Error
 	}
@@ -45,9 +45,10 @@ func ResultChange(job contracts.Job, res contracts.Result, now time.Time, backof
 
 // RetryChange turns final, the change that ends a failed run of job, into
 // its retry: back to pending under the next claim, off the worker, ready
-// at next, keeping the run's error in the job's errors.
+// at next, keeping the run's error in the job's errors and what the run
+// used.
 func RetryChange(job contracts.Job, final Change, next time.Time) Change {
 	none := ""
 	return Change{Now: final.Now, State: contracts.StatePending, Claim: job.Claim + 1, Worker: &none,
-		IncAttempt: final.IncAttempt, ClearClaim: true, NextDispatchAt: &next, Errors: final.Errors}
+		IncAttempt: final.IncAttempt, ClearClaim: true, NextDispatchAt: &next, Errors: final.Errors, Usage: final.Usage}
 }

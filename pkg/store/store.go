@@ -227,6 +227,8 @@ type Change struct {
 	// Errors, when not nil, replaces the job's run errors (the caller
 	// appends with contracts.AppendRunError to what it read).
 	Errors []contracts.RunError
+	// Usage, when not nil, replaces what the job's last finished run used.
+	Usage *contracts.Usage
 }
 
 // Query selects a page of jobs. Without Parent it lists top-level jobs

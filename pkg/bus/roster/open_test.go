@@ -37,7 +37,7 @@ func TestOpenAndRoomFollowEveryChange(t *testing.T) {
 			r.Observe(contracts.Announce{WorkerID: id, Kinds: ks, Capacity: capacity, InFlight: rng.IntN(capacity + 2),
 				Draining: rng.IntN(8) == 0, IntervalMS: 1000})
 		case op < 7:
-			r.Load(id, rng.IntN(4), rng.IntN(4), 0)
+			r.Load(id, rng.IntN(4), rng.IntN(4), nil, 0)
 		case op < 8:
 			r.Remove(id)
 		case op < 9:
@@ -124,8 +124,8 @@ func BenchmarkOpen(b *testing.B) {
 				r.Open("k", func(contracts.WorkerInfo) bool { return false })
 				// One worker takes a job and another frees its slot.
 				id := fmt.Sprintf("w%05d", n*9/10+i%(n/10))
-				r.Load(id, 1, 1, 0)
-				r.Load(id, 0, 1, 0)
+				r.Load(id, 1, 1, nil, 0)
+				r.Load(id, 0, 1, nil, 0)
 			}
 		})
 	}

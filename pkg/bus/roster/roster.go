@@ -6,6 +6,7 @@ package roster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -92,7 +93,7 @@ func (r *Roster) Observe(a contracts.Announce) {
 	// a second; waking the dispatchers for each would have them look at
 	// the whole roster as often.
 	if ok && e.stale(a.Seq) {
-		a.InFlight = e.info.InFlight
+		a.InFlight, a.FreeResources = e.info.InFlight, e.info.FreeResources
 	} else {
 		e.seq = a.Seq
 	}
@@ -110,23 +111,37 @@ func (r *Roster) Observe(a contracts.Announce) {
 	e.info = contracts.WorkerInfo{
 		ID: a.WorkerID, Kinds: slices.Clone(a.Kinds), Capacity: a.Capacity,
 		InFlight: a.InFlight, Draining: a.Draining, Spawned: a.Spawned, Version: a.Version, SeenAt: now,
+		Resources: a.Resources, FreeResources: a.FreeResources, KindResources: a.KindResources,
 	}
 	r.index.set(before, e.info)
 }
 
 // sameOffer reports whether an announcement changes nothing a dispatcher
-// reads of the worker: its kinds, slots, load, draining and version.
+// reads of the worker: its kinds, slots, load, draining, version and
+// resources.
 func sameOffer(w contracts.WorkerInfo, a contracts.Announce) bool {
 	return w.Capacity == a.Capacity && w.InFlight == a.InFlight && w.Draining == a.Draining &&
-		w.Version == a.Version && slices.Equal(w.Kinds, a.Kinds)
+		w.Version == a.Version && slices.Equal(w.Kinds, a.Kinds) &&
+		sameResources(w.Resources, a.Resources) && sameResources(w.FreeResources, a.FreeResources) &&
+		maps.Equal(w.KindResources, a.KindResources)
 }
 
-// Load updates a known worker's in-flight count from an offer reply
-// numbered seq (contracts.OfferReply.Seq) without renewing its liveness.
-// A reply older than the worker's last load report taken is ignored: a
-// reply and an announcement travel by different routes, and the older
-// must not undo the newer.
-func (r *Roster) Load(id string, inFlight, capacity int, seq uint64) {
+// sameResources reports whether two optional amounts are both absent or
+// equal.
+func sameResources(a, b *contracts.Resources) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// Load updates a known worker's in-flight count, and its free resources
+// when free is not nil, from an offer reply numbered seq
+// (contracts.OfferReply.Seq) without renewing its liveness. A reply older
+// than the worker's last load report taken is ignored: a reply and an
+// announcement travel by different routes, and the older must not undo
+// the newer.
+func (r *Roster) Load(id string, inFlight, capacity int, free *contracts.Resources, seq uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.workers[id]
@@ -134,9 +149,12 @@ func (r *Roster) Load(id string, inFlight, capacity int, seq uint64) {
 		return
 	}
 	e.seq = seq
-	if e.info.InFlight != inFlight || e.info.Capacity != capacity {
+	if free == nil {
+		free = e.info.FreeResources
+	}
+	if e.info.InFlight != inFlight || e.info.Capacity != capacity || !sameResources(e.info.FreeResources, free) {
 		before := e.info
-		e.info.InFlight, e.info.Capacity = inFlight, capacity
+		e.info.InFlight, e.info.Capacity, e.info.FreeResources = inFlight, capacity, free
 		r.index.set(before, e.info)
 		r.notify()
 	}

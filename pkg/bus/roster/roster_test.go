@@ -149,7 +149,7 @@ func TestLoadUpdatesWithoutRenewing(t *testing.T) {
 	seen := c.Now()
 
 	c.Advance(2 * time.Second)
-	r.Load("w1", 3, 5, 0)
+	r.Load("w1", 3, 5, nil, 0)
 	w, ok := r.Get("w1")
 	require.True(t, ok)
 	assert.Equal(t, 3, w.InFlight)
@@ -160,7 +160,7 @@ func TestLoadUpdatesWithoutRenewing(t *testing.T) {
 	_, ok = r.Get("w1")
 	assert.False(t, ok, "Load must not renew liveness")
 
-	r.Load("ghost", 1, 1, 0) // unknown: nothing happens
+	r.Load("ghost", 1, 1, nil, 0) // unknown: nothing happens
 	_, ok = r.Get("ghost")
 	assert.False(t, ok)
 }
@@ -183,7 +183,7 @@ func TestLoadReportsKeepTheNewest(t *testing.T) {
 	// The job it accepted (seq 11) already ended (12), and the announcement
 	// saying so arrived before the reply of the acceptance.
 	r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 1, InFlight: 0, IntervalMS: 1000, Seq: 12})
-	r.Load("w1", 1, 1, 11)
+	r.Load("w1", 1, 1, nil, 11)
 	require.Equal(t, 0, inFlight(), "an older reply must not make an idle worker look full")
 	count := 0
 	r.Open("k", func(contracts.WorkerInfo) bool { count++; return true })
@@ -191,7 +191,7 @@ func TestLoadReportsKeepTheNewest(t *testing.T) {
 
 	// A newer reply is taken; an older announcement then renews the worker
 	// without undoing it.
-	r.Load("w1", 1, 1, 13)
+	r.Load("w1", 1, 1, nil, 13)
 	require.Equal(t, 1, inFlight())
 	c.Advance(2 * time.Second)
 	r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 1, InFlight: 0, IntervalMS: 1000, Seq: 12})
@@ -202,16 +202,16 @@ func TestLoadReportsKeepTheNewest(t *testing.T) {
 	// A worker restarted after its clock was set back numbers its reports
 	// far below the old process's: they are taken, not held for older.
 	const before, after = 1 << 40, 1<<40 - 1<<21
-	r.Load("w1", 1, 1, before)
+	r.Load("w1", 1, 1, nil, before)
 	r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 1, InFlight: 0, IntervalMS: 1000, Seq: after})
 	require.Equal(t, 0, inFlight(), "a new process's first announcement is taken")
-	r.Load("w1", 1, 1, after+1)
+	r.Load("w1", 1, 1, nil, after+1)
 	require.Equal(t, 1, inFlight())
-	r.Load("w1", 0, 1, after)
+	r.Load("w1", 0, 1, nil, after)
 	require.Equal(t, 1, inFlight(), "and its own older reports are older again")
 
 	// Unnumbered reports (workers that send no Seq) are always taken.
-	r.Load("w1", 0, 1, 0)
+	r.Load("w1", 0, 1, nil, 0)
 	require.Equal(t, 0, inFlight())
 	r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 1, InFlight: 1, IntervalMS: 1000})
 	require.Equal(t, 1, inFlight())
@@ -274,10 +274,10 @@ func TestChanged(t *testing.T) {
 		{"undrained", func() {
 			r.Observe(contracts.Announce{WorkerID: "w1", Kinds: []string{"k"}, Capacity: 2, InFlight: 1, IntervalMS: 1000})
 		}, true},
-		{"load changes", func() { r.Load("w1", 2, 2, 0) }, true},
-		{"capacity changes", func() { r.Load("w1", 2, 3, 0) }, true},
-		{"same load", func() { r.Load("w1", 2, 3, 0) }, false},
-		{"load of an unknown worker", func() { r.Load("ghost", 1, 1, 0) }, false},
+		{"load changes", func() { r.Load("w1", 2, 2, nil, 0) }, true},
+		{"capacity changes", func() { r.Load("w1", 2, 3, nil, 0) }, true},
+		{"same load", func() { r.Load("w1", 2, 3, nil, 0) }, false},
+		{"load of an unknown worker", func() { r.Load("ghost", 1, 1, nil, 0) }, false},
 		{"reads", func() { r.Workers(); r.Get("w1"); r.Get("ghost") }, false},
 		{"remove", func() { r.Remove("w2") }, true},
 		{"remove an unknown worker", func() { r.Remove("w2") }, false},
@@ -321,7 +321,7 @@ func TestConcurrentUse(t *testing.T) {
 			id := string(rune('a' + i))
 			for j := range 100 {
 				r.Observe(contracts.Announce{WorkerID: id, InFlight: j})
-				r.Load(id, j+1, 10, 0)
+				r.Load(id, j+1, 10, nil, 0)
 				r.Workers()
 				r.Get(id)
 				_ = r.Changed()
@@ -437,4 +437,42 @@ func TestSubscribeOnClosedConnection(t *testing.T) {
 	err := roster.New(nil).Subscribe(t.Context(), nc)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, nats.ErrConnectionClosed)
+}
+
+// TestResourcesFromLoadReports: the roster keeps a worker's capacity,
+// free resources and kind defaults from its announcements, and its free
+// resources from its offer replies, the newest report's.
+func TestResourcesFromLoadReports(t *testing.T) {
+	t.Parallel()
+	r := roster.New(clocktest.New().Now)
+	capacity, free := contracts.Resources{CPU: 2, Memory: 4 << 30}, contracts.Resources{CPU: 1, Memory: 3 << 30}
+	kinds := map[string]contracts.Resources{"enc": {CPU: 2}}
+	changed := r.Changed()
+	r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 2, IntervalMS: 1000, Resources: &capacity, FreeResources: &capacity,
+		KindResources: kinds, Seq: 10})
+	<-changed
+	changed = r.Changed()
+	r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 2, IntervalMS: 1000, Resources: &capacity, FreeResources: &free,
+		KindResources: kinds, Seq: 11})
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a change of free resources wakes the dispatchers")
+	}
+	w, ok := r.Get("w1")
+	require.True(t, ok)
+	assert.Equal(t, &capacity, w.Resources)
+	assert.Equal(t, &free, w.FreeResources)
+	assert.Equal(t, kinds, w.KindResources)
+
+	none := contracts.Resources{}
+	r.Load("w1", 2, 2, &none, 12)
+	w, _ = r.Get("w1")
+	assert.Equal(t, &none, w.FreeResources, "an offer reply's free resources")
+	r.Observe(contracts.Announce{WorkerID: "w1", Capacity: 2, IntervalMS: 1000, Resources: &capacity, FreeResources: &free, Seq: 11})
+	w, _ = r.Get("w1")
+	assert.Equal(t, &none, w.FreeResources, "an older announcement does not undo the newer reply")
+	r.Load("w1", 2, 2, nil, 13)
+	w, _ = r.Get("w1")
+	assert.Equal(t, &none, w.FreeResources, "a reply without resources keeps them")
 }

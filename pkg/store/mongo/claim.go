@@ -56,11 +56,22 @@ func readyFilter(kind string, now time.Time) bson.D {
 // readyView is what a claim reads of a ready job.
 type readyView struct {
 	ID     string  `bson:"_id"`
+	Kind   string  `bson:"kind"`
 	Tenant string  `bson:"tenant"`
 	Claim  int64   `bson:"attempt"`
 	Key    string  `bson:"concurrency_key"`
 	Limit  int     `bson:"concurrency_limit"`
 	FairAt float64 `bson:"fair_at"`
+	// Resources is the job's request, which the claim packs by.
+	Resources *resourcesDoc `bson:"resources"`
+}
+
+// request is the job's resource request as the claim packs by it.
+func (v readyView) request() *contracts.Resources {
+	if v.Resources == nil {
+		return nil
+	}
+	return &contracts.Resources{CPU: v.Resources.CPU, Memory: v.Resources.Memory}
 }
 
 // Claim starts up to len(r.Slots[kind]) of the best ready jobs of each kind
@@ -99,7 +110,10 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	// Without transactions the count and the claims are apart: schedulers
 	// claiming for one worker at the same moment can each see its last
 	// free slot (the worker then answers one of them busy).
-	fit, err := r.NewSlots(func(worker string) (int, error) { return s.runningOn(ctx, worker) })
+	fit, err := r.NewSlots(store.RunningOn{
+		Count: func(worker string) (int, error) { return s.runningOn(ctx, worker) },
+		Jobs:  func(worker string) ([]store.RunningJob, error) { return s.jobsOn(ctx, worker) },
+	})
 	if err != nil {
 		return nil, fmt.Errorf("mongo: claim jobs: %w", err)
 	}
@@ -120,10 +134,14 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 				if got == want {
 					break
 				}
-				worker, free := fit.Peek(kind)
-				if !free {
+				worker, fits, more := fit.Fit(kind, c.request())
+				if !more {
 					want = got // no slot left for this kind
 					break
+				}
+				if !fits {
+					skippedNow++ // waits for room enough (see store.Slots)
+					continue
 				}
 				ok, err := slots.Take(c.Tenant, c.Key, c.Limit)
 				if err != nil {
@@ -142,7 +160,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					slots.Give(c.Tenant, c.Key)
 					continue
 				}
-				fit.Take(kind)
+				fit.Take(kind, worker, c.request())
 				out = append(out, j)
 				virtual = max(virtual, c.FairAt)
 				got++
@@ -173,7 +191,7 @@ func (s *Store) ready(ctx context.Context, kind string, now time.Time, limit int
 		SetSort(bson.D{{Key: fPriority, Value: -1}, {Key: fFairAt, Value: 1}, {Key: fID, Value: 1}}).
 		SetLimit(int64(limit)).
 		SetProjection(bson.D{{Key: fTenant, Value: 1}, {Key: fClaim, Value: 1}, {Key: fConcurrencyKey, Value: 1},
-			{Key: fConcurrencyLimit, Value: 1}, {Key: fFairAt, Value: 1}}))
+			{Key: fConcurrencyLimit, Value: 1}, {Key: fFairAt, Value: 1}, {Key: fKind, Value: 1}, {Key: fResources, Value: 1}}))
 	if err != nil {
 		return nil, fmt.Errorf("find the ready jobs of %q: %w", kind, err)
 	}
@@ -213,6 +231,26 @@ func (s *Store) runningOn(ctx context.Context, worker string) (int, error) {
 		return 0, fmt.Errorf("count the jobs running on worker %s: %w", worker, err)
 	}
 	return int(n), nil
+}
+
+// jobsOn reads the jobs running on worker as a claim packs by them.
+func (s *Store) jobsOn(ctx context.Context, worker string) ([]store.RunningJob, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	cur, err := s.jobs.Find(ctx, bson.D{{Key: fState, Value: string(contracts.StateRunning)}, {Key: fWorker, Value: worker}},
+		options.Find().SetProjection(bson.D{{Key: fKind, Value: 1}, {Key: fResources, Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("find the jobs running on worker %s: %w", worker, err)
+	}
+	var views []readyView
+	if err := cur.All(ctx, &views); err != nil {
+		return nil, fmt.Errorf("read the jobs running on worker %s: %w", worker, err)
+	}
+	out := make([]store.RunningJob, len(views))
+	for i, v := range views {
+		out[i] = store.RunningJob{Kind: v.Kind, Resources: v.request()}
+	}
+	return out, nil
 }
 
 // claimOne starts one candidate on worker at now (store.Started) if it is

@@ -55,6 +55,10 @@ const (
 	fChildrenSucceeded = "children_succeeded"
 	fChildrenFailed    = "children_failed"
 	fChildrenCancelled = "children_cancelled"
+	// fResources is the job's resource request, fUsage what its last
+	// finished run used.
+	fResources = "resources"
+	fUsage     = "usage"
 )
 
 // stateHeld is the stored state of a fan-out child waiting for a place in
@@ -128,6 +132,37 @@ type jobDoc struct {
 	MaxRuntime   int64 `bson:"max_runtime,omitempty"`
 	// Inputs are the run's pinned inputs.
 	Inputs []inputDoc `bson:"inputs,omitempty"`
+	// Resources is the job's resource request (absent: none declared),
+	// Usage what its last finished run used.
+	Resources *resourcesDoc `bson:"resources,omitempty"`
+	Usage     *usageDoc     `bson:"usage,omitempty"`
+}
+
+// resourcesDoc is a resource request, as a subdocument: cores and bytes.
+type resourcesDoc struct {
+	CPU    float64 `bson:"cpu"`
+	Memory int64   `bson:"memory"`
+}
+
+func toResourcesDoc(r *contracts.Resources) *resourcesDoc {
+	if r == nil {
+		return nil
+	}
+	return &resourcesDoc{CPU: r.CPU, Memory: r.Memory}
+}
+
+// usageDoc is what a run used, as a subdocument.
+type usageDoc struct {
+	Mechanism  string  `bson:"mechanism"`
+	PeakMemory int64   `bson:"peak_memory"`
+	CPUSeconds float64 `bson:"cpu_seconds"`
+}
+
+func toUsageDoc(u *contracts.Usage) *usageDoc {
+	if u == nil {
+		return nil
+	}
+	return &usageDoc{Mechanism: string(u.Mechanism), PeakMemory: u.PeakMemory, CPUSeconds: u.CPUSeconds}
 }
 
 // inputDoc is one pinned input, as a subdocument.
@@ -212,6 +247,8 @@ func newJobDoc(j contracts.Job) jobDoc {
 		FailFast:         j.FailFast,
 		StallTimeout:     int64(j.StallTimeout),
 		MaxRuntime:       int64(j.MaxRuntime),
+		Resources:        toResourcesDoc(j.Resources),
+		Usage:            toUsageDoc(j.Usage),
 	}
 	for _, in := range j.Inputs {
 		d.Inputs = append(d.Inputs, inputDoc{Name: in.Name, URI: in.URI, SHA256: in.SHA256, Version: in.Version})
@@ -266,6 +303,13 @@ func (d jobDoc) job() contracts.Job {
 	}
 	for _, in := range d.Inputs {
 		j.Inputs = append(j.Inputs, contracts.InputRef{Name: in.Name, URI: in.URI, SHA256: in.SHA256, Version: in.Version})
+	}
+	if d.Resources != nil {
+		j.Resources = &contracts.Resources{CPU: d.Resources.CPU, Memory: d.Resources.Memory}
+	}
+	if d.Usage != nil {
+		j.Usage = &contracts.Usage{Mechanism: contracts.LimitMechanism(d.Usage.Mechanism),
+			PeakMemory: d.Usage.PeakMemory, CPUSeconds: d.Usage.CPUSeconds}
 	}
 	if d.Parent != "" && d.ItemIndex != nil {
 		i := *d.ItemIndex

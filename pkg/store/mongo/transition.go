@@ -159,6 +159,9 @@ func buildUpdate(ch store.Change) bson.D {
 	if ch.Errors != nil {
 		set = append(set, bson.E{Key: fErrors, Value: toRunErrDocs(ch.Errors)})
 	}
+	if ch.Usage != nil {
+		set = append(set, bson.E{Key: fUsage, Value: toUsageDoc(ch.Usage)})
+	}
 
 	u := bson.D{{Key: "$set", Value: set}}
 	if len(unset) > 0 {

@@ -138,8 +138,8 @@ type admitInput struct {
 	items               []json.RawMessage
 	// The columns the job does not show (see the schema).
 	held, released int
-	// inputs is the inputs column.
-	inputs any
+	// inputs is the inputs column, usage the usage column.
+	inputs, usage any
 	// stagedTo is how many of a parent's children were staged: inserted
 	// held before its admission (see stage.go).
 	stagedTo int
@@ -172,7 +172,11 @@ func newAdmitInput(r store.AdmitRequest) (admitInput, error) {
 	if err != nil {
 		return admitInput{}, err
 	}
-	in := admitInput{job: job, caps: caps, progress: progress, runErrors: runErrors, items: r.Items, inputs: inputs}
+	usage, err := usageArg(job.Usage)
+	if err != nil {
+		return admitInput{}, err
+	}
+	in := admitInput{job: job, caps: caps, progress: progress, runErrors: runErrors, items: r.Items, inputs: inputs, usage: usage}
 	if job.IsParent() {
 		in.held, in.released = 1, store.ReleasedAtAdmission(job.Concurrency, len(r.Items))
 	}
@@ -309,6 +313,7 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 // appendJobArgs appends a new job's columns, in jobColumns order.
 func appendJobArgs(args []any, in admitInput) []any {
 	job := in.job
+	cpu, memory := resourcesArgs(job.Resources)
 	return append(args,
 		job.ID, job.Tenant, job.Kind, jsonArg(job.Payload), job.Key, job.Priority,
 		string(job.State), job.Claim, job.Attempt, job.MaxAttempts, job.Worker, job.Error,
@@ -320,6 +325,7 @@ func appendJobArgs(args []any, in admitInput) []any {
 		job.Parent, indexArg(job.Index), job.Concurrency, boolArg(job.FailFast),
 		childArg(job.Children, func(c contracts.ChildCounts) int { return c.Total }),
 		0, 0, 0, int64(job.StallTimeout), int64(job.MaxRuntime), in.inputs,
+		cpu, memory, in.usage,
 		in.held, job.Slots(), in.released, weightArg(in.caps.Weight))
 }
 

@@ -35,6 +35,9 @@ const (
 			AND (state = 'running' OR (state = 'pending' AND claim_until > ?3))`
 	// workerRunningQuery counts the jobs running on a worker (?1).
 	workerRunningQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_running_worker WHERE worker = ?1 AND state = 'running'`
+	// workerJobsQuery reads the kind and resource request of the jobs
+	// running on a worker (?1), which a claim packs by (store.Slots).
+	workerJobsQuery = `SELECT kind, cpu, memory FROM jobs INDEXED BY jobs_running_worker WHERE worker = ?1 AND state = 'running'`
 	// expireClaimsQuery clears the claims that ended at or before ?1, so
 	// their jobs are in the ready queue again.
 	expireClaimsQuery = `UPDATE jobs INDEXED BY jobs_claimed SET claim_until = NULL
@@ -82,11 +85,14 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 			return fmt.Errorf("clear expired claims: %w", err)
 		}
 		// The write lock holds what the counts read until the claim is in.
-		fit, err := r.NewSlots(func(worker string) (n int, err error) {
-			if err := tx.StmtContext(ctx, s.ws.workerRunning).QueryRowContext(ctx, worker).Scan(&n); err != nil {
-				return 0, fmt.Errorf("count the jobs running on worker %s: %w", worker, err)
-			}
-			return n, nil
+		fit, err := r.NewSlots(store.RunningOn{
+			Count: func(worker string) (n int, err error) {
+				if err := tx.StmtContext(ctx, s.ws.workerRunning).QueryRowContext(ctx, worker).Scan(&n); err != nil {
+					return 0, fmt.Errorf("count the jobs running on worker %s: %w", worker, err)
+				}
+				return n, nil
+			},
+			Jobs: func(worker string) ([]store.RunningJob, error) { return s.workerJobsIn(ctx, tx, worker) },
 		})
 		if err != nil {
 			return err
@@ -110,10 +116,14 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					if got == want {
 						break
 					}
-					worker, ok := fit.Peek(kind)
-					if !ok {
+					worker, ok, more := fit.Fit(kind, c.job.Resources)
+					if !more {
 						want = got // no slot left for this kind
 						break
+					}
+					if !ok {
+						skipped++ // waits for room enough (see store.Slots)
+						continue
 					}
 					ok, err := slots.Take(c.job.Tenant, c.job.ConcurrencyKey, c.job.ConcurrencyLimit)
 					if err != nil {
@@ -124,7 +134,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 						continue
 					}
 					c.worker = worker
-					fit.Take(kind)
+					fit.Take(kind, worker, c.job.Resources)
 					taken = append(taken, c)
 					virtual = max(virtual, c.job.FairAt)
 					got++
@@ -187,6 +197,33 @@ func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, kind string, now time.T
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
+	}
+	return out, nil
+}
+
+// workerJobsIn reads the jobs running on worker as a claim packs by them.
+func (s *Store) workerJobsIn(ctx context.Context, tx *sql.Tx, worker string) ([]store.RunningJob, error) {
+	rows, err := tx.StmtContext(ctx, s.ws.workerJobs).QueryContext(ctx, worker)
+	if err != nil {
+		return nil, fmt.Errorf("read the jobs running on worker %s: %w", worker, err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []store.RunningJob
+	for rows.Next() {
+		var (
+			j           store.RunningJob
+			cpu, memory any
+		)
+		if err := rows.Scan(&j.Kind, &cpu, &memory); err != nil {
+			return nil, fmt.Errorf("read the jobs running on worker %s: %w", worker, err)
+		}
+		if cpu != nil || memory != nil {
+			j.Resources = &contracts.Resources{CPU: colFloat(cpu), Memory: colInt(memory)}
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the jobs running on worker %s: %w", worker, err)
 	}
 	return out, nil
 }

@@ -47,11 +47,12 @@ type fanoutRows struct {
 // as Inf, which is not JSON).
 const insertChildrenQuery = `INSERT INTO jobs (id, tenant, kind, payload, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
-		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime, inputs)
+		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime, inputs,
+		cpu, memory)
 	SELECT ?1 || '-' || printf('%06d', key), ?2, ?3, value,
 		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11,
 		CASE WHEN key < ?12 THEN ?13 + (key + 1) / ?14 ELSE 0 END,
-		?1, key, CASE WHEN key < ?12 THEN 0 ELSE 1 END, 0, ?14, ?16, ?17, ?18
+		?1, key, CASE WHEN key < ?12 THEN 0 ELSE 1 END, 0, ?14, ?16, ?17, ?18, ?19, ?20
 	FROM json_each(?15)`
 
 // itemStrings is items as one JSON array of strings, each holding one
@@ -78,10 +79,11 @@ func itemStrings(items []json.RawMessage) []byte {
 func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) error {
 	p := f.parent.job
 	items := itemStrings(f.parent.items)
+	cpu, memory := resourcesArgs(p.Resources)
 	res, err := tx.ExecContext(ctx, insertChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 		p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
 		p.ConcurrencyKey, p.ConcurrencyLimit, f.parent.released, f.fairFrom, weightArg(f.parent.caps.Weight),
-		string(items), int64(p.StallTimeout), int64(p.MaxRuntime), f.parent.inputs)
+		string(items), int64(p.StallTimeout), int64(p.MaxRuntime), f.parent.inputs, cpu, memory)
 	if err != nil {
 		return fmt.Errorf("insert the children of %s: %w", p.ID, err)
 	}

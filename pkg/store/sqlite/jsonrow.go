@@ -40,7 +40,7 @@ var sparseColumns = map[string]bool{
 	"finished_at": true, "claim_until": true, "heartbeat_at": true, "errors": true,
 	"parent": true, "item_index": true, "window_size": true, "fail_fast": true,
 	"children_total": true, "children_succeeded": true, "children_failed": true,
-	"children_cancelled": true, "held": true, "children_released": true,
+	"children_cancelled": true, "held": true, "children_released": true, "usage": true,
 }
 
 // jsonRows is the layout of the JSON row statements, derived from

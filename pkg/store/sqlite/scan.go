@@ -16,10 +16,10 @@ const jobColumns = `id, tenant, kind, payload, key, priority, state, attempt, ru
 	dispatch_deadline, claim_until, heartbeat_at, run_at, concurrency_key,
 	concurrency_limit, errors, fair_at, parent, item_index, window_size,
 	fail_fast, children_total, children_succeeded, children_failed,
-	children_cancelled, stall_timeout, max_runtime, inputs`
+	children_cancelled, stall_timeout, max_runtime, inputs, cpu, memory, usage`
 
 // jobColumnCount is the number of jobColumns.
-const jobColumnCount = 39
+const jobColumnCount = 42
 
 // activeStates is the SQL list of the states counted against the caps.
 const activeStates = `('pending', 'running')`
@@ -102,6 +102,16 @@ func (b *rowBuf) job(sc rowScanner, rowid *int64) (contracts.Job, error) {
 		if err := json.Unmarshal([]byte(in), &j.Inputs); err != nil {
 			return contracts.Job{}, fmt.Errorf("decode inputs of job %s: %w", j.ID, err)
 		}
+	}
+	if v[39] != nil || v[40] != nil {
+		j.Resources = &contracts.Resources{CPU: colFloat(v[39]), Memory: colInt(v[40])}
+	}
+	if u := colString(v[41]); u != "" {
+		var us contracts.Usage
+		if err := json.Unmarshal([]byte(u), &us); err != nil {
+			return contracts.Job{}, fmt.Errorf("decode usage of job %s: %w", j.ID, err)
+		}
+		j.Usage = &us
 	}
 	if j.Parent != "" {
 		index := int(colInt(v[29]))
@@ -199,6 +209,27 @@ func scanJobs(rows *sql.Rows) ([]contracts.Job, error) {
 		return nil, err
 	}
 	return jobs, nil
+}
+
+// resourcesArgs bind a resource request as its cpu and memory columns,
+// both NULL when there is none.
+func resourcesArgs(r *contracts.Resources) (cpu, memory any) {
+	if r == nil {
+		return nil, nil
+	}
+	return r.CPU, r.Memory
+}
+
+// usageArg binds a run's usage as JSON TEXT, or NULL.
+func usageArg(u *contracts.Usage) (any, error) {
+	if u == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(u)
+	if err != nil {
+		return nil, fmt.Errorf("encode usage: %w", err)
+	}
+	return string(b), nil
 }
 
 // jsonArg binds a JSON document as TEXT, or NULL when it is empty.

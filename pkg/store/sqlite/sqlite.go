@@ -117,6 +117,13 @@ var columns = []struct{ table, name, decl string }{
 	{"jobs", "max_runtime", "INTEGER NOT NULL DEFAULT 0"},
 	// A run's pinned inputs, as JSON.
 	{"jobs", "inputs", "TEXT"},
+	// The job's resource request (contracts.Resources: cores, bytes),
+	// both NULL when it declared none; plain numbers, so that the claim
+	// that packs jobs onto workers by them reads them without decoding.
+	{"jobs", "cpu", "REAL"},
+	{"jobs", "memory", "INTEGER"},
+	// What the last finished run used (contracts.Usage), as JSON.
+	{"jobs", "usage", "TEXT"},
 }
 
 // indexes need the added columns.

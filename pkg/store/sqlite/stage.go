@@ -183,10 +183,11 @@ const (
 // insertChildrenQuery).
 const stageChildrenQuery = `INSERT INTO jobs (id, tenant, kind, payload, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
-		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime, inputs)
+		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime, inputs,
+		cpu, memory)
 	SELECT ?1 || '-' || printf('%06d', ?13 + key), ?2, ?3,
 		value,
-		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?1, ?13 + key, 1, 0, ?14, ?15, ?16, ?17
+		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?1, ?13 + key, 1, 0, ?14, ?15, ?16, ?17, ?18, ?19
 	FROM json_each(?12)`
 
 // unstageChildrenQuery deletes staged children ?2 to ?3 (ids) of parent ?1.
@@ -206,6 +207,7 @@ var errStagingLost = errors.New("the staged children were taken back (abandoned)
 // chunks in are deleted again.
 func (s *Store) stage(ctx context.Context, in *admitInput) error {
 	p := in.job
+	cpu, memory := resourcesArgs(p.Resources)
 	for from := 0; from < len(in.items); {
 		to := min(from+s.chunks.next(), len(in.items))
 		chunk := in.items[from:to]
@@ -213,7 +215,7 @@ func (s *Store) stage(ctx context.Context, in *admitInput) error {
 			res, err := tx.ExecContext(ctx, stageChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 				p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
 				p.ConcurrencyKey, p.ConcurrencyLimit, itemStrings(chunk), from, weightArg(in.caps.Weight),
-				int64(p.StallTimeout), int64(p.MaxRuntime), in.inputs)
+				int64(p.StallTimeout), int64(p.MaxRuntime), in.inputs, cpu, memory)
 			if err != nil {
 				return err
 			}

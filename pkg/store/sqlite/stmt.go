@@ -103,6 +103,7 @@ type writeStmts struct {
 	ready          *sql.Stmt
 	keyHolders     *sql.Stmt
 	workerRunning  *sql.Stmt
+	workerJobs     *sql.Stmt
 	claim          keyed
 	advanceVirtual *sql.Stmt
 	// Fan-out's statements.
@@ -142,6 +143,7 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.ready, readyQuery},
 		{&ws.keyHolders, keyHoldersQuery},
 		{&ws.workerRunning, workerRunningQuery},
+		{&ws.workerJobs, workerJobsQuery},
 		{&ws.claim.one, claimOneQuery},
 		{&ws.claim.many, claimQuery},
 		{&ws.advanceVirtual, advanceVirtualQuery},

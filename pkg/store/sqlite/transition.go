@@ -279,6 +279,13 @@ func buildUpdate(exp store.Expect, ch store.Change, rowid int64) (string, []any,
 		}
 		set("errors = ?", e)
 	}
+	if ch.Usage != nil {
+		u, err := usageArg(ch.Usage)
+		if err != nil {
+			return "", nil, err
+		}
+		set("usage = ?", u)
+	}
 
 	key, keyArg := "id", any(exp.ID)
 	if rowid > 0 {

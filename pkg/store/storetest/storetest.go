@@ -36,7 +36,7 @@ import (
 // cleanup with t.Cleanup.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
-	for _, group := range [][]test{admitTests, transitionTests, heartbeatTests, leaseTests, reaperTests, queryTests, claimTests, batchTests, updateTests, fanoutTests, payloadTests, itemsTests, stateCountTests, writeTests, ruleTests} {
+	for _, group := range [][]test{admitTests, transitionTests, heartbeatTests, leaseTests, reaperTests, queryTests, claimTests, batchTests, updateTests, fanoutTests, payloadTests, itemsTests, stateCountTests, writeTests, ruleTests, resourceTests} {
 		for _, tc := range group {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -222,6 +222,8 @@ func requireJob(t *testing.T, want, got contracts.Job) {
 	require.Equal(t, want.Children, got.Children, "children")
 	require.Equal(t, want.RunLimits, got.RunLimits, "run limits")
 	require.Equal(t, want.Inputs, got.Inputs, "inputs")
+	require.Equal(t, want.Resources, got.Resources, "resources")
+	require.Equal(t, want.Usage, got.Usage, "usage")
 	require.Len(t, got.Errors, len(want.Errors), "errors")
 	for i := range want.Errors {
 		w, g := want.Errors[i], got.Errors[i]

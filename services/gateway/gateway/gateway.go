@@ -183,6 +183,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	// One per-tenant limiter serves HTTP and NATS alike.
 	shared := cfg.RateLimitShare > 0
 	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now, Shared: shared})
+	ros := roster.New(deps.Now)
 	admitter := admission.New(deps.Store, deps.JS, pub, admission.Settings{
 		Caps: caps,
 		Limits: contracts.Limits{MaxDispatchDeadline: cfg.DispatchDeadline, DefaultMaxAttempts: cfg.DefaultMaxAttempts,
@@ -198,6 +199,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		MaxItemsPerRequest: cfg.MaxItemsPerRequest,
 		TenantLimit:        tenantLimit,
 		Pins:               pins,
+		Workers:            ros.Workers,
 	}, deps.Now, deps.Log, m)
 
 	probe := observe.NewProbe(deps.Log, nil)
@@ -218,7 +220,6 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: SLUICE_GATEWAY_TRUSTED_PROXIES: %w", err)
 	}
 
-	ros := roster.New(deps.Now)
 	g := &Gateway{
 		pins:     pins,
 		parents:  parents,

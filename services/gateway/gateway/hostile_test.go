@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,6 +47,16 @@ func TestHostileRequests(t *testing.T) {
 	otherID := other.job(t).ID
 	mine := b.submit(tokenA, `{"kind":"mine"}`)
 	require.Equal(t, http.StatusAccepted, mine.status)
+	// A worker of kind "big" with 2 cores and 4GiB (issue 26): once the
+	// gateway's roster knows it, a request of kind "big" for more than it
+	// has is refused.
+	ann, err := json.Marshal(contracts.Announce{WorkerID: "w-big", Kinds: []string{"big"}, Capacity: 2, IntervalMS: 60000,
+		Resources: &contracts.Resources{CPU: 2, Memory: 4 << 30}, FreeResources: &contracts.Resources{CPU: 2, Memory: 4 << 30}})
+	require.NoError(t, err)
+	waitUntil(t, func() bool {
+		require.NoError(t, b.nc.Publish(contracts.SubjectAnnounce, ann))
+		return b.submit(tokenA, `{"kind":"big","resources":{"cpu":3}}`).status == http.StatusUnprocessableEntity
+	})
 
 	long := func(c byte, n int) string { return strings.Repeat(string(c), n) }
 	sub := func(name, body string, status int, code string) hostile {
@@ -96,6 +107,20 @@ func TestHostileRequests(t *testing.T) {
 		said("broken JSON says where", `{"kind":"a",}`, bad400, inv, "not valid JSON: invalid character '}' looking for beginning of object key string (at byte 13)"),
 		{name: "batch envelope type error", method: http.MethodPost, path: "/v1/jobs/batch", token: tokenA, body: `{"jobs":{"kind":"a"}}`,
 			status: bad400, code: inv, msg: "jobs: expected an array, got an object"},
+		// Resource requests (issue 26): 422 naming the member.
+		said("resources cpu negative", `{"kind":"a","resources":{"cpu":-1}}`, bad422, val, "resources.cpu: -1 is negative"),
+		said("resources cpu absurd", `{"kind":"a","resources":{"cpu":1e9}}`, bad422, val, "resources.cpu: 1e+09 cores is more than 4096"),
+		said("resources memory without a known unit", `{"kind":"a","resources":{"memory":"512MB"}}`, bad422, val, "resources.memory: \"512MB\" is not an amount of memory"),
+		said("resources memory negative", `{"kind":"a","resources":{"memory":-5}}`, bad422, val, "resources.memory: -5 bytes is negative"),
+		said("resources memory absurd", `{"kind":"a","resources":{"memory":"2048TiB"}}`, bad422, val, "resources.memory: \"2048TiB\" is more than"),
+		said("resources unknown member", `{"kind":"a","resources":{"gpu":1}}`, bad422, val, "resources.gpu: unknown field"),
+		said("resources of the wrong type", `{"kind":"a","resources":"2 cores"}`, bad422, val, "resources: expected an object, got a string"),
+		said("resources cpu as a string", `{"kind":"a","resources":{"cpu":"2"}}`, bad422, val, "resources.cpu: expected a number, got a string"),
+		said("resources more than any worker has", `{"kind":"big","resources":{"cpu":2,"memory":"8GiB"}}`, bad422, val,
+			`resources: asks for cpu=2,memory=8GiB, more than any live worker of kind "big" has (the largest: cpu=2, memory=4GiB)`),
+		said("fan-out resources more than any worker has", `{"kind":"big","items":[1,2],"resources":{"cpu":4}}`, bad422, val,
+			"more than any live worker"),
+		said("fan-out resources invalid", `{"kind":"a","items":[1,2],"resources":{"cpu":-2}}`, bad422, val, "resources.cpu: -2 is negative"),
 		// Payloads of the built-in kinds their run would refuse: 422 naming the field.
 		said("sleep for negative ms", `{"kind":"sleep","payload":{"ms":-1}}`, bad422, val, "payload.ms: must be between 0 and 86400000, got -1"),
 		said("sleep for a day and more", `{"kind":"sleep","payload":{"ms":86400001}}`, bad422, val, "payload.ms: must be between 0 and 86400000"),

@@ -67,6 +67,7 @@ func (w *Worker) announce(leaving bool) {
 
 		Resources:     &capacity,
 		FreeResources: &free,
+		KindResources: w.ledger.kinds,
 	}
 	data, err := json.Marshal(a)
 	if err == nil {

@@ -110,30 +110,19 @@ type ledger struct {
 
 func newLedger(c Config) *ledger {
 	l := &ledger{capacity: c.Capacity(), kinds: c.KindDefaults()}
-	if c.MaxConcurrent > 0 {
-		l.share = l.capacity.Div(c.MaxConcurrent)
-	}
+	l.share = contracts.SlotShare(l.capacity, c.MaxConcurrent)
 	return l
 }
 
-// need is what a job offered as spec takes: its declaration, each amount
-// it leaves at 0 taken from its kind's default (else one slot's share).
+// need is what a job offered as spec takes: the rule the scheduler packs
+// by too (contracts.ResourceDefaults.Need).
 func (l *ledger) need(spec contracts.JobSpec) contracts.Resources {
-	def, ok := l.kinds[spec.Kind]
-	if !ok {
-		def = l.share
-	}
-	if spec.Resources == nil {
-		return def
-	}
-	r := *spec.Resources
-	if r.CPU == 0 {
-		r.CPU = def.CPU
-	}
-	if r.Memory == 0 {
-		r.Memory = def.Memory
-	}
-	return r
+	return l.defaults().Need(spec.Kind, spec.Resources)
+}
+
+// defaults are the worker's resource defaults, as it announces them.
+func (l *ledger) defaults() contracts.ResourceDefaults {
+	return contracts.ResourceDefaults{Kinds: l.kinds, Share: l.share}
 }
 
 // free is what the running jobs' declarations leave of the capacity.

@@ -181,6 +181,20 @@ func TestWriteJobView(t *testing.T) {
 	}
 	require.NotContains(t, out, "error:")
 	require.NotContains(t, out, "progress:")
+	require.NotContains(t, out, "resources:", "none declared")
+	require.NotContains(t, out, "used:", "none measured")
+
+	j.Resources = &contracts.Resources{CPU: 0.5, Memory: 512 << 20}
+	j.Usage = &contracts.Usage{Mechanism: contracts.LimitCgroupV2, PeakMemory: 70 << 20, CPUSeconds: 0.25}
+	buf.Reset()
+	writeJobView(&buf, j, testTime.Add(time.Minute))
+	out = buf.String()
+	require.Contains(t, out, "resources:  cpu 0.5, memory 512MiB\n")
+	require.Contains(t, out, "used:       peak memory 70.0MiB, 0.25 cpu-seconds (cgroup-v2)\n")
+	j.Resources = &contracts.Resources{CPU: 2}
+	buf.Reset()
+	writeJobView(&buf, j, testTime.Add(time.Minute))
+	require.Contains(t, buf.String(), "resources:  cpu 2, the rest the worker's default\n")
 }
 
 func TestWriteStats(t *testing.T) {

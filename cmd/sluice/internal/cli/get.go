@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,6 +101,12 @@ func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
 	if !j.State.Final() && !j.DispatchDeadline.IsZero() && j.StartedAt == nil {
 		row("deadline", fmtTime(j.DispatchDeadline))
 	}
+	if j.Resources != nil {
+		row("resources", fmtResources(*j.Resources))
+	}
+	if j.Usage != nil {
+		row("used", fmtUsage(*j.Usage))
+	}
 	if j.Progress != nil {
 		row("progress", fmtProgress(j.Progress))
 	}
@@ -119,6 +126,43 @@ func writeJobView(w io.Writer, j contracts.Job, now time.Time) {
 		row("result", sanitize(strings.TrimSpace(string(j.Result))))
 	}
 	_, _ = io.WriteString(w, b.String())
+}
+
+// fmtResources writes a job's request ("cpu 0.5, memory 512MiB"); what
+// it leaves out is the worker's default.
+func fmtResources(r contracts.Resources) string {
+	var parts []string
+	if r.CPU != 0 {
+		parts = append(parts, "cpu "+strconv.FormatFloat(r.CPU, 'f', -1, 64))
+	}
+	if r.Memory != 0 {
+		parts = append(parts, "memory "+contracts.FormatMemory(r.Memory))
+	}
+	if len(parts) < 2 {
+		parts = append(parts, "the rest the worker's default")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fmtUsage writes what a run used ("peak memory 67.0MiB, 0.25 cpu-seconds
+// (cgroup-v2)").
+func fmtUsage(u contracts.Usage) string {
+	return fmt.Sprintf("peak memory %s, %s cpu-seconds (%s)", fmtBytes(u.PeakMemory),
+		strconv.FormatFloat(u.CPUSeconds, 'f', -1, 64), sanitize(string(u.Mechanism)))
+}
+
+// fmtBytes writes a byte count with one decimal of its IEC unit.
+func fmtBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 3 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f%s", v, []string{"KiB", "MiB", "GiB", "TiB"}[i])
 }
 
 // jobKeyWidth is the width of the key column of the job view: the longest

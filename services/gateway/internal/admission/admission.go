@@ -71,6 +71,12 @@ type Settings struct {
 	// one token of for the request; a request costs one token per item,
 	// and the rest are taken here (nil = off).
 	TenantLimit *ratelimit.Limiter
+	// Workers lists the live workers (nil: none known): a job whose
+	// resource request fits in the capacity of none of those that run its
+	// kind is refused with 422 (contracts.NeverFits). While none is known
+	// it is admitted, and fails capacity: at its dispatch deadline if no
+	// worker ever takes it.
+	Workers func() []contracts.WorkerInfo
 }
 
 // Admitter admits submit requests. It is safe for concurrent use.
@@ -82,6 +88,8 @@ type Admitter struct {
 	log     zerolog.Logger
 	metrics *metrics.Metrics
 	events  *events.Publisher
+	// workers is the copy of the live workers the resource check reads.
+	workers *workerCopy
 }
 
 // New returns an Admitter writing to st, publishing due messages to js and
@@ -90,7 +98,7 @@ func New(st store.Store, js jetstream.JetStream, ev *events.Publisher, set Setti
 	if now == nil {
 		now = time.Now
 	}
-	return &Admitter{store: st, js: js, set: set, now: now, log: log, metrics: m, events: ev}
+	return &Admitter{store: st, js: js, set: set, now: now, log: log, metrics: m, events: ev, workers: &workerCopy{}}
 }
 
 // Outcome is the result of one submit: the HTTP status it maps to, and
@@ -229,6 +237,7 @@ func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now 
 		ConcurrencyKey:   sub.ConcurrencyKey,
 		ConcurrencyLimit: sub.ConcurrencyLimit,
 		RunLimits:        sub.Limits,
+		Resources:        sub.Resources,
 	}
 	if sub.RunAt != nil {
 		at := sub.RunAt.UTC()
@@ -237,6 +246,9 @@ func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now 
 	if len(a.set.Kinds) > 0 && !slices.Contains(a.set.Kinds, job.Kind) {
 		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeUnknownKind, fmt.Sprintf(
 			"kind %q is not run here; the kinds are %s (SLUICE_GATEWAY_KINDS)", job.Kind, strings.Join(a.set.Kinds, ", "))))
+	}
+	if refused := a.checkFits(job); refused != nil {
+		return fail(*refused)
 	}
 	// Last of the checks that read no file: pinning reads one.
 	var refused *Outcome

@@ -297,3 +297,18 @@ func TestHeartbeatReplies(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, ack.Error, "malformed heartbeat")
 }
+
+// TestResultStoresUsage: what a run used, as its worker reports it with
+// the result, is stored with the run's end and shown by the job.
+func TestResultStoresUsage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.running("j1", "w1", 3)
+	used := &contracts.Usage{Mechanism: contracts.LimitCgroupV1, PeakMemory: 64 << 20, CPUSeconds: 0.25}
+	res := contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateFailed,
+		Error: "resources: memory went past its limit of 64MiB", Usage: used}
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+	got := b.get("j1")
+	require.Equal(t, contracts.StatePending, got.State, "retried")
+	require.Equal(t, used, got.Usage)
+}

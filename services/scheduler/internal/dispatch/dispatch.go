@@ -193,7 +193,15 @@ func (d *Dispatcher) claimRound(ctx context.Context) (_ []contracts.Job, drained
 	if len(slots) == 0 {
 		return nil, false, nil
 	}
-	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Room: reserved, Capacity: r.Capacity, Clock: d.now})
+	var packs map[string]store.WorkerResources
+	for w, c := range r.Resources {
+		if packs == nil {
+			packs = make(map[string]store.WorkerResources, len(r.Resources))
+		}
+		packs[w] = store.WorkerResources{Capacity: c, Defaults: r.Defaults[w]}
+	}
+	jobs, err := d.jobs.Claim(ctx, store.ClaimRequest{Now: d.now(), Slots: slots, Room: reserved, Capacity: r.Capacity,
+		Resources: packs, Clock: d.now})
 	if err != nil {
 		d.endReservations(reserved)
 		return nil, false, err

@@ -64,7 +64,7 @@ type View interface {
 	// Room is the free slots per kind of the live, not draining workers.
 	Room() map[string]int
 	Get(id string) (contracts.WorkerInfo, bool)
-	Load(id string, inFlight, capacity int, seq uint64)
+	Load(id string, inFlight, capacity int, free *contracts.Resources, seq uint64)
 	Remove(id string)
 	Changed() <-chan struct{}
 	// KindLastSeen is when a live worker last ran kind (zero: never).
@@ -159,6 +159,12 @@ type Reservation struct {
 	// Capacity is, per worker reserved, the slots it announced in all (0:
 	// no bound), as the view held it when its slots were reserved.
 	Capacity map[string]int
+	// Resources is, per worker reserved that counts resources, what it
+	// announced it has, and Defaults what it counts for a job that
+	// declares none (contracts.WorkerInfo.Defaults): what the claim packs
+	// its jobs by (store.ClaimRequest.Resources).
+	Resources map[string]contracts.Resources
+	Defaults  map[string]contracts.ResourceDefaults
 }
 
 // SlotsFor reserves free slots for a claim of up to want[kind] jobs of each
@@ -230,8 +236,18 @@ func (p *Picker) SlotsFor(want map[string]int) Reservation {
 		}
 	}
 	capacity := make(map[string]int, len(reserved))
+	var (
+		resources map[string]contracts.Resources
+		defaults  map[string]contracts.ResourceDefaults
+	)
 	for id, n := range reserved {
 		capacity[id] = infos[id].Capacity
+		if w := infos[id]; w.Resources != nil {
+			if resources == nil {
+				resources, defaults = map[string]contracts.Resources{}, map[string]contracts.ResourceDefaults{}
+			}
+			resources[id], defaults[id] = *w.Resources, w.Defaults()
+		}
 		if p.pending[id] == 0 {
 			p.kindsOf[id] = infos[id].Kinds
 		}
@@ -240,7 +256,7 @@ func (p *Picker) SlotsFor(want map[string]int) Reservation {
 			p.pendingKinds[k] += n
 		}
 	}
-	return Reservation{Lists: lists, Reserved: reserved, Capacity: capacity}
+	return Reservation{Lists: lists, Reserved: reserved, Capacity: capacity, Resources: resources, Defaults: defaults}
 }
 
 // ReleaseN ends n reservations of a worker (Slots; after Record has applied
@@ -297,7 +313,7 @@ func (p *Picker) Record(id string, o Outcome, reply *contracts.OfferReply) bool 
 		delete(p.failures, id)
 		p.mu.Unlock()
 		if reply != nil {
-			p.view.Load(id, reply.InFlight, reply.Capacity, reply.Seq)
+			p.view.Load(id, reply.InFlight, reply.Capacity, reply.FreeResources, reply.Seq)
 		}
 	case NoResponders, Timeout, Failed:
 		p.mu.Lock()
