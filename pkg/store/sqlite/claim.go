@@ -21,8 +21,8 @@ const (
 	// (a page after the first; ?7 = 0 reads from the start).
 	// The whole job comes with its rowid: the claim then changes the row
 	// it read, without looking it up by id again or reading it back.
-	readyQuery = `SELECT rowid, ` + jobColumns + `
-		FROM jobs INDEXED BY jobs_ready_queue
+	readyQuery = `SELECT jobs.rowid, ` + jobColumns + `
+		FROM jobs INDEXED BY jobs_ready_queue` + bodyJoin + `
 		WHERE state = 'pending' AND kind = ?1 AND claim_until IS NULL AND held = 0
 			AND (?7 = 0 OR priority < ?4 OR (priority = ?4 AND (fair_at > ?5 OR (fair_at = ?5 AND id > ?6))))
 			AND (next_dispatch_at IS NULL OR next_dispatch_at <= ?2)

@@ -203,7 +203,7 @@ func bindable(a any) bool {
 	return false
 }
 
-// insertJobs inserts new jobs' rows: one alone with its columns bound (a
+// insertJobs inserts new jobs' rows and their bodies: one alone with its columns bound (a
 // plain one with only its dense columns), more as JSON rows, plain ones
 // apart from the others.
 func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) error {
@@ -220,7 +220,7 @@ func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) e
 		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		return nil
+		return s.insertBodies(ctx, tx, rows)
 	}
 	plain, full := rowGroup{plain: true}, rowGroup{}
 	for i := range rows {
@@ -234,7 +234,10 @@ func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) e
 	if err := s.insertGroup(ctx, tx, plain, s.ws.insertPlain); err != nil {
 		return err
 	}
-	return s.insertGroup(ctx, tx, full, s.ws.insertJobs)
+	if err := s.insertGroup(ctx, tx, full, s.ws.insertJobs); err != nil {
+		return err
+	}
+	return s.insertBodies(ctx, tx, rows)
 }
 
 // insertGroup inserts a group's rows with one statement: fixed, the

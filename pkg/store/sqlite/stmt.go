@@ -93,6 +93,8 @@ type writeStmts struct {
 	insertPlain   *sql.Stmt
 	// insertPlainOne inserts one plain new job (see jsonRows.valuesQuery).
 	insertPlainOne *sql.Stmt
+	// insertBody and insertBodies insert new jobs' cold parts.
+	insertBody, insertBodies *sql.Stmt
 	getJob         *sql.Stmt
 	jobRows        keyed
 	leases         keyed
@@ -129,6 +131,8 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.insertJobs, insertJobsQuery},
 		{&ws.insertPlain, insertPlainQuery},
 		{&ws.insertPlainOne, insertPlainOneQuery},
+		{&ws.insertBody, insertBodyQuery},
+		{&ws.insertBodies, insertBodiesQuery},
 		{&ws.getJob, getQuery},
 		{&ws.jobRows.one, getRowQuery},
 		{&ws.jobRows.many, getRowsQuery},
