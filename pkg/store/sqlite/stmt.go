@@ -95,11 +95,11 @@ type writeStmts struct {
 	insertPlainOne *sql.Stmt
 	// insertBody and insertBodies insert new jobs' cold parts.
 	insertBody, insertBodies *sql.Stmt
-	getJob         *sql.Stmt
-	jobRows        keyed
-	leases         keyed
-	renew          keyed
-	promote        keyed
+	getJob                   *sql.Stmt
+	jobRows                  keyed
+	leases                   keyed
+	renew                    keyed
+	promote                  keyed
 	// Claim's statements.
 	expireClaims   *sql.Stmt
 	ready          *sql.Stmt
