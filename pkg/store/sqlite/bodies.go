@@ -62,13 +62,14 @@ const (
 	// insertBodiesQuery inserts the bodies of ?1, a JSON array of
 	// [id, payload, inputs] arrays (see appendJSONValue).
 	// Each row is made JSONB once, so that its three values are read
-	// without parsing it again (see jsonRows.query).
+	// without parsing it again; OR ROLLBACK: no statement journal (see
+	// jsonRows.query).
 	insertBodiesQuery = `WITH r(v) AS MATERIALIZED (SELECT jsonb(value) FROM json_each(?1))
-		INSERT INTO job_bodies (job_id, payload, inputs) SELECT v->>0, v->>1, v->>2 FROM r`
+		INSERT OR ROLLBACK INTO job_bodies (job_id, payload, inputs) SELECT v->>0, v->>1, v->>2 FROM r`
 	// insertChildBodiesQuery inserts the bodies of a parent's (?1)
 	// children from index ?2 on: each one's item of ?3 (itemStrings) as
 	// its payload, and the parent's inputs ?4.
-	insertChildBodiesQuery = `INSERT INTO job_bodies (job_id, payload, inputs)
+	insertChildBodiesQuery = `INSERT OR ROLLBACK INTO job_bodies (job_id, payload, inputs)
 		SELECT ?1 || '-' || printf('%06d', ?2 + key), value, ?4 FROM json_each(?3)`
 )
 

@@ -47,7 +47,8 @@ type fanoutRows struct {
 // as Inf, which is not JSON).
 // The children's payloads and inputs are their bodies
 // (insertChildBodies).
-const insertChildrenQuery = `INSERT INTO jobs (id, tenant, kind, priority, state, max_attempts,
+// OR ROLLBACK: no statement journal (see jsonRows.query).
+const insertChildrenQuery = `INSERT OR ROLLBACK INTO jobs (id, tenant, kind, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
 		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime)
 	SELECT ?1 || '-' || printf('%06d', key), ?2, ?3,

@@ -182,7 +182,8 @@ const (
 // the items ?12 (itemStrings) are those from index ?13 on (see
 // insertChildrenQuery).
 // Their payloads and inputs are their bodies (insertChildBodies).
-const stageChildrenQuery = `INSERT INTO jobs (id, tenant, kind, priority, state, max_attempts,
+// OR ROLLBACK: no statement journal (see jsonRows.query).
+const stageChildrenQuery = `INSERT OR ROLLBACK INTO jobs (id, tenant, kind, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
 		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime)
 	SELECT ?1 || '-' || printf('%06d', ?13 + key), ?2, ?3,
