@@ -46,7 +46,9 @@ type Store interface {
 	// does it in one write transaction (no miss is possible); the MongoDB
 	// driver reads, decides and compares again after a miss. A decide
 	// error changes nothing and is returned wrapped; a missing job is
-	// ErrNotFound.
+	// ErrNotFound. The job decide sees and the one returned may lack what
+	// never changes after admission (Payload, Inputs): the embedded
+	// driver reads the job's row without it. Get reads it.
 	Update(ctx context.Context, id string, decide Decide) (contracts.Job, error)
 
 	// UpdateEach is Update of many jobs at once: decide is asked about the

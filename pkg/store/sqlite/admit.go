@@ -310,12 +310,13 @@ func (s *Store) admitAll(ctx context.Context, tx *sql.Tx, ins []admitInput) ([]s
 	return out, nil
 }
 
-// appendJobArgs appends a new job's columns, in jobColumns order.
+// appendJobArgs appends a new job's row, in insertColumns order (its
+// cold part is insertBodies').
 func appendJobArgs(args []any, in admitInput) []any {
 	job := in.job
 	cpu, memory := resourcesArgs(job.Resources)
 	return append(args,
-		job.ID, job.Tenant, job.Kind, jsonArg(job.Payload), job.Key, job.Priority,
+		job.ID, job.Tenant, job.Kind, job.Key, job.Priority,
 		string(job.State), job.Claim, job.Attempt, job.MaxAttempts, job.Worker, job.Error,
 		jsonArg(job.Result), in.progress, boolArg(job.CancelRequested),
 		job.CreatedAt.UnixNano(), job.UpdatedAt.UnixNano(), ptrNanos(job.StartedAt),
@@ -324,7 +325,7 @@ func appendJobArgs(args []any, in admitInput) []any {
 		job.ConcurrencyKey, job.ConcurrencyLimit, in.runErrors, job.FairAt,
 		job.Parent, indexArg(job.Index), job.Concurrency, boolArg(job.FailFast),
 		childArg(job.Children, func(c contracts.ChildCounts) int { return c.Total }),
-		0, 0, 0, int64(job.StallTimeout), int64(job.MaxRuntime), in.inputs,
+		0, 0, 0, int64(job.StallTimeout), int64(job.MaxRuntime),
 		cpu, memory, in.usage,
 		in.held, job.Slots(), in.released, weightArg(in.caps.Weight))
 }
@@ -398,14 +399,22 @@ func asStored(j contracts.Job) contracts.Job {
 
 // The statements of an admission.
 const (
-	activeByKeyQuery = `SELECT ` + jobColumns + ` FROM jobs
+	activeByKeyQuery = `SELECT ` + jobColumns + ` FROM jobs` + bodyJoin + `
 		WHERE tenant = ? AND key = ? AND key != '' AND state IN ` + activeStates + ` LIMIT 1`
 	// A failed statement aborts only itself; the group commit then rolls
 	// the request back to its savepoint.
-	// insertColumns are jobColumns and the columns a job does not show.
-	insertColumns = jobColumns + `, held, slots, children_released, weight`
+	// insertColumns are the columns of a job's row (jobColumns but the
+	// cold ones, see bodies.go) and those a job does not show.
+	insertColumns = `id, tenant, kind, key, priority, state, attempt, runs,
+	max_attempts, worker, error, result, progress, cancel_requested,
+	created_at, updated_at, started_at, finished_at, next_dispatch_at,
+	dispatch_deadline, claim_until, heartbeat_at, run_at, concurrency_key,
+	concurrency_limit, errors, fair_at, parent, item_index, window_size,
+	fail_fast, children_total, children_succeeded, children_failed,
+	children_cancelled, stall_timeout, max_runtime, cpu, memory, usage,
+	held, slots, children_released, weight`
 	// insertColumnCount is the number of insertColumns.
-	insertColumnCount = jobColumnCount + 4
+	insertColumnCount = jobColumnCount - 2 + 4
 )
 
 // jobPlaceholders are one row's placeholders.

@@ -45,14 +45,17 @@ type fanoutRows struct {
 // hands a number over as an SQL INTEGER or REAL, which re-encodes it
 // (12345678901234567890 came back 1.2345678901234567e+19, -0 as 0, 1e400
 // as Inf, which is not JSON).
-const insertChildrenQuery = `INSERT INTO jobs (id, tenant, kind, payload, priority, state, max_attempts,
+// The children's payloads and inputs are their bodies
+// (insertChildBodies).
+// OR ROLLBACK: no statement journal (see jsonRows.query).
+const insertChildrenQuery = `INSERT OR ROLLBACK INTO jobs (id, tenant, kind, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
-		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime, inputs,
+		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime,
 		cpu, memory)
-	SELECT ?1 || '-' || printf('%06d', key), ?2, ?3, value,
+	SELECT ?1 || '-' || printf('%06d', key), ?2, ?3,
 		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11,
 		CASE WHEN key < ?12 THEN ?13 + (key + 1) / ?14 ELSE 0 END,
-		?1, key, CASE WHEN key < ?12 THEN 0 ELSE 1 END, 0, ?14, ?16, ?17, ?18, ?19, ?20
+		?1, key, CASE WHEN key < ?12 THEN 0 ELSE 1 END, 0, ?14, ?16, ?17, ?18, ?19
 	FROM json_each(?15)`
 
 // itemStrings is items as one JSON array of strings, each holding one
@@ -83,12 +86,15 @@ func (s *Store) insertChildren(ctx context.Context, tx *sql.Tx, f fanoutRows) er
 	res, err := tx.ExecContext(ctx, insertChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 		p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
 		p.ConcurrencyKey, p.ConcurrencyLimit, f.parent.released, f.fairFrom, weightArg(f.parent.caps.Weight),
-		string(items), int64(p.StallTimeout), int64(p.MaxRuntime), f.parent.inputs, cpu, memory)
+		string(items), int64(p.StallTimeout), int64(p.MaxRuntime), cpu, memory)
 	if err != nil {
 		return fmt.Errorf("insert the children of %s: %w", p.ID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || int(n) != len(f.parent.items) {
 		return fmt.Errorf("insert the children of %s: %d of %d inserted (%v)", p.ID, n, len(f.parent.items), err)
+	}
+	if err := insertChildBodies(ctx, tx, p.ID, 0, items, f.parent.inputs); err != nil {
+		return err
 	}
 	s.countMove(p.Tenant, "", contracts.StatePending, len(f.parent.items))
 	return nil
@@ -143,7 +149,7 @@ const (
 	requestCancelQuery = `UPDATE jobs INDEXED BY jobs_children
 		SET cancel_requested = 1, updated_at = ?
 		WHERE parent = ? AND parent != '' AND state = 'running' AND cancel_requested = 0`
-	runningChildrenQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_children
+	runningChildrenQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_children` + bodyJoin + `
 		WHERE parent = ? AND parent != '' AND state = 'running' ORDER BY id`
 	countRunningQuery = `SELECT count(*) FROM jobs INDEXED BY jobs_children
 		WHERE parent = ? AND parent != '' AND state = 'running'`

@@ -21,8 +21,9 @@ var (
 	leaseStateQuery, leaseStatesQuery = keyedQueries(`SELECT rowid, id, state, attempt, worker, cancel_requested,
 			tenant, kind, runs, created_at, parent, heartbeat_at FROM jobs WHERE `, `id`, `?`, ``)
 	// The leases' rows change at ?1.
-	renewOneQuery, renewQuery     = keyedQueries(`UPDATE jobs SET heartbeat_at = ?1 WHERE `, `rowid`, `?2`, ``)
-	promoteOneQuery, promoteQuery = keyedQueries(`UPDATE jobs SET state = 'running', worker = ?2,
+	renewOneQuery, renewQuery = keyedQueries(`UPDATE jobs SET heartbeat_at = ?1 WHERE `, `rowid`, `?2`, ``)
+	// OR ROLLBACK: no statement journal (see claimQuery).
+	promoteOneQuery, promoteQuery = keyedQueries(`UPDATE OR ROLLBACK jobs SET state = 'running', worker = ?2,
 			started_at = ?1, heartbeat_at = ?1, updated_at = ?1, runs = runs + 1, claim_until = NULL WHERE `, `rowid`, `?3`, ``)
 )
 

@@ -12,11 +12,13 @@ import (
 )
 
 // getQuery reads one job.
-const getQuery = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
+const getQuery = `SELECT ` + jobColumns + ` FROM jobs` + bodyJoin + ` WHERE id = ?`
 
-// getRowQuery and getRowsQuery read jobs by id with their rowids first
-// (see rowBuf.job): one, or many (see keyed).
-var getRowQuery, getRowsQuery = keyedQueries(`SELECT rowid, `+jobColumns+` FROM jobs WHERE `, `id`, `?`, ``)
+// getRowQuery and getRowsQuery read jobs' rows by id with their rowids
+// first (see rowBuf.job): one, or many (see keyed). They are the reads of
+// a read-decide-write: the rows alone, without payload and inputs (see
+// bodies.go).
+var getRowQuery, getRowsQuery = keyedQueries(`SELECT rowid, `+hotColumns+` FROM jobs WHERE `, `id`, `?`, ``)
 
 // Get returns the job with that id, or store.ErrNotFound. It reads from
 // the read pool, never the write connection: single-job reads (GET
@@ -136,7 +138,7 @@ func listQuery(q store.Query, limit int) (string, []any, error) {
 			args = append(args, created.UnixNano(), id)
 		}
 	}
-	query := `SELECT ` + jobColumns + ` FROM jobs WHERE ` + strings.Join(where, " AND ")
+	query := `SELECT ` + jobColumns + ` FROM jobs` + bodyJoin + ` WHERE ` + strings.Join(where, " AND ")
 	if q.Parent != "" {
 		query += ` ORDER BY id DESC LIMIT ?`
 	} else {

@@ -35,7 +35,7 @@ import (
 )
 
 // SchemaVersion is the schema this driver writes, kept in PRAGMA user_version.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 const (
 	defaultBusyTimeout = 10 * time.Second
@@ -48,7 +48,6 @@ var schema = []string{
 		id                TEXT    NOT NULL PRIMARY KEY,
 		tenant            TEXT    NOT NULL,
 		kind              TEXT    NOT NULL,
-		payload           TEXT,
 		key               TEXT    NOT NULL DEFAULT '',
 		priority          INTEGER NOT NULL DEFAULT 0,
 		state             TEXT    NOT NULL,
@@ -78,6 +77,11 @@ var schema = []string{
 		active INTEGER NOT NULL
 	) STRICT`,
 	`INSERT OR IGNORE INTO counters (scope, active) VALUES ('global', 0)`,
+	// A job's cold part (see bodies.go): what never changes after its
+	// admission and no write after it reads, one row per job that has any.
+	bodySchema,
+	// A job's cold part goes with its row, whatever deletes it.
+	bodyDeleteTrigger,
 	// At most one active job per tenant and key.
 	`CREATE UNIQUE INDEX IF NOT EXISTS jobs_active_key ON jobs (tenant, key)
 		WHERE key != '' AND state IN ('pending', 'running')`,
@@ -115,8 +119,8 @@ var columns = []struct{ table, name, decl string }{
 	// A run's limits, in nanoseconds (0 = none).
 	{"jobs", "stall_timeout", "INTEGER NOT NULL DEFAULT 0"},
 	{"jobs", "max_runtime", "INTEGER NOT NULL DEFAULT 0"},
-	// A run's pinned inputs, as JSON.
-	{"jobs", "inputs", "TEXT"},
+	// (The pinned inputs, a column of jobs until schema 4, live in
+	// job_bodies: see splitBodies.)
 	// The job's resource request (contracts.Resources: cores, bytes),
 	// both NULL when it declared none; plain numbers, so that the claim
 	// that packs jobs onto workers by them reads them without decoding.
@@ -417,6 +421,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		if _, err := tx.ExecContext(ctx, `ALTER TABLE `+c.table+` ADD COLUMN `+c.name+` `+c.decl); err != nil {
 			return fmt.Errorf("migrate: add column %s.%s: %w", c.table, c.name, err)
 		}
+	}
+	if err := splitBodies(ctx, tx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	for _, stmt := range indexes {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {

@@ -181,13 +181,14 @@ const (
 // stageChildrenQuery inserts a chunk of a parent's children, all held:
 // the items ?12 (itemStrings) are those from index ?13 on (see
 // insertChildrenQuery).
-const stageChildrenQuery = `INSERT INTO jobs (id, tenant, kind, payload, priority, state, max_attempts,
+// Their payloads and inputs are their bodies (insertChildBodies).
+// OR ROLLBACK: no statement journal (see jsonRows.query).
+const stageChildrenQuery = `INSERT OR ROLLBACK INTO jobs (id, tenant, kind, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
-		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime, inputs,
+		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime,
 		cpu, memory)
 	SELECT ?1 || '-' || printf('%06d', ?13 + key), ?2, ?3,
-		value,
-		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?1, ?13 + key, 1, 0, ?14, ?15, ?16, ?17, ?18, ?19
+		?4, 'pending', ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?1, ?13 + key, 1, 0, ?14, ?15, ?16, ?17, ?18
 	FROM json_each(?12)`
 
 // unstageChildrenQuery deletes staged children ?2 to ?3 (ids) of parent ?1.
@@ -212,15 +213,19 @@ func (s *Store) stage(ctx context.Context, in *admitInput) error {
 		to := min(from+s.chunks.next(), len(in.items))
 		chunk := in.items[from:to]
 		took, err := s.writeUnacked(ctx, store.WriteAdmit, fmt.Sprintf("stage children %d-%d of %s", from, to-1, p.ID), func(tx *sql.Tx) error {
+			items := itemStrings(chunk)
 			res, err := tx.ExecContext(ctx, stageChildrenQuery, p.ID, p.Tenant, p.Kind, p.Priority, p.MaxAttempts,
 				p.CreatedAt.UnixNano(), ptrNanos(p.NextDispatchAt), nanos(p.DispatchDeadline), ptrNanos(p.RunAt),
-				p.ConcurrencyKey, p.ConcurrencyLimit, itemStrings(chunk), from, weightArg(in.caps.Weight),
-				int64(p.StallTimeout), int64(p.MaxRuntime), in.inputs, cpu, memory)
+				p.ConcurrencyKey, p.ConcurrencyLimit, items, from, weightArg(in.caps.Weight),
+				int64(p.StallTimeout), int64(p.MaxRuntime), cpu, memory)
 			if err != nil {
 				return err
 			}
 			if n, err := res.RowsAffected(); err != nil || int(n) != len(chunk) {
 				return fmt.Errorf("%d of %d inserted (%v)", n, len(chunk), err)
+			}
+			if err := insertChildBodies(ctx, tx, p.ID, from, items, in.inputs); err != nil {
+				return err
 			}
 			if from == 0 {
 				_, err = tx.ExecContext(ctx, startStagedQuery, p.ID, p.Tenant, to, time.Now().UnixNano())

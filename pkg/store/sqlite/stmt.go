@@ -93,11 +93,13 @@ type writeStmts struct {
 	insertPlain   *sql.Stmt
 	// insertPlainOne inserts one plain new job (see jsonRows.valuesQuery).
 	insertPlainOne *sql.Stmt
-	getJob         *sql.Stmt
-	jobRows        keyed
-	leases         keyed
-	renew          keyed
-	promote        keyed
+	// insertBody and insertBodies insert new jobs' cold parts.
+	insertBody, insertBodies *sql.Stmt
+	getJob                   *sql.Stmt
+	jobRows                  keyed
+	leases                   keyed
+	renew                    keyed
+	promote                  keyed
 	// Claim's statements.
 	expireClaims   *sql.Stmt
 	ready          *sql.Stmt
@@ -130,6 +132,8 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.insertJobs, insertJobsQuery},
 		{&ws.insertPlain, insertPlainQuery},
 		{&ws.insertPlainOne, insertPlainOneQuery},
+		{&ws.insertBody, insertBodyQuery},
+		{&ws.insertBodies, insertBodiesQuery},
 		{&ws.getJob, getQuery},
 		{&ws.jobRows.one, getRowQuery},
 		{&ws.jobRows.many, getRowsQuery},

@@ -23,25 +23,25 @@ const (
 // with INDEXED BY because the planner has no statistics to choose it.
 const (
 	// staleBeatQuery: running jobs whose last sign of life is older than ?.
-	staleBeatQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_work
+	staleBeatQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_work` + bodyJoin + `
 		WHERE state = 'running' AND held = 0 AND coalesce(heartbeat_at, started_at, updated_at) < ?
 		ORDER BY coalesce(heartbeat_at, started_at, updated_at) LIMIT ?`
 	// staleStartedQuery: running jobs started before ?. It reads every
 	// running job (no more than the workers have slots) through the
 	// heartbeat index and sorts them: an index of its own would be moved by
 	// every job's start and end for a query the reaper runs once a tick.
-	staleStartedQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_work
+	staleStartedQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_work` + bodyJoin + `
 		WHERE state = 'running' AND held = 0 AND started_at < ?
 		ORDER BY started_at LIMIT ?`
 	// staleDeadlineQuery: pending jobs whose dispatch deadline is at or
 	// before ? with no claim live at ?.
-	staleDeadlineQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_deadline_queue
+	staleDeadlineQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_deadline_queue` + bodyJoin + `
 		WHERE state = 'pending' AND held = 0 AND dispatch_deadline <= ?
 			AND (claim_until IS NULL OR claim_until <= ?)
 		ORDER BY dispatch_deadline LIMIT ?`
 	// staleKindQuery: pending jobs of kind ? holding no claim, in ready
 	// order (their index's).
-	staleKindQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_ready_queue
+	staleKindQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_ready_queue` + bodyJoin + `
 		WHERE state = 'pending' AND claim_until IS NULL AND held = 0 AND kind = ?
 		ORDER BY priority DESC, fair_at, id LIMIT ?`
 	// pendingKindsQuery lists the kinds of the unclaimed pending jobs by

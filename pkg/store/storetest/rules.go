@@ -320,8 +320,9 @@ func testRuleRetry(t *testing.T, s store.Store) {
 			return want, nil
 		})
 		require.NoError(t, err)
-		requireJob(t, want.Apply(running), got)
-		requireJob(t, got, get(t, s, j.ID))
+		// Update's job may lack its cold part (payload, inputs).
+		requireJob(t, hot(want.Apply(running)), hot(got))
+		requireJob(t, hot(got), hot(get(t, s, j.ID)))
 		require.Len(t, got.Errors, run)
 		if run == 1 {
 			require.Equal(t, contracts.StatePending, got.State)

@@ -36,7 +36,7 @@ import (
 // cleanup with t.Cleanup.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
-	for _, group := range [][]test{admitTests, transitionTests, heartbeatTests, leaseTests, reaperTests, queryTests, claimTests, batchTests, updateTests, fanoutTests, payloadTests, itemsTests, stateCountTests, writeTests, ruleTests, resourceTests} {
+	for _, group := range [][]test{admitTests, transitionTests, heartbeatTests, leaseTests, reaperTests, queryTests, claimTests, batchTests, updateTests, fanoutTests, payloadTests, coldTests, itemsTests, stateCountTests, writeTests, ruleTests, resourceTests} {
 		for _, tc := range group {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
