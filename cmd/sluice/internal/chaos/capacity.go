@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // The sum of the worker limits, as measured here.
@@ -190,4 +192,153 @@ func peak(ws []window) (int, time.Time) {
 		}
 	}
 	return best, at
+}
+
+// The declared resources of a worker's running jobs, as measured here.
+//
+// A worker takes a job only while what the job needs fits in what its
+// running jobs leave free of its capacity (SLUICE_WORKER_CPU,
+// SLUICE_WORKER_MEMORY), the need counted by contracts.ResourceDefaults.Need:
+// the job's declaration, with the worker's defaults for what it leaves
+// out. The probe journals each run's need and the worker's capacity on its
+// start line; a run holds its need from its start to its end (or its
+// process's death), a span within the one in which the worker counts it.
+// So at every instant the needs of one process's runs must add up to at
+// most its capacity. Frozen spans count in full: the jobs still hold
+// their resources.
+
+// The declared load: resourceShare of the jobs declare one of
+// chaosResources against the probe workers' capacity of workerCPU cores
+// and workerMemory (with the default limit of 2 slots, a job that declares
+// nothing takes one slot's share, cpu=1,memory=512MiB), so a worker runs
+// two small jobs, or one that takes it whole, never a 1.5-core job beside
+// a default one.
+const (
+	resourceShare = 0.3
+	workerCPU     = "2"
+	workerMemory  = "1GiB"
+)
+
+// chaosResources are the declarations the load draws from.
+var chaosResources = []string{
+	`{"cpu":1.5}`,
+	`{"memory":"768MiB"}`,
+	`{"cpu":0.5,"memory":"256MiB"}`,
+	`{"cpu":2,"memory":"1GiB"}`,
+}
+
+// workerResourceEnv is the capacity every worker of the harness runs with.
+func workerResourceEnv() []string {
+	return []string{"SLUICE_WORKER_CPU=" + workerCPU, "SLUICE_WORKER_MEMORY=" + workerMemory}
+}
+
+// resourceCheck is the most that the runs of one worker process declared at
+// once, against that worker's capacity.
+type resourceCheck struct {
+	// Declared counts the runs whose start line carries their need.
+	Declared int
+	// CPU and Memory are the instants at which one process's runs held
+	// the largest share of its CPU and of its memory.
+	CPU, Memory resourceInstant
+	// Over lists instants at which a process's runs needed more than its
+	// capacity: a broken guarantee.
+	Over []string
+}
+
+// resourceInstant is what one process's runs held at one instant.
+type resourceInstant struct {
+	Worker   string
+	PID      int
+	At       time.Time
+	Held     contracts.Resources
+	Capacity contracts.Resources
+	Runs     int
+}
+
+// cpuShare and memoryShare are the fractions of the capacity held (0
+// without a capacity).
+func (r resourceInstant) cpuShare() float64 {
+	if r.Capacity.CPU <= 0 {
+		return 0
+	}
+	return r.Held.CPU / r.Capacity.CPU
+}
+
+func (r resourceInstant) memoryShare() float64 {
+	if r.Capacity.Memory <= 0 {
+		return 0
+	}
+	return float64(r.Held.Memory) / float64(r.Capacity.Memory)
+}
+
+// String describes the instant for a report.
+func (r resourceInstant) String() string {
+	return fmt.Sprintf("%s (pid %d) at %s ran %d jobs needing %s, capacity %s",
+		r.Worker, r.PID, clock(r.At), r.Runs, r.Held, r.Capacity)
+}
+
+// checkResources sweeps each process's runs: at every start or end it adds
+// up the needs of the runs going and compares them with the capacity.
+func checkResources(runs []attemptRun) resourceCheck {
+	type event struct {
+		at    time.Time
+		need  contracts.Resources
+		delta int
+	}
+	var out resourceCheck
+	byPID := map[int][]event{}
+	capacity := map[int]contracts.Resources{}
+	worker := map[int]string{}
+	for _, r := range runs {
+		if r.Need == nil || r.Capacity == nil {
+			continue
+		}
+		out.Declared++
+		worker[r.PID] = r.Worker
+		if c, ok := capacity[r.PID]; !ok || !c.Fits(*r.Capacity) {
+			capacity[r.PID] = *r.Capacity // the smallest the process said
+		}
+		if r.Until.After(r.Start) {
+			byPID[r.PID] = append(byPID[r.PID], event{r.Start, *r.Need, +1}, event{r.Until, *r.Need, -1})
+		}
+	}
+	pids := make([]int, 0, len(byPID))
+	for pid := range byPID {
+		pids = append(pids, pid)
+	}
+	sort.Ints(pids)
+	for _, pid := range pids {
+		ev := byPID[pid]
+		sort.Slice(ev, func(i, k int) bool { return ev[i].at.Before(ev[k].at) })
+		var (
+			held  contracts.Resources
+			going int
+			over  int
+		)
+		for i := 0; i < len(ev); {
+			at := ev[i].at
+			for ; i < len(ev) && ev[i].at.Equal(at); i++ { // half-open spans: look after every change at one instant
+				if ev[i].delta > 0 {
+					held = held.Add(ev[i].need)
+				} else {
+					held = held.Sub(ev[i].need)
+				}
+				going += ev[i].delta
+			}
+			now := resourceInstant{Worker: worker[pid], PID: pid, At: at, Held: held, Capacity: capacity[pid], Runs: going}
+			if now.cpuShare() > out.CPU.cpuShare() || out.CPU.Capacity.IsZero() {
+				out.CPU = now
+			}
+			if now.memoryShare() > out.Memory.memoryShare() || out.Memory.Capacity.IsZero() {
+				out.Memory = now
+			}
+			if !held.Fits(now.Capacity) {
+				if over < 3 { // a few instants per process say enough
+					out.Over = append(out.Over, now.String())
+				}
+				over++
+			}
+		}
+	}
+	return out
 }

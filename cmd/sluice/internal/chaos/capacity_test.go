@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // TestCheckTotalAgainstTheWorkersAlive is the case of a chaos run under
@@ -116,10 +118,56 @@ func TestTotalCheckMergeKeepsTheWorstInstant(t *testing.T) {
 // for the total and for a frozen run's result taken.
 func TestReportFlagsTheTotalAndALateResult(t *testing.T) {
 	t.Parallel()
-	ok := Report{Admitted: 1, Samples: 1, Runs: 1, MaxRunning: 16, TotalLimit: 16, TotalWorkers: 8, SpawnMax: 3, MaxSpawnedCounted: 3, WorkerLimit: 2}
+	ok := Report{Admitted: 1, Samples: 1, Runs: 1, MaxRunning: 16, TotalLimit: 16, TotalWorkers: 8, SpawnMax: 3, MaxSpawnedCounted: 3, WorkerLimit: 2, ResourceRuns: 1, ExplicitRuns: 1}
 	require.Empty(t, ok.Violations())
 	bad := ok
 	bad.OverTotal = "17 jobs running at 12:00:00.000, sum of the limits of the 8 workers alive then 16"
 	bad.LateAccepted = 1
 	require.Equal(t, []string{bad.OverTotal, "1 results of runs frozen past the fence were accepted"}, bad.Violations())
+}
+
+// TestCheckResources: the needs of one process's running runs add up
+// against its capacity at every start and end; runs of other processes
+// do not add; a run ending as another starts frees its share first.
+func TestCheckResources(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	capacity := &contracts.Resources{CPU: 2, Memory: 1 << 30}
+	run := func(pid, from, to int, cpu float64, mem int64) attemptRun {
+		return attemptRun{JobID: fmt.Sprintf("j%d-%d", pid, from), Worker: fmt.Sprintf("w%d", pid), PID: pid,
+			Start: at(from), Until: at(to), Need: &contracts.Resources{CPU: cpu, Memory: mem}, Capacity: capacity}
+	}
+	for _, tc := range []struct {
+		name     string
+		runs     []attemptRun
+		cpu      float64
+		mem      int64
+		over     int
+		declared int
+	}{
+		{name: "two 1-core runs fill it", runs: []attemptRun{run(1, 0, 100, 1, 512<<20), run(1, 50, 150, 1, 512<<20)}, cpu: 2, mem: 1 << 30, declared: 2},
+		{name: "back to back", runs: []attemptRun{run(1, 0, 100, 2, 1<<30), run(1, 100, 200, 2, 1<<30)}, cpu: 2, mem: 1 << 30, declared: 2},
+		{name: "other processes do not add", runs: []attemptRun{run(1, 0, 100, 2, 256<<20), run(2, 0, 100, 2, 256<<20)}, cpu: 2, mem: 256 << 20, declared: 2},
+		{name: "a 2-core run beside a 1-core one", runs: []attemptRun{run(1, 0, 100, 2, 256<<20), run(1, 50, 80, 1, 256<<20)}, cpu: 3, mem: 512 << 20, over: 1, declared: 2},
+		{name: "memory over", runs: []attemptRun{run(1, 0, 100, 0.5, 768<<20), run(1, 10, 20, 0.5, 512<<20)}, cpu: 1, mem: 1280 << 20, over: 1, declared: 2},
+		{name: "a journal without needs", runs: []attemptRun{{JobID: "x", PID: 1, Start: at(0), Until: at(10)}}, declared: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rc := checkResources(tc.runs)
+			require.Equal(t, tc.declared, rc.Declared)
+			require.InDelta(t, tc.cpu, rc.CPU.Held.CPU, 1e-9)
+			require.Equal(t, tc.mem, rc.Memory.Held.Memory)
+			require.Len(t, rc.Over, tc.over, "%v", rc.Over)
+		})
+	}
+
+	// The report fails on an instant over capacity.
+	bad := Report{Admitted: 1, Samples: 1, Runs: 1, ResourceRuns: 1, ExplicitRuns: 1, OverResources: []string{"w1 (pid 1) at 12:00:00.000 ran 2 jobs needing cpu=3,memory=512MiB, capacity cpu=2,memory=1GiB"}}
+	require.Len(t, bad.Violations(), 1)
+	require.Contains(t, bad.Violations()[0], "needed more than its capacity")
+	// And on a run in which no job declared anything.
+	vacuous := Report{Admitted: 1, Samples: 1, Runs: 1, ResourceRuns: 1}
+	require.Equal(t, []string{"no journaled run declared resources: the capacity check measured defaults only"}, vacuous.Violations())
 }

@@ -301,9 +301,9 @@ func Start(cfg Config) (*Cluster, error) {
 		if cfg.RealWorkers {
 			bin, args = "worker", nil
 		}
-		p := add(name, "worker", bin, args,
+		p := add(name, "worker", bin, args, append(workerResourceEnv(),
 			"SLUICE_WORKER_ID="+id, "SLUICE_WORKER_KINDS=sleep",
-			fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT_TASKS=%d", cfg.WorkerLimit))
+			fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT_TASKS=%d", cfg.WorkerLimit))...)
 		p.workerID = id
 	}
 	add("reaper", "reaper", "reaper", nil, "SLUICE_REAPER_INTERVAL="+cfg.ReaperInterval.String())

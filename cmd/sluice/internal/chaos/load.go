@@ -40,6 +40,9 @@ func submit(ctx context.Context, hc *http.Client, gw string, tenant Tenant, ms i
 	req := contracts.SubmitRequest{Kind: probeKind, Payload: payload,
 		Priority: shape.Priority, ConcurrencyKey: shape.ConcurrencyKey, ConcurrencyLimit: shape.ConcurrencyLimit,
 		StallTimeout: shape.StallTimeout}
+	if shape.Resources != "" {
+		req.Resources = json.RawMessage(shape.Resources)
+	}
 	if shape.Items > 0 {
 		items := make([]map[string]int64, shape.Items)
 		for i := range items {

@@ -44,6 +44,8 @@ type jobShape struct {
 	// probe report no progress, so it must be stopped (see stall.go).
 	StallTimeout string
 	Stall        bool
+	// Resources is the job's declaration ("": none; see capacity.go).
+	Resources string
 }
 
 // randomShape draws a job's priority and, for keyShare of the jobs, its key.
@@ -58,6 +60,9 @@ func randomShape(rng *lockedRand) jobShape {
 		s.Stall, s.StallTimeout = true, stallTimeout.String()
 	case r < stallShare+watchedShare:
 		s.StallTimeout = watchedTimeout.String()
+	}
+	if rng.float() < resourceShare {
+		s.Resources = chaosResources[rng.intN(len(chaosResources))]
 	}
 	if rng.float() < fanoutShare {
 		s.Items = fanoutMinItems + rng.intN(fanoutMaxItems-fanoutMinItems+1)

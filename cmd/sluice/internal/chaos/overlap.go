@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/chaos/journal"
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // Overlapping attempts, as measured here.
@@ -67,6 +68,13 @@ type attemptRun struct {
 	// Tail is [SIGCONT, the fence or the return) of a resumed run: wall
 	// time in which its handler ran again without a valid lease.
 	Tail window
+	// Until closes the run's wall-clock span [Start, Until): its end, else
+	// its process's death, else now. The worker holds the run's resources
+	// (and its slot) at least that long.
+	Until time.Time
+	// Need and Capacity are what the run takes of its worker and the
+	// worker's capacity, from the start line (nil in a journal without).
+	Need, Capacity *contracts.Resources
 }
 
 // overlap is two runs of one job live at once.
@@ -112,7 +120,8 @@ func analyzeJournal(entries []journal.Entry, procs map[int]procLife, fenceAfter 
 		at := time.Unix(0, e.T)
 		if e.Event == journal.EventStart {
 			latest[k] = len(rep.Runs)
-			rep.Runs = append(rep.Runs, attemptRun{JobID: e.JobID, Attempt: e.Attempt, Worker: e.WorkerID, PID: e.PID, Start: at})
+			rep.Runs = append(rep.Runs, attemptRun{JobID: e.JobID, Attempt: e.Attempt, Worker: e.WorkerID, PID: e.PID, Start: at,
+				Need: e.Need, Capacity: e.Capacity})
 			continue
 		}
 		i, ok := latest[k]
@@ -149,7 +158,7 @@ func analyzeJournal(entries []journal.Entry, procs map[int]procLife, fenceAfter 
 			}
 		}
 		byPID[r.PID] = append(byPID[r.PID], window{from: r.Start, to: end})
-		r.LiveEnd = end
+		r.Until, r.LiveEnd = end, end
 		if !r.CtxDone.IsZero() && r.CtxDone.Before(r.LiveEnd) {
 			r.LiveEnd = r.CtxDone
 		}

@@ -3,8 +3,11 @@ package chaos
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // Fault names in Report.Kills besides the services' own.
@@ -44,6 +47,15 @@ type Report struct {
 	// passed the sum of the limits then by the most (see capacity.go).
 	MaxRunning, TotalLimit, TotalWorkers int
 	OverTotal                            string
+	// MaxCPU and MaxMemory are the instants at which one worker process's
+	// runs held the largest share of its CPU and of its memory, by their
+	// needs as the journals record them; OverResources lists instants at
+	// which they needed more than its capacity (see capacity.go).
+	// ResourceRuns counts the runs journaled with their need, ExplicitRuns
+	// those whose job declared resources itself.
+	MaxCPU, MaxMemory          resourceInstant
+	OverResources              []string
+	ResourceRuns, ExplicitRuns int
 
 	Runs            int      // handler runs in the journals
 	Overlaps        []string // overlapping attempts (see overlap.go)
@@ -104,6 +116,10 @@ func (r Report) Summary() string {
 	fmt.Fprintf(&b, " exits=%d", r.Exits)
 	fmt.Fprintf(&b, " | max running per worker %d/%d (store), %d/%d (journal), announced %d; total %d/%d (%d workers alive then)",
 		r.MaxPerWorker, r.WorkerLimit, r.JournalPerWorker, r.WorkerLimit, r.MaxInFlight, r.MaxRunning, r.TotalLimit, r.TotalWorkers)
+	fmt.Fprintf(&b, " | max declared per worker cpu %s/%s memory %s/%s (journal: %d runs, %d declared by the job), over capacity %d",
+		strconv.FormatFloat(r.MaxCPU.Held.CPU, 'f', -1, 64), strconv.FormatFloat(r.MaxCPU.Capacity.CPU, 'f', -1, 64),
+		contracts.FormatMemory(r.MaxMemory.Held.Memory), contracts.FormatMemory(r.MaxMemory.Capacity.Memory),
+		r.ResourceRuns, r.ExplicitRuns, len(r.OverResources))
 	fmt.Fprintf(&b, " | max active %d/%d (api %d)", r.MaxActive, r.Cap, r.MaxActiveAPI)
 	var tenants []string
 	for t, n := range r.MaxTenantActive {
@@ -194,6 +210,12 @@ func (r Report) Violations() []string {
 	}
 	if r.MaxInFlight > r.WorkerLimit {
 		v = append(v, fmt.Sprintf("a worker announced %d jobs in flight, limit %d", r.MaxInFlight, r.WorkerLimit))
+	}
+	if len(r.OverResources) > 0 {
+		v = append(v, fmt.Sprintf("a worker's running jobs needed more than its capacity (journal): %s", strings.Join(r.OverResources[:min(len(r.OverResources), 5)], "; ")))
+	}
+	if r.Runs > 0 && r.ExplicitRuns == 0 {
+		v = append(v, "no journaled run declared resources: the capacity check measured defaults only")
 	}
 	if r.OverTotal != "" {
 		v = append(v, r.OverTotal)

@@ -434,6 +434,14 @@ func (c *Cluster) checkJournals(ctx context.Context, st store.Store, rep *Report
 		}
 		jobs[r.JobID] = j
 	}
+	rc := checkResources(jr.Runs)
+	rep.ResourceRuns, rep.OverResources = rc.Declared, rc.Over
+	rep.MaxCPU, rep.MaxMemory = rc.CPU, rc.Memory
+	for _, r := range jr.Runs {
+		if j := jobs[r.JobID]; j.Resources != nil && !j.Resources.IsZero() {
+			rep.ExplicitRuns++
+		}
+	}
 	or := checkOrder(jr.Runs, jobs)
 	rep.MaxPerKey, rep.KeyOverLimit = or.MaxPerKey, or.KeyOverLimit
 	rep.Inversions, rep.FirstRuns = or.Inversions, or.FirstRuns

@@ -79,9 +79,10 @@ func (c *Cluster) spawnLoop(ctx context.Context, logf func(string, ...any)) {
 			c.mu.Unlock()
 			id, name := fmt.Sprintf("chaos-s%d", n), fmt.Sprintf("spawned-%d", n)
 			p := c.newProc(name, "worker", "probeworker", []string{"-journal", filepath.Join(c.JournalDir, name+journal.Ext)},
-				"SLUICE_WORKER_ID="+id, "SLUICE_WORKER_KINDS=sleep", "SLUICE_WORKER_SPAWNED=true",
-				"SLUICE_WORKER_IDLE_TIMEOUT="+spawnIdle.String(),
-				fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT_TASKS=%d", c.cfg.WorkerLimit))
+				append(workerResourceEnv(),
+					"SLUICE_WORKER_ID="+id, "SLUICE_WORKER_KINDS=sleep", "SLUICE_WORKER_SPAWNED=true",
+					"SLUICE_WORKER_IDLE_TIMEOUT="+spawnIdle.String(),
+					fmt.Sprintf("SLUICE_WORKER_MAX_CONCURRENT_TASKS=%d", c.cfg.WorkerLimit))...)
 			p.workerID, p.transient = id, true
 			if err := p.start(); err != nil {
 				logf("chaos: start %s: %v", name, err)

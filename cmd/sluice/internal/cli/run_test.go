@@ -128,6 +128,36 @@ func TestRunSubmit(t *testing.T) {
 	require.Equal(t, ExitOK, te.run("submit", "sleep", "--payload", "@"+file, "--key", "dup"))
 	require.JSONEq(t, `{"ms":7}`, string(got[2].Payload))
 	require.Contains(t, te.stderr.String(), `an active job with key "dup" exists already`)
+
+	// --cpu and --memory, or --resources, become the job's resources.
+	for _, args := range [][]string{
+		{"--cpu", "0.5", "--memory", "1.5GiB"},
+		{"--resources", "cpu=0.5,memory=1536MiB"},
+		{"--resources", "memory=1536MiB", "--cpu", "0.5"},
+	} {
+		te = newTestEnv(f.srv.URL, false, nil)
+		require.Equal(t, ExitOK, te.run(append([]string{"submit", "exec"}, args...)...), te.stderr.String())
+		require.JSONEq(t, `{"cpu":0.5,"memory":"1536MiB"}`, string(got[len(got)-1].Resources), "%v", args)
+	}
+}
+
+func TestRunSubmitBadResources(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"--memory", "2GB"}, `memory: "2GB" is not an amount of memory`},
+		{[]string{"--cpu", "two"}, `cpu: "two" is not a number of cores`},
+		{[]string{"--cpu", "-1"}, `resources.cpu: -1 is negative`},
+		{[]string{"--resources", "cpu=1", "--cpu", "2"}, `cpu is given twice`},
+		{[]string{"--resources", "gpu=1"}, `"gpu" is not a resource`},
+	} {
+		te := newTestEnv("http://127.0.0.1:1", false, nil)
+		require.Equal(t, ExitUsage, te.run(append([]string{"submit", "exec"}, tc.args...)...), "%v", tc.args)
+		require.Contains(t, te.stderr.String(), tc.stderr, "%v", tc.args)
+		require.Empty(t, te.stdout.String())
+	}
 }
 
 func TestRunServerErrors(t *testing.T) {

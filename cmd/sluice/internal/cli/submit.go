@@ -18,7 +18,7 @@ const maxPayloadInput = 64 << 20
 var cmdSubmit = &command{
 	name:    "submit",
 	summary: "submit a job; --wait follows it to its end",
-	usage:   "submit (<kind> [--payload JSON|-|@FILE | --items JSON|-|@FILE [--concurrency N] [--fail-fast]] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--stall-timeout D] [--max-runtime D] [--input NAME=URI@SHA256]... [--wait] | --batch FILE.jsonl) [--json]",
+	usage:   "submit (<kind> [--payload JSON|-|@FILE | --items JSON|-|@FILE [--concurrency N] [--fail-fast]] [--key KEY] [--priority N] [--run-at T] [--deadline D] [--max-attempts N] [--concurrency-key K --concurrency-limit N] [--stall-timeout D] [--max-runtime D] [--cpu N] [--memory AMOUNT | --resources cpu=N,memory=AMOUNT] [--input NAME=URI@SHA256]... [--wait] | --batch FILE.jsonl) [--json]",
 	help: `
 Submits a job of the given kind and prints its id. With --json it prints the
 job as the API returns it.
@@ -34,7 +34,11 @@ A failed run runs again after a backoff until --max-attempts runs.
 jobs with that key run at once; the others wait. --stall-timeout stops a
 run that reports no progress for that long (an exec job's line of output
 counts), --max-runtime one that runs longer: both fail timeout: and are
-retried like a handler failure. --input name=uri@sha256 (repeatable) pins a
+retried like a handler failure. --cpu (cores, 0.5 is half a core) and
+--memory (512MiB, 1.5GiB: IEC units) say what the job needs of a worker,
+or both at once --resources cpu=0.5,memory=512MiB; what is left out takes
+the worker's default for the kind (see docs/resources.md). An exec job's
+process tree is held to it. --input name=uri@sha256 (repeatable) pins a
 file the run needs: the worker fetches and checks it and gives exec its
 path in SLUICE_INPUT_<NAME>; "@pin" on a file:// makes the gateway hash it.
 
@@ -73,6 +77,9 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 	runAt := fs.String("run-at", "", "not before: a `duration` from now (30s) or an RFC 3339 time")
 	concKey := fs.String("concurrency-key", "", "with --concurrency-limit: a `key` whose jobs run at most N at once")
 	concLimit := fs.Int("concurrency-limit", 0, "how many jobs of --concurrency-key may run at once")
+	cpu := fs.String("cpu", "", "the `cores` the job needs (0.5 is half a core)")
+	memory := fs.String("memory", "", "the memory the job needs: an `amount` with an IEC unit (512MiB, 1.5GiB)")
+	resources := fs.String("resources", "", "what the job needs as `cpu=N,memory=AMOUNT` (either may be left out)")
 	var inputs inputFlags
 	fs.Var(&inputs, "input", "a pinned input `name=uri@sha256` (sha256 \"pin\" on a file:// asks the gateway to hash it); repeatable")
 	stall := fs.String("stall-timeout", "", "stop a run that reports no progress for this `duration` (default: the server's)")
@@ -98,6 +105,9 @@ func runSubmit(ctx context.Context, inv *invocation, args []string) (int, error)
 	req := contracts.SubmitRequest{Kind: pos[0], Key: *key, Priority: *priority, Deadline: *deadline, MaxAttempts: *maxAttempts,
 		RunAt: *runAt, ConcurrencyKey: *concKey, ConcurrencyLimit: *concLimit, StallTimeout: *stall, MaxRuntime: *maxRun,
 		Inputs: inputs}
+	if req.Resources, err = readResources(*resources, *cpu, *memory); err != nil {
+		return 0, err
+	}
 	if req.Payload, err = readPayload(*payload, inv.env.Stdin); err != nil {
 		return 0, err
 	}
@@ -151,6 +161,37 @@ func (f *inputFlags) Set(v string) error {
 	}
 	*f = append(*f, contracts.InputRef{Name: name, URI: rest[:at], SHA256: rest[at+1:]})
 	return nil
+}
+
+// readResources reads --resources, --cpu and --memory as one declaration
+// in the form contracts.ParseResources reads (a member given twice is an
+// error), and returns it as the submit's JSON; nil when none is given.
+func readResources(spec, cpu, memory string) (json.RawMessage, error) {
+	parts := []string{}
+	if spec != "" {
+		parts = append(parts, spec)
+	}
+	if cpu != "" {
+		parts = append(parts, "cpu="+cpu)
+	}
+	if memory != "" {
+		parts = append(parts, "memory="+memory)
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	r, err := contracts.ParseResources(strings.Join(parts, ","))
+	if err != nil {
+		return nil, &usageError{"--resources/--cpu/--memory: " + err.Error()}
+	}
+	if r.IsZero() {
+		return nil, nil
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode resources: %w", err)
+	}
+	return data, nil
 }
 
 // readItems reads the --items value as readPayload reads --payload: a JSON

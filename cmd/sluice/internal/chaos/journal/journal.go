@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
 // Events a handler journals.
@@ -41,6 +43,13 @@ type Entry struct {
 	CtxErr string `json:"ctx_err,omitempty"`
 	// PID is the process that wrote the line: one per worker incarnation.
 	PID int `json:"pid"`
+	// Need is, on a start line, what the run takes of its worker: the
+	// job's declaration with the worker's defaults filled in
+	// (contracts.ResourceDefaults.Need), as the worker counts it.
+	Need *contracts.Resources `json:"need,omitempty"`
+	// Capacity is, on a start line, the worker's capacity
+	// (SLUICE_WORKER_CPU, SLUICE_WORKER_MEMORY).
+	Capacity *contracts.Resources `json:"capacity,omitempty"`
 }
 
 // Ext is the file name extension of journal files.

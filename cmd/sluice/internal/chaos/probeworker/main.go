@@ -65,7 +65,7 @@ func run(path string, step time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("new worker: %w", err)
 	}
-	p := &probe{journal: j, workerID: cfg.WorkerID, pid: os.Getpid(), step: step, log: log}
+	p := &probe{journal: j, workerID: cfg.WorkerID, pid: os.Getpid(), step: step, capacity: cfg.Capacity(), log: log}
 	if err := w.Handle(Kind, p.handle); err != nil {
 		return fmt.Errorf("register %s: %w", Kind, err)
 	}

@@ -29,13 +29,18 @@ type payload struct {
 const progressEvery = 100 * time.Millisecond
 
 // probe runs "probe" jobs: it sleeps for the payload's duration in small
-// steps, stopping as soon as its context ends, and journals its start, the
-// moment its context ended (if it did) and its end.
+// steps, stopping as soon as its context ends, and journals its start (with
+// what the run takes of the worker, job.Resources, and the worker's
+// capacity), the moment its context ended (if it did) and its end.
 type probe struct {
 	journal  *journal.Writer
 	workerID string
 	pid      int
 	step     time.Duration
+	// capacity is the worker's, journaled on every start line beside the
+	// run's need, so the harness checks the declarations of a worker's
+	// running jobs against it (capacity.go).
+	capacity contracts.Resources
 	log      zerolog.Logger
 }
 
@@ -96,10 +101,15 @@ func (p *probe) handle(ctx context.Context, job worker.Job) (worker.Result, erro
 // record journals one event; a failed write is logged, never fatal (the
 // harness then reports a run with no end).
 func (p *probe) record(job worker.Job, event string, at time.Time, ctxErr string) {
-	err := p.journal.Write(journal.Entry{
+	e := journal.Entry{
 		JobID: job.ID, Attempt: job.Claim, WorkerID: p.workerID,
 		Event: event, T: at.UnixNano(), CtxErr: ctxErr, PID: p.pid,
-	})
+	}
+	if event == journal.EventStart {
+		need, capacity := job.Resources, p.capacity
+		e.Need, e.Capacity = &need, &capacity
+	}
+	err := p.journal.Write(e)
 	if err != nil {
 		p.log.Error().Err(err).Str("event", event).Msg("probe: journal write failed")
 	}

@@ -21,7 +21,8 @@ func newProbe(t *testing.T) (*probe, string) {
 	j, err := journal.Create(filepath.Join(dir, "w"+journal.Ext))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = j.Close() })
-	return &probe{journal: j, workerID: "w1", pid: 42, step: time.Millisecond, log: zerolog.Nop()}, dir
+	return &probe{journal: j, workerID: "w1", pid: 42, step: time.Millisecond,
+		capacity: contracts.Resources{CPU: 2, Memory: 1 << 30}, log: zerolog.Nop()}, dir
 }
 
 func events(t *testing.T, dir string) []string {
@@ -43,10 +44,19 @@ func events(t *testing.T, dir string) []string {
 func TestProbeRunsAndJournals(t *testing.T) {
 	t.Parallel()
 	p, dir := newProbe(t)
-	res, err := p.handle(context.Background(), worker.Job{ID: "job1", Claim: 3, Payload: []byte(`{"ms":5}`)})
+	need := contracts.Resources{CPU: 1.5, Memory: 512 << 20}
+	res, err := p.handle(context.Background(), worker.Job{ID: "job1", Claim: 3, Payload: []byte(`{"ms":5}`), Resources: need})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"slept_ms":5}`, string(res))
 	require.Equal(t, []string{"start:", "end:"}, events(t, dir))
+
+	// The start line carries the run's need and the worker's capacity.
+	entries, _, err := journal.ReadDir(dir)
+	require.NoError(t, err)
+	require.NotNil(t, entries[0].Need)
+	require.Equal(t, need, *entries[0].Need)
+	require.Equal(t, contracts.Resources{CPU: 2, Memory: 1 << 30}, *entries[0].Capacity)
+	require.Nil(t, entries[1].Need, "only the start line carries them")
 }
 
 func TestProbeStopsWhenFenced(t *testing.T) {

@@ -217,8 +217,77 @@
       el('span', { className: 'wid', textContent: w.id },
         w.spawned ? el('span', { className: 'tag', title: 'started on a scale request (SLUICE_SCHEDULER_SPAWN)', textContent: 'spawned' }) : null),
       el('div', { className: 'slots' }, ...slots),
-      el('span', { className: 'load', textContent: unlimited ? inFlight + ' running' : inFlight + ' / ' + w.capacity }));
+      el('span', { className: 'load', textContent: unlimited ? inFlight + ' running' : inFlight + ' / ' + w.capacity }),
+      resourceMeters(w));
     }));
+  }
+
+  // ---- Resources ---------------------------------------------------------
+
+  // MEMORY_UNITS are the IEC units a memory amount carries on the wire
+  // ("512MiB"; a plain count is bytes).
+  const MEMORY_UNITS = { TiB: 2 ** 40, GiB: 2 ** 30, MiB: 2 ** 20, KiB: 2 ** 10, B: 1 };
+
+  // parseMemory reads a memory amount of the API ("1GiB", "1000", or a
+  // number of bytes); 0 when absent or unreadable.
+  function parseMemory(v) {
+    if (typeof v === 'number') return v;
+    if (typeof v !== 'string') return 0;
+    const m = /^([0-9.]+)\s*(TiB|GiB|MiB|KiB|B)?$/.exec(v.trim());
+    return m ? Math.floor(parseFloat(m[1]) * (MEMORY_UNITS[m[2] || 'B'])) : 0;
+  }
+
+  // fmtMemory writes bytes with the largest IEC unit it reaches, to a
+  // tenth ("1.5 GiB").
+  function fmtMemory(bytes) {
+    for (const u of ['TiB', 'GiB', 'MiB', 'KiB']) {
+      if (bytes >= MEMORY_UNITS[u]) {
+        const n = bytes / MEMORY_UNITS[u];
+        return (Number.isInteger(n) ? String(n) : n.toFixed(1)) + ' ' + u;
+      }
+    }
+    return bytes + ' B';
+  }
+
+  // fmtCores writes cores to at most two decimals ("1.5").
+  function fmtCores(c) { return String(Math.round(c * 100) / 100); }
+
+  // resourceMeters draws what the declarations of a worker's running jobs
+  // take of its CPU and memory against its capacity: /v1/stats gives its
+  // capacity (resources) and what is left free (free_resources, never
+  // below 0). Nothing for a worker that announces no capacity (an earlier
+  // release).
+  function resourceMeters(w) {
+    const cap = w.resources;
+    if (!cap) return null;
+    const free = w.free_resources || cap;
+    const cpuCap = cap.cpu || 0;
+    const memCap = parseMemory(cap.memory);
+    const cpuUsed = Math.max(0, Math.min(cpuCap, cpuCap - (free.cpu || 0)));
+    const memUsed = Math.max(0, Math.min(memCap, memCap - parseMemory(free.memory)));
+    return el('div', {
+      className: 'res',
+      dataset: {
+        cpuUsed: fmtCores(cpuUsed), cpuCapacity: fmtCores(cpuCap),
+        memoryUsed: String(memUsed), memoryCapacity: String(memCap),
+      },
+    },
+    meter('cpu', cpuUsed, cpuCap, fmtCores(cpuUsed) + ' / ' + fmtCores(cpuCap) + ' cores'),
+    meter('memory', memUsed, memCap, fmtMemory(memUsed) + ' / ' + fmtMemory(memCap)));
+  }
+
+  // meter is one labelled bar: used of capacity.
+  function meter(name, used, capacity, text) {
+    const fill = el('div', { className: 'fill' });
+    const pct = capacity > 0 ? Math.min(100, (100 * used) / capacity) : 0;
+    fill.style.width = pct + '%';
+    return el('div', {
+      className: 'meter', dataset: { resource: name, percent: String(Math.round(pct)) },
+      title: name + ' declared by the running jobs, of the worker\'s capacity',
+    },
+    el('span', { className: 'name', textContent: name }),
+    el('div', { className: 'bar' }, fill),
+    el('span', { className: 'amount', textContent: text }));
   }
 
   function limitText(r) {
