@@ -281,6 +281,10 @@ func (l *Enforcer) Start(cmd *exec.Cmd, name string, r contracts.Resources, maxR
 		if r.CPU > 0 && maxRuntime > 0 {
 			run.cpuSecs = uint64(max(1, r.CPU*maxRuntime.Seconds()+0.999))
 		}
+		if sh, err := exec.LookPath("/bin/sh"); err == nil {
+			run.wrapInLimits(sh)
+			return run, cmd.Start()
+		}
 		if err := cmd.Start(); err != nil {
 			return run, err
 		}
@@ -295,9 +299,27 @@ func (l *Enforcer) Start(cmd *exec.Cmd, name string, r contracts.Resources, maxR
 	}
 }
 
+// wrapInLimits makes the run's command a shell (sh) that sets the run's
+// address-space and CPU-time limits on itself and then execs the program,
+// which so runs under them from its first instruction (the process, its
+// group and its pid stay the same). A limit the shell cannot set fails the
+// run before the program starts (exit 126).
+func (r *Run) wrapInLimits(sh string) {
+	script := ""
+	if r.limits.Memory > 0 {
+		script += fmt.Sprintf("ulimit -v %d || exit 126; ", (r.limits.Memory+1023)/1024)
+	}
+	if r.cpuSecs > 0 {
+		script += fmt.Sprintf("ulimit -H -t %d && ulimit -S -t %d || exit 126; ", r.cpuSecs+1, r.cpuSecs)
+	}
+	args := append([]string{"sh", "-c", script + `exec "$@"`, "sh", r.cmd.Path}, r.cmd.Args[1:]...)
+	r.cmd.Path, r.cmd.Args = sh, args
+}
+
 // setRlimits applies the run's address-space and CPU-time limits to its
-// process (prlimit): the program started a moment before, too early to
-// have done much.
+// process (prlimit) where no shell can set them before the program runs
+// (wrapInLimits): the program started a moment before, too early to have
+// done much, though a program that allocates at once may be past them.
 func (r *Run) setRlimits() error {
 	pid := r.cmd.Process.Pid
 	if r.limits.Memory > 0 {
