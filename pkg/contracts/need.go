@@ -3,6 +3,7 @@ package contracts
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // What a job takes of a worker's resources. A job's declaration is
@@ -78,7 +79,7 @@ func NeverFits(workers []WorkerInfo, kind string, declared *Resources) (string, 
 		largest Resources
 	)
 	for _, w := range workers {
-		if !runsKind(w, kind) {
+		if !slices.Contains(w.Kinds, kind) {
 			continue
 		}
 		if w.Resources == nil || w.Defaults().Need(kind, declared).Fits(*w.Resources) {
@@ -92,14 +93,4 @@ func NeverFits(workers []WorkerInfo, kind string, declared *Resources) (string, 
 	}
 	return fmt.Sprintf("asks for %s, more than any live worker of kind %q has (the largest: cpu=%g, memory=%s)",
 		declared, kind, largest.CPU, FormatMemory(largest.Memory)), true
-}
-
-// runsKind reports whether w announced kind.
-func runsKind(w WorkerInfo, kind string) bool {
-	for _, k := range w.Kinds {
-		if k == kind {
-			return true
-		}
-	}
-	return false
 }

@@ -171,12 +171,11 @@ func insertChildBodies(ctx context.Context, tx *sql.Tx, parent string, from int,
 func splitBodies(ctx context.Context, tx *sql.Tx) error {
 	var cold []string
 	for _, c := range []string{"payload", "inputs"} {
-		var n int
-		err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('jobs') WHERE name = ?`, c).Scan(&n)
+		has, err := hasColumn(ctx, tx, "jobs", c)
 		if err != nil {
-			return fmt.Errorf("look up column jobs.%s: %w", c, err)
+			return err
 		}
-		if n > 0 {
+		if has {
 			cold = append(cold, c)
 		}
 	}

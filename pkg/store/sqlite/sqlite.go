@@ -379,6 +379,16 @@ func dsn(path string, cfg config, role connRole) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
+// hasColumn reports whether table has the column name.
+func hasColumn(ctx context.Context, tx *sql.Tx, table, name string) (bool, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name = ?`, table, name).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up column %s.%s: %w", table, name, err)
+	}
+	return n > 0, nil
+}
+
 // migrate applies the schema in one write transaction and records its version.
 func migrate(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
@@ -410,12 +420,11 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		}
 	}
 	for _, c := range columns {
-		var n int
-		err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name = ?`, c.table, c.name).Scan(&n)
+		has, err := hasColumn(ctx, tx, c.table, c.name)
 		if err != nil {
-			return fmt.Errorf("migrate: look up column %s.%s: %w", c.table, c.name, err)
+			return fmt.Errorf("migrate: %w", err)
 		}
-		if n > 0 {
+		if has {
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, `ALTER TABLE `+c.table+` ADD COLUMN `+c.name+` `+c.decl); err != nil {

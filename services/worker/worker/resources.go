@@ -3,7 +3,6 @@ package worker
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -89,12 +88,13 @@ func (c Config) validateResources(p *envconfig.Problems) {
 	}
 }
 
+// mechanismNames are the names SLUICE_WORKER_LIMITS takes.
 func mechanismNames() []string {
 	out := make([]string, 0, len(contracts.LimitMechanisms))
 	for _, m := range contracts.LimitMechanisms {
 		out = append(out, string(m))
 	}
-	return slices.Clip(out)
+	return out
 }
 
 // ledger is what the worker's running jobs declared against its capacity.
