@@ -297,9 +297,15 @@ func buildUpdate(exp store.Expect, ch store.Change, rowid int64) (string, []any,
 		where += ` AND (claim_until IS NULL OR claim_until <= ?)`
 		args = append(args, exp.ClaimFreeAt.UnixNano())
 	}
-	// OR ROLLBACK: a failed update ends the transaction, so SQLite needs
-	// no statement journal.
-	query := `UPDATE jobs SET ` + strings.Join(sets, ", ") + ` WHERE ` + where
+	// OR ROLLBACK: a failed update ends the whole transaction, as the
+	// write loop would (write.go rolls the batch back and runs its other
+	// requests again alone). Every caller returns a failed UPDATE's error
+	// at once, so nothing runs after it in the transaction SQLite has
+	// ended; a miss (no row matched) is no failure, and explainMiss reads
+	// the row in the transaction still open. An UPDATE of one row keeps no
+	// statement journal either way; one of many rows keeps none only so
+	// (see claimQuery and changegroup.go).
+	query := `UPDATE OR ROLLBACK jobs SET ` + strings.Join(sets, ", ") + ` WHERE ` + where
 	return query, args, nil
 }
 
