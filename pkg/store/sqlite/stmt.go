@@ -9,7 +9,9 @@ import (
 
 // maxCachedStmts bounds a statement cache. Transition builds its UPDATE
 // from the fields a change sets; the services use a few dozen shapes.
-const maxCachedStmts = 128
+// UpdateEach's group statements add up to six sizes of each shape of
+// result (changegroup.go).
+const maxCachedStmts = 256
 
 // stmtCache keeps prepared statements of one *sql.DB by query text, so that
 // the hot paths do not parse their SQL on every call (with modernc.org/sqlite

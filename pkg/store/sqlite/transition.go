@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,8 +96,9 @@ func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (con
 }
 
 // UpdateEach is Update of many jobs in one write transaction (see
-// store.Store): one query reads them all, then each is decided and
-// changed in turn by the rowid read. A job that fails as Update would
+// store.Store): one query reads them all, then each is decided in turn
+// and changed by the rowid read, the changes of one shape together in one
+// statement (see changegroup.go). A job that fails as Update would
 // (missing, decided against, a forbidden change) leaves the others be.
 func (s *Store) UpdateEach(ctx context.Context, ids []string, decide store.DecideEach) ([]store.Updated, error) {
 	if len(ids) == 0 {
@@ -112,28 +114,47 @@ func (s *Store) UpdateEach(ctx context.Context, ids []string, decide store.Decid
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
+		var groups changeGroups
 		for i, id := range ids {
 			row, ok := rows[id]
 			if !ok {
 				out[i].Err = fmt.Errorf("sqlite: update job %s: %w", id, store.ErrNotFound)
 				continue
 			}
-			job, query, err := s.updateRow(ctx, tx, row.job, row.rowid, func(j contracts.Job) (store.Change, error) { return decide(i, j) })
-			if query != "" && (len(queries) == 0 || queries[len(queries)-1] != query) {
-				queries = append(queries, query) // most results of a message share one
+			alone := !groupable(row.job)
+			if alone || groups.holds(id) {
+				// In its place: after the changes grouped before it (a
+				// job met again is decided as its first change left it).
+				if queries, err = s.flushGroups(ctx, tx, &groups, out, queries); err != nil {
+					return err
+				}
 			}
-			switch {
-			case err == nil:
-				out[i].Job, row.job = job, job
-			case wroteNothing(err):
+			exp, ch, err := decideChange(row.job, func(j contracts.Job) (store.Change, error) { return decide(i, j) })
+			if err != nil {
+				// Decided against or forbidden: nothing to write.
 				out[i].Err = fmt.Errorf("sqlite: update job %s: %w", id, err)
-			default:
-				return fmt.Errorf("job %s: %w", id, err)
+				continue
+			}
+			c := grouped{i: i, row: row, exp: exp, ch: ch}
+			if !alone {
+				if err := groups.add(c); err != nil {
+					return fmt.Errorf("job %s: %w", id, err)
+				}
+				continue
+			}
+			groups.moved = true // its follow-up may move other rows
+			query, err := s.applyChange(ctx, tx, row.job, row.rowid, exp, ch)
+			if query != "" {
+				queries = append(queries, query)
+			}
+			if err := s.changed(c, err, out); err != nil {
+				return err
 			}
 		}
-		return nil
+		queries, err = s.flushGroups(ctx, tx, &groups, out, queries)
+		return err
 	})
-	for _, q := range queries {
+	for _, q := range slices.Compact(queries) { // most results of a message share one
 		s.warm(ctx, q)
 	}
 	if err != nil {
@@ -146,31 +167,50 @@ func (s *Store) UpdateEach(ctx context.Context, ids []string, decide store.Decid
 // tx, and applies it as a compare-and-set on the state and attempt read.
 // It returns the job afterwards and the UPDATE it ran.
 func (s *Store) updateRow(ctx context.Context, tx *sql.Tx, before contracts.Job, rowid int64, decide store.Decide) (contracts.Job, string, error) {
+	exp, ch, err := decideChange(before, decide)
+	if err != nil {
+		return contracts.Job{}, "", err
+	}
+	query, err := s.applyChange(ctx, tx, before, rowid, exp, ch)
+	if err != nil {
+		return contracts.Job{}, query, err
+	}
+	return ch.Apply(before), query, nil
+}
+
+// decideChange asks decide for a change of before and checks it: the
+// compare-and-set it is (on the state and claim read) and the change,
+// its time set.
+func decideChange(before contracts.Job, decide store.Decide) (store.Expect, store.Change, error) {
 	ch, err := decide(before)
 	if err != nil {
-		return contracts.Job{}, "", errDecided{err}
+		return store.Expect{}, store.Change{}, errDecided{err}
 	}
 	exp := store.Expect{ID: before.ID, State: before.State, Claim: before.Claim}
 	if err := ch.Check(exp); err != nil {
-		return contracts.Job{}, "", err
+		return store.Expect{}, store.Change{}, err
 	}
 	if ch.Now.IsZero() {
 		ch.Now = time.Now()
 	}
+	return exp, ch, nil
+}
+
+// applyChange applies ch to before, the job read at rowid in tx, as a
+// compare-and-set on exp, with what it brings (followUp), and returns the
+// UPDATE it ran.
+func (s *Store) applyChange(ctx context.Context, tx *sql.Tx, before contracts.Job, rowid int64, exp store.Expect, ch store.Change) (string, error) {
 	query, args, err := buildUpdate(exp, ch, rowid)
 	if err != nil {
-		return contracts.Job{}, "", err
+		return "", err
 	}
 	// A statement not prepared yet is prepared for this transaction alone
 	// (the cache cannot prepare on the busy writer), and cached by warm
 	// for the next time.
 	if err := execCAS(ctx, tx, s.wc.lookup(query), query, args, exp); err != nil {
-		return contracts.Job{}, query, err
+		return query, err
 	}
-	if err := s.followUp(ctx, tx, before, exp, ch); err != nil {
-		return contracts.Job{}, query, err
-	}
-	return ch.Apply(before), query, nil
+	return query, s.followUp(ctx, tx, before, exp, ch)
 }
 
 // warm prepares an UPDATE updateRow ran into the cache, outside the write
@@ -210,6 +250,36 @@ func (e errDecided) Unwrap() error { return e.err }
 // above 0 is that of the job's row read in the same write transaction: the
 // statement finds the row by it instead of by id.
 func buildUpdate(exp store.Expect, ch store.Change, rowid int64) (string, []any, error) {
+	sets, args, err := updateSets(ch)
+	if err != nil {
+		return "", nil, err
+	}
+	key, keyArg := "id", any(exp.ID)
+	if rowid > 0 {
+		key, keyArg = "rowid", rowid
+	}
+	where := key + ` = ? AND state = ? AND attempt = ?`
+	args = append(args, keyArg, string(exp.State), exp.Claim)
+	if !exp.ClaimFreeAt.IsZero() {
+		where += ` AND (claim_until IS NULL OR claim_until <= ?)`
+		args = append(args, exp.ClaimFreeAt.UnixNano())
+	}
+	// OR ROLLBACK: a failed update ends the whole transaction, as the
+	// write loop would (write.go rolls the batch back and runs its other
+	// requests again alone). Every caller returns a failed UPDATE's error
+	// at once, so nothing runs after it in the transaction SQLite has
+	// ended; a miss (no row matched) is no failure, and explainMiss reads
+	// the row in the transaction still open. An UPDATE of one row keeps no
+	// statement journal either way; one of many rows keeps none only so
+	// (see claimQuery and changegroup.go).
+	query := `UPDATE OR ROLLBACK jobs SET ` + sets + ` WHERE ` + where
+	return query, args, nil
+}
+
+// updateSets is the SET list of the UPDATE that makes ch, each "?" in it
+// one of args in order. Changes of the same shape (the same fields set)
+// have the same list.
+func updateSets(ch store.Change) (string, []any, error) {
 	var (
 		sets []string
 		args []any
@@ -287,20 +357,7 @@ func buildUpdate(exp store.Expect, ch store.Change, rowid int64) (string, []any,
 		set("usage = ?", u)
 	}
 
-	key, keyArg := "id", any(exp.ID)
-	if rowid > 0 {
-		key, keyArg = "rowid", rowid
-	}
-	where := key + ` = ? AND state = ? AND attempt = ?`
-	args = append(args, keyArg, string(exp.State), exp.Claim)
-	if !exp.ClaimFreeAt.IsZero() {
-		where += ` AND (claim_until IS NULL OR claim_until <= ?)`
-		args = append(args, exp.ClaimFreeAt.UnixNano())
-	}
-	// OR ROLLBACK: a failed update ends the transaction, so SQLite needs
-	// no statement journal.
-	query := `UPDATE jobs SET ` + strings.Join(sets, ", ") + ` WHERE ` + where
-	return query, args, nil
+	return strings.Join(sets, ", "), args, nil
 }
 
 // execCAS runs a compare-and-set UPDATE (st, or query prepared for tx
