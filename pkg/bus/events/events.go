@@ -123,7 +123,6 @@ func (p *Publisher) Publish(ev contracts.Event) {
 // maxPooledEvent bounds the encoding buffers kept for reuse.
 const maxPooledEvent = 4 << 10
 
-
 // State publishes a state event for job as it is after a change.
 func (p *Publisher) State(job contracts.Job) {
 	if p == nil {
