@@ -12,8 +12,8 @@ package events
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +81,8 @@ type Publisher struct {
 	// child, when set, hears the parent of every fan-out child whose
 	// state event goes out: the parent's counts changed too.
 	child func(parent string)
+	// bufs holds buffers events are encoded into, for reuse.
+	bufs sync.Pool
 }
 
 // NewPublisher returns a Publisher on nc.
@@ -100,14 +102,26 @@ func (p *Publisher) Publish(ev contracts.Event) {
 	if p == nil {
 		return
 	}
-	data, err := json.Marshal(ev)
+	bp, _ := p.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	data, err := contracts.AppendEvent((*bp)[:0], ev)
 	if err == nil {
+		// Publish copies data into the connection's buffer before it returns.
 		err = p.nc.Publish(ev.Subject(), data)
 	}
 	if err != nil {
 		p.dropped.Add(1)
 	}
+	if cap(data) <= maxPooledEvent {
+		*bp = data[:0]
+		p.bufs.Put(bp)
+	}
 }
+
+// maxPooledEvent bounds the encoding buffers kept for reuse.
+const maxPooledEvent = 4 << 10
 
 // State publishes a state event for job as it is after a change.
 func (p *Publisher) State(job contracts.Job) {

@@ -227,6 +227,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 	for query, index := range map[string]string{
 		staleBeatQuery:                    "INDEX jobs_running_work",
 		leaseStatesQuery:                  "INDEX sqlite_autoindex_jobs_1 (id=?)",
+		leaseViewsQuery:                   "INDEX sqlite_autoindex_jobs_1 (id=?)",
 		staleKindQuery:                    "INDEX jobs_ready_queue (kind=?)",
 		pendingKindsQuery:                 "INDEX jobs_ready_queue (kind>?)",
 		purgeQuery:                        "INDEX jobs_finished_top",
@@ -251,6 +252,13 @@ func TestQueriesUseIndexes(t *testing.T) {
 		text := queryPlan(t, s, query)
 		require.Contains(t, text, "USING "+index, query)
 		require.NotContains(t, text, "TEMP B-TREE", query)
+	}
+	// A heartbeat's leases are looked up one by one on the id index as
+	// their JSON array lists them, with no list of the ids built first.
+	for _, query := range []string{leaseStatesQuery, leaseViewsQuery} {
+		text := queryPlan(t, s, query)
+		require.Contains(t, text, "SCAN k VIRTUAL TABLE", query)
+		require.NotContains(t, text, "LIST SUBQUERY", query)
 	}
 	// The max-runtime scan reads the running jobs (as many as the workers'
 	// slots) through the heartbeat index and sorts them.

@@ -364,6 +364,14 @@ func (f *fakeScheduler) heartbeatsFor(l contracts.Lease) int {
 	return n
 }
 
+// heartbeatsSoFar returns a copy of every heartbeat received so far, in
+// order.
+func (f *fakeScheduler) heartbeatsSoFar() []contracts.Heartbeat {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.heartbeats)
+}
+
 // announcements returns a copy of every announcement so far.
 func (f *fakeScheduler) announcements() []contracts.Announce {
 	f.mu.Lock()

@@ -2,7 +2,9 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,4 +82,65 @@ func TestNoStartAckNeverRunsHandler(t *testing.T) {
 	b.noResult(200 * time.Millisecond)
 	require.Zero(t, calls.Load(), "the handler ran without an acknowledged claim")
 	require.EqualValues(t, 1, b.metric("sluice_worker_jobs_total", map[string]string{"state": "unclaimed"}))
+}
+
+// TestOfferBatchStartsInOneHeartbeat checks that the jobs one offer
+// accepted are confirmed by one start heartbeat carrying all their leases,
+// not by one request per job goroutine, and that every handler starts only
+// after that acknowledgement; a batch that is not acknowledged is retried
+// job by job, and the jobs still run.
+func TestOfferBatchStartsInOneHeartbeat(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		firstLost bool // the first start heartbeat gets no answer
+	}{
+		{name: "acknowledged"},
+		{name: "first unanswered", firstLost: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			id := "w-start-batch-" + map[bool]string{false: "ack", true: "retry"}[tc.firstLost]
+			cfg := testConfig(t, id)
+			cfg.MaxConcurrent = 64
+			cfg.HeartbeatInterval = time.Minute // only start heartbeats are sent
+			cfg.StaleThreshold = 3 * time.Minute
+			if tc.firstLost {
+				var n atomic.Int64
+				b.sched.setAnswer(func(contracts.Heartbeat) (contracts.HeartbeatAck, bool) {
+					return contracts.HeartbeatAck{}, n.Add(1) > 1
+				})
+			}
+			b.start(cfg, map[string]worker.Handler{
+				"check": func(_ context.Context, job worker.Job) (worker.Result, error) {
+					if n := b.sched.ackedCount(job.Lease()); n < 1 {
+						return nil, errors.New("handler started before the start heartbeat was acknowledged")
+					}
+					return nil, nil
+				},
+			})
+			var batch contracts.OfferBatch
+			for i := range 48 {
+				batch.Jobs = append(batch.Jobs, spec(fmt.Sprintf("j%02d", i), "check", 1, ""))
+			}
+			data, err := json.Marshal(batch)
+			require.NoError(t, err)
+			reply := b.offerRaw(id, data)
+			require.Len(t, reply.Results, len(batch.Jobs))
+			for _, r := range reply.Results {
+				require.Equal(t, contracts.OfferAccepted, r.Status)
+			}
+			for range batch.Jobs {
+				res := b.nextResult()
+				require.Equal(t, contracts.StateSucceeded, res.State, res.Error)
+			}
+			hbs := b.sched.heartbeatsSoFar()
+			require.NotEmpty(t, hbs)
+			require.Len(t, hbs[0].Leases, len(batch.Jobs), "the offer's start heartbeat carried every accepted lease")
+			if !tc.firstLost {
+				require.Len(t, hbs, 1, "one start heartbeat for the whole offer")
+			}
+		})
+	}
 }

@@ -24,7 +24,9 @@ type task struct {
 	// need is what the job takes of the worker's resources.
 	need contracts.Resources
 	// usage is what the run used, when its handler measured it.
-	usage   atomic.Pointer[contracts.Usage]
+	usage atomic.Pointer[contracts.Usage]
+	// start is the batch its start heartbeat goes in (see claim).
+	start   *startBatch
 	cancel  context.CancelCauseFunc
 	log     zerolog.Logger
 	release sync.Once
@@ -56,6 +58,13 @@ func (w *Worker) handleOffer(hardCtx, deliverCtx context.Context, m *nats.Msg) {
 		return
 	}
 	w.signalAnnounce()
+	leases := make([]contracts.Lease, len(started))
+	for i, s := range started {
+		leases[i] = s.t.lease
+	}
+	for i, b := range w.queueStarts(leases, w.cfg.ClaimWait) {
+		started[i].t.start = b
+	}
 	for _, s := range started {
 		s.t.log.Debug().Str(observe.FieldSubject, m.Subject).Msg("offer accepted")
 		go w.runJob(s.ctx, deliverCtx, s.t)

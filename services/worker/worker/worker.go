@@ -72,8 +72,8 @@ type Worker struct {
 	// announceSig asks the announce loop to announce now; a burst of
 	// signals coalesces into one announcement of the latest state.
 	announceSig chan struct{}
-	// starts queues the attempts waiting for their start heartbeat (see startLoop).
-	starts chan startReq
+	// startQ queues the attempts waiting for their start heartbeat (see startLoop).
+	startQ *startQueue
 	// results queues the results waiting for delivery (see resultLoop).
 	results chan resultReq
 
@@ -139,7 +139,7 @@ func New(cfg Config, d Deps) (*Worker, error) {
 		sampler:     d.Sampler,
 		seqBase:     uint64(time.Now().UnixNano()),
 		announceSig: make(chan struct{}, 1),
-		starts:      make(chan startReq),
+		startQ:      newStartQueue(),
 		results:     make(chan resultReq),
 		handlers:    map[string]Handler{},
 		changed:     make(chan struct{}),

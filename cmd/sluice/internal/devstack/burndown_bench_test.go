@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,10 +119,12 @@ func BenchmarkBurnDown(b *testing.B) {
 		b.Fatalf("admitted %d of %d", admitted, total)
 	}
 	fmt.Printf("burn-down: %d jobs admitted in %s\n", admitted, took.Round(time.Millisecond))
+	stopProfile := burnProfile(b)
 	start := time.Now()
 	startWorkers(b, s, 4, 256)
 	waitSucceeded(b, base, total, 10*time.Minute)
 	burn := time.Since(start)
+	stopProfile()
 	rate := float64(total) / burn.Seconds()
 	b.ReportMetric(rate, "jobs/s")
 	offers, dispatched := offerFigures(b, s)
@@ -130,6 +134,32 @@ func BenchmarkBurnDown(b *testing.B) {
 	rss := peakRSS()
 	b.ReportMetric(float64(rss)/1024, "peak-rss-MiB")
 	fmt.Printf("peak RSS after 100k jobs, the whole stack and the load in one process: %.1f MiB (target ≤ 128)\n", float64(rss)/1024)
+}
+
+// burnProfile starts a CPU profile into the file SLUICE_BENCH_BURN_PROFILE
+// names, if set, and returns what stops it: the burn-down profiles its burn
+// phase alone (workers started → every job succeeded), without the
+// admission before it.
+func burnProfile(b *testing.B) func() {
+	b.Helper()
+	path := os.Getenv("SLUICE_BENCH_BURN_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("burn profile: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		b.Fatalf("burn profile: %v", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Errorf("burn profile: %v", err)
+		}
+	}
 }
 
 // BenchmarkManyWorkers offers jobs to 1,000 single-slot workers kept about
