@@ -36,10 +36,10 @@ import (
 // still under way. Nothing after admission writes a body.
 //
 // Read by _id. Reads that hand a job out (Get, List, the claim's jobs,
-// Stale, a dedup key's job, a parent's running children) fetch the
-// bodies of the jobs they read with one query per batch (withBodies);
-// the reads of a read-decide-write (Update, UpdateEach) and what
-// Transition returns are the job's document alone: without payload and
+// Stale, a dedup key's job, a parent's running children, the job
+// Transition returns) fetch the bodies of the jobs they read with one
+// query per batch (withBodies); the reads of a read-decide-write
+// (Update, UpdateEach) are the job's document alone: without payload and
 // inputs, as on the embedded store.
 //
 // Deleted after the job. Purge, a parent's children, a failed admission
