@@ -82,18 +82,43 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 		if doc.FairAt, err = s.stampFair(ctx, job.Tenant, caps.Weight); err != nil {
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsert(ctx, job, err))
 		}
+		// The body first (body.go): a job is never without it.
+		var body bodyDoc
+		if doc.Body {
+			body = newBodyDoc(job, s.now())
+			if err := s.insertBodies(ctx, []bodyDoc{body}); err != nil {
+				if refused(err) {
+					// Nothing of this admission went in but its slots.
+					if gerr := s.releaseHeld(ctx, heldBy(job)); gerr != nil {
+						err = errors.Join(err, gerr)
+					}
+					return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+				}
+				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsert(ctx, job, err))
+			}
+		}
 		_, err = s.jobs.InsertOne(ctx, doc)
 		if err == nil {
 			s.countMove(ctx, job.Tenant, "", contracts.StatePending, 1)
-			return doc.job(), store.Admitted, nil
+			out := doc.job()
+			if doc.Body {
+				body.fill(&out)
+			}
+			return out, store.Admitted, nil
 		}
 		if !mongo.IsDuplicateKeyError(err) {
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, s.afterFailedInsert(ctx, job, err))
 		}
 
 		// A duplicate id or a duplicate active key: nothing was inserted.
+		// The body written goes unless a job of that id holds it.
 		if gerr := s.releaseHeld(ctx, heldBy(job)); gerr != nil {
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, errors.Join(err, gerr))
+		}
+		if doc.Body {
+			if gerr := s.dropBodies(ctx, []string{job.ID}); gerr != nil {
+				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, errors.Join(err, gerr))
+			}
 		}
 		if job.Key != "" {
 			j, found, lerr := s.activeByKey(ctx, job.Tenant, job.Key)
@@ -128,8 +153,10 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 // early until Reconcile lowers it, where one that is too low would admit
 // past the cap. The caller gets the error either way: the job may or may
 // not have been admitted, and an insert that was not acknowledged by a
-// majority may still be rolled back. A plain job that is there is counted
-// (a fan-out parent is counted with its children, which this one has not).
+// majority may still be rolled back. A job that is not there has its
+// body deleted (if it went in) before its slots are given back. A plain
+// job that is there is counted (a fan-out parent is counted with its
+// children, which this one has not).
 func (s *Store) afterFailedInsert(ctx context.Context, job contracts.Job, insertErr error) error {
 	dctx, cancel := s.detached(ctx)
 	exists, err := s.exists(dctx, job.ID)
@@ -139,6 +166,10 @@ func (s *Store) afterFailedInsert(ctx context.Context, job contracts.Job, insert
 	}
 	if err != nil || exists {
 		return insertErr
+	}
+	// Not there: its body (if it went in) goes, then its slots.
+	if err := s.dropBodies(ctx, []string{job.ID}); err != nil {
+		return errors.Join(insertErr, err)
 	}
 	if err := s.releaseHeld(ctx, heldBy(job)); err != nil {
 		return errors.Join(insertErr, err)
@@ -156,7 +187,11 @@ func (s *Store) activeByKey(ctx context.Context, tenant, key string) (contracts.
 	case err != nil:
 		return contracts.Job{}, false, fmt.Errorf("look up key %q: %w", key, err)
 	}
-	return d.job(), true, nil
+	j, err := s.withBody(ctx, d)
+	if err != nil {
+		return contracts.Job{}, false, fmt.Errorf("look up key %q: %w", key, err)
+	}
+	return j, true, nil
 }
 
 // exists says whether a job has that id.

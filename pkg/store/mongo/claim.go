@@ -86,8 +86,33 @@ func (v readyView) request() *contracts.Resources {
 // claim of it (store.KeySlots), under the key's lock (see keyLocks), so two
 // schedulers never both take its last free slot; a key another scheduler
 // is claiming counts as full this time.
+//
+// The jobs claimed come with their payloads and inputs: their bodies are
+// read after the claims, by _id, one query for them all (body.go). Jobs
+// claimed before an error are returned with it.
 func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Job, error) {
 	ctx = store.WithWriteOp(ctx, store.WriteClaim)
+	docs, err := s.claim(ctx, r)
+	if len(docs) == 0 {
+		return nil, err
+	}
+	hot := make([]contracts.Job, len(docs))
+	for i, d := range docs {
+		hot[i] = d.job()
+	}
+	s.countClaimed(ctx, hot)
+	bctx, cancel := s.call(ctx)
+	defer cancel()
+	out, berr := s.withBodies(bctx, docs)
+	if berr != nil {
+		// Claimed all the same: their short leases expire (store.Started).
+		return nil, errors.Join(err, fmt.Errorf("mongo: claim jobs: %w", berr))
+	}
+	return out, err
+}
+
+// claim is Claim's claims: the documents of the jobs it started.
+func (s *Store) claim(ctx context.Context, r store.ClaimRequest) ([]jobDoc, error) {
 	now, kinds, wants := r.Plan()
 	if len(kinds) == 0 {
 		return nil, nil
@@ -96,10 +121,9 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	defer locks.release(ctx)
 	// Each step has its own timeout: one claim may take many.
 	var (
-		out     []contracts.Job
+		out     []jobDoc
 		virtual float64
 	)
-	defer func() { s.countClaimed(ctx, out) }()
 	slots := store.NewKeySlots(func(tenant, key string) (int, error) {
 		ok, err := locks.take(ctx, tenant, key, now)
 		if err != nil || !ok {
@@ -151,7 +175,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					skippedNow++
 					continue
 				}
-				j, ok, err := s.claimOne(ctx, c, worker, r.StartAt(now))
+				d, ok, err := s.claimOne(ctx, c, worker, r.StartAt(now))
 				if err != nil {
 					return out, fmt.Errorf("mongo: claim jobs: %w", err)
 				}
@@ -161,7 +185,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 					continue
 				}
 				fit.Take(kind, worker, c.request())
-				out = append(out, j)
+				out = append(out, d)
 				virtual = max(virtual, c.FairAt)
 				got++
 			}
@@ -254,8 +278,9 @@ func (s *Store) jobsOn(ctx context.Context, worker string) ([]store.RunningJob, 
 }
 
 // claimOne starts one candidate on worker at now (store.Started) if it is
-// still ready at the claim it was read at.
-func (s *Store) claimOne(ctx context.Context, c readyView, worker string, now time.Time) (contracts.Job, bool, error) {
+// still ready at the claim it was read at, and returns its document as it
+// is afterwards.
+func (s *Store) claimOne(ctx context.Context, c readyView, worker string, now time.Time) (jobDoc, bool, error) {
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	filter := bson.D{
@@ -270,14 +295,14 @@ func (s *Store) claimOne(ctx context.Context, c readyView, worker string, now ti
 	err := s.jobs.FindOneAndUpdate(cctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
-		return contracts.Job{}, false, nil
+		return jobDoc{}, false, nil
 	case err != nil:
-		return contracts.Job{}, false, fmt.Errorf("start job %s: %w", c.ID, err)
+		return jobDoc{}, false, fmt.Errorf("start job %s: %w", c.ID, err)
 	}
 	if d.Parent != "" {
 		// Best effort, as at a promotion: the parent also starts with its
 		// next child.
 		_ = s.startParent(cctx, d.Tenant, d.Parent, now)
 	}
-	return d.job(), true, nil
+	return d, true, nil
 }

@@ -74,8 +74,10 @@ const stateHeld = "held"
 // reads later). An optional time that is not set is a missing field, never
 // null, so that {field: null} and the sparse indexes see it as absent.
 //
-// Payload and result are the caller's JSON text, kept byte for byte as a
-// string: the store never looks inside them.
+// Result is the caller's JSON text, kept byte for byte as a string: the
+// store never looks inside it. The payload and the inputs live in the
+// job's body (body.go), and Body says it has one; Payload and Inputs are
+// read only from documents written before that split.
 //
 // ActiveKey is set only while a job with a dedup key is active (see
 // activeKey); the sparse unique index on it is what makes dedup exact.
@@ -84,6 +86,7 @@ type jobDoc struct {
 	Tenant           string       `bson:"tenant"`
 	Kind             string       `bson:"kind"`
 	Payload          string       `bson:"payload,omitempty"`
+	Body             bool         `bson:"body,omitempty"`
 	Key              string       `bson:"key,omitempty"`
 	ActiveKey        string       `bson:"active_key,omitempty"`
 	Priority         int          `bson:"priority"`
@@ -130,7 +133,8 @@ type jobDoc struct {
 	// A run's limits, in nanoseconds (0 = none).
 	StallTimeout int64 `bson:"stall_timeout,omitempty"`
 	MaxRuntime   int64 `bson:"max_runtime,omitempty"`
-	// Inputs are the run's pinned inputs.
+	// Inputs are the run's pinned inputs, in a document written before
+	// the split (see Payload).
 	Inputs []inputDoc `bson:"inputs,omitempty"`
 	// Resources is the job's resource request (absent: none declared),
 	// Usage what its last finished run used.
@@ -173,6 +177,22 @@ type inputDoc struct {
 	Version string `bson:"version,omitempty"`
 }
 
+func toInputDocs(ins []contracts.InputRef) []inputDoc {
+	var out []inputDoc
+	for _, in := range ins {
+		out = append(out, inputDoc{Name: in.Name, URI: in.URI, SHA256: in.SHA256, Version: in.Version})
+	}
+	return out
+}
+
+func fromInputDocs(docs []inputDoc) []contracts.InputRef {
+	var out []contracts.InputRef
+	for _, in := range docs {
+		out = append(out, contracts.InputRef{Name: in.Name, URI: in.URI, SHA256: in.SHA256, Version: in.Version})
+	}
+	return out
+}
+
 // runErrDoc is one run's error, as a subdocument.
 type runErrDoc struct {
 	Run   int       `bson:"run"`
@@ -210,13 +230,14 @@ type progressDoc struct {
 	Message string  `bson:"message,omitempty"`
 }
 
-// newJobDoc is the document Admit inserts for job.
+// newJobDoc is the document Admit inserts for job: all but its body
+// (newBodyDoc).
 func newJobDoc(j contracts.Job) jobDoc {
 	d := jobDoc{
 		ID:               j.ID,
 		Tenant:           j.Tenant,
 		Kind:             j.Kind,
-		Payload:          string(j.Payload),
+		Body:             hasBody(j),
 		Key:              j.Key,
 		Priority:         j.Priority,
 		State:            string(j.State),
@@ -249,9 +270,6 @@ func newJobDoc(j contracts.Job) jobDoc {
 		MaxRuntime:       int64(j.MaxRuntime),
 		Resources:        toResourcesDoc(j.Resources),
 		Usage:            toUsageDoc(j.Usage),
-	}
-	for _, in := range j.Inputs {
-		d.Inputs = append(d.Inputs, inputDoc{Name: in.Name, URI: in.URI, SHA256: in.SHA256, Version: in.Version})
 	}
 	if j.Children != nil {
 		d.ChildrenTotal = j.Children.Total
@@ -301,9 +319,7 @@ func (d jobDoc) job() contracts.Job {
 		RunLimits: contracts.RunLimits{StallTimeout: contracts.Duration(d.StallTimeout),
 			MaxRuntime: contracts.Duration(d.MaxRuntime)},
 	}
-	for _, in := range d.Inputs {
-		j.Inputs = append(j.Inputs, contracts.InputRef{Name: in.Name, URI: in.URI, SHA256: in.SHA256, Version: in.Version})
-	}
+	j.Inputs = fromInputDocs(d.Inputs)
 	if d.Resources != nil {
 		j.Resources = &contracts.Resources{CPU: d.Resources.CPU, Memory: d.Resources.Memory}
 	}

@@ -88,11 +88,11 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 	}
 	// The children first, held, so that the parent is visible only once
 	// they are all in (see stage.go).
-	if err := s.startStaging(ctx, job); err != nil {
+	if err := s.startStaging(ctx, job, len(r.Items)); err != nil {
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, s.afterFailedInsert(ctx, job, err))
 	}
 	if err := s.insertChildren(ctx, job, r.Items, stamps); err != nil {
-		if uerr := s.unstage(ctx, job); uerr != nil {
+		if uerr := s.unstage(ctx, job, len(r.Items)); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
@@ -103,9 +103,20 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 		doc.Weight = 1
 	}
 	doc.ChildrenReleased = release
+	// The parent's own body before the parent (body.go).
+	var body bodyDoc
+	if doc.Body {
+		body = newBodyDoc(job, s.now())
+		if err := s.insertBodies(ctx, []bodyDoc{body}); err != nil {
+			if uerr := s.unstage(ctx, job, len(r.Items)); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, err)
+		}
+	}
 	if _, err := s.jobs.InsertOne(ctx, doc); err != nil {
 		if mongo.IsDuplicateKeyError(err) && job.Key != "" {
-			if uerr := s.unstage(ctx, job); uerr != nil {
+			if uerr := s.unstage(ctx, job, len(r.Items)); uerr != nil {
 				return contracts.Job{}, 0, fmt.Errorf("mongo: %s: %w", op, errors.Join(err, uerr))
 			}
 			if j, found, lerr := s.activeByKey(ctx, job.Tenant, job.Key); lerr == nil && found {
@@ -119,7 +130,7 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 		if xerr == nil && !in {
 			// Not in: take it all back. (In, or unknown: the admission
 			// may have gone through; Reconcile finishes it.)
-			if uerr := s.unstage(ctx, job); uerr != nil {
+			if uerr := s.unstage(ctx, job, len(r.Items)); uerr != nil {
 				err = errors.Join(err, uerr)
 			}
 		}
@@ -136,14 +147,19 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 	}
 	// A staged document left behind is Reconcile's to delete.
 	_ = s.endStaging(ctx, job.ID)
-	return doc.job(), store.Admitted, nil
+	out := doc.job()
+	if doc.Body {
+		body.fill(&out)
+	}
+	return out, store.Admitted, nil
 }
 
 // abortError is the error of a parent whose admission did not complete.
 var abortError = contracts.JobError(contracts.ClassStale, "the admission of this fan-out did not complete: its children were not all stored")
 
 // abortParent ends a parent whose children did not all go in: its children
-// are deleted (uncounted: they were counted pending as they went in), it
+// are deleted (uncounted: they were counted pending as they went in), then
+// their bodies, it
 // ends failed, and its slots are freed. It was not counted in the counters
 // of jobs by state (admitFanout counts a parent once all its children are
 // in), so it is counted as a failed job.
@@ -155,6 +171,9 @@ func (s *Store) abortParent(ctx context.Context, p jobDoc, now time.Time) error 
 		return fmt.Errorf("delete the children of %s: %w", p.ID, err)
 	}
 	s.countMove(ctx, p.Tenant, contracts.StatePending, "", int(gone.DeletedCount))
+	if err := s.dropBodies(ctx, childIDs(p.ID, p.ChildrenTotal)); err != nil {
+		return fmt.Errorf("delete the children of %s: %w", p.ID, err)
+	}
 	at := millis(now)
 	r, err := s.jobs.UpdateOne(ctx, parentFilter(p.ID), bson.D{
 		{Key: "$set", Value: bson.D{{Key: fState, Value: string(contracts.StateFailed)}, {Key: fError, Value: abortError},
@@ -208,13 +227,19 @@ func (s *Store) stampFairN(ctx context.Context, tenant string, weight float64, n
 
 // insertChildren inserts every child of parent held, the first len(stamps)
 // with those fair-queue stamps, touching its staged document after each
-// batch (see stage.go).
+// batch (see stage.go). Each batch's bodies go in before its children
+// (body.go).
 func (s *Store) insertChildren(ctx context.Context, parent contracts.Job, items []json.RawMessage, stamps []float64) error {
 	batch := make([]any, 0, min(s.batch, len(items)))
+	bodies := make([]bodyDoc, 0, min(s.batch, len(items)))
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
+		if err := s.insertBodies(ctx, bodies); err != nil {
+			return fmt.Errorf("insert children: %w", err)
+		}
+		bodies = bodies[:0]
 		res, err := s.jobs.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
 		batch = batch[:0]
 		if res != nil {
@@ -236,6 +261,9 @@ func (s *Store) insertChildren(ctx context.Context, parent contracts.Job, items 
 		d := newJobDoc(c)
 		d.State = stateHeld
 		batch = append(batch, d)
+		if d.Body {
+			bodies = append(bodies, newBodyDoc(c, s.now()))
+		}
 		if len(batch) == s.batch {
 			if err := flush(); err != nil {
 				return err

@@ -40,6 +40,7 @@ func dyingAfter(t *testing.T, s *Store, uri string, n int64, armed *atomic.Bool)
 	d.client = client
 	d.db = client.Database(s.db.Name())
 	d.jobs = d.db.Collection(jobsCollection)
+	d.bodies = d.db.Collection(bodiesCollection)
 	d.counters = d.db.Collection(countersCollection)
 	d.stateCounts = d.db.Collection(stateCountsCollection)
 	d.locks = d.db.Collection(locksCollection)

@@ -6,7 +6,9 @@
 //
 // # Collections
 //
-// jobs holds one document per job (see jobDoc), keyed by the job id.
+// jobs holds one document per job (see jobDoc), keyed by the job id;
+// job_bodies the payload and inputs of those that have them, written
+// once before the job (see body.go).
 // counters holds one admission counter per scope: "global" and
 // "tenant:<name>", each {_id, active, version}. job_counts holds the
 // counts of each tenant's jobs by state (statecounts.go).
@@ -77,9 +79,11 @@ import (
 // concurrent use, and any number of Stores, in any number of processes,
 // may share one database.
 type Store struct {
-	client   *mongo.Client
-	db       *mongo.Database
-	jobs     *mongo.Collection
+	client *mongo.Client
+	db     *mongo.Database
+	jobs   *mongo.Collection
+	// bodies holds the jobs' payloads and inputs (body.go).
+	bodies   *mongo.Collection
 	counters *mongo.Collection
 	// stateCounts holds the counters of jobs by state (statecounts.go).
 	stateCounts *mongo.Collection
@@ -92,6 +96,10 @@ type Store struct {
 	grace    time.Duration
 	now      func() time.Time
 	suspects *suspects
+	// sweep is where the orphan bodies' sweep goes on from, sweepLimit
+	// how many bodies one sweep looks at (body.go).
+	sweep      *bodySweep
+	sweepLimit int
 	// stateCheck is Reconcile's last check of the counters of jobs by state.
 	stateCheck *stateCheck
 	// afterCount, when set, runs after Reconcile counted the jobs by
@@ -151,6 +159,7 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 		client:      client,
 		db:          db,
 		jobs:        db.Collection(jobsCollection),
+		bodies:      db.Collection(bodiesCollection),
 		counters:    db.Collection(countersCollection),
 		stateCounts: db.Collection(stateCountsCollection),
 		stateCheck:  &stateCheck{},
@@ -161,6 +170,8 @@ func Open(ctx context.Context, uri string, opts ...Option) (*Store, error) {
 		grace:       cfg.grace,
 		now:         cfg.now,
 		suspects:    newSuspects(),
+		sweep:       &bodySweep{},
+		sweepLimit:  bodyBatch,
 		tally:       wt,
 	}
 	if err := s.ensureIndexes(ctx); err != nil {

@@ -18,6 +18,12 @@ var activeStates = bson.A{string(contracts.StatePending), string(contracts.State
 
 // Get returns the job with that id, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
+	return s.get(ctx, id, true)
+}
+
+// get is Get, with the job's body when cold is set (else without payload
+// and inputs: see body.go).
+func (s *Store) get(ctx context.Context, id string, cold bool) (contracts.Job, error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
 	var d jobDoc
@@ -29,6 +35,15 @@ func (s *Store) Get(ctx context.Context, id string) (contracts.Job, error) {
 		return contracts.Job{}, fmt.Errorf("mongo: get job %s: %w", id, err)
 	}
 	j := d.job()
+	if cold {
+		if j, err = s.withBody(ctx, d); err != nil {
+			if in, xerr := s.exists(ctx, id); xerr == nil && !in {
+				// Purged between the two reads.
+				return contracts.Job{}, fmt.Errorf("mongo: get job %s: %w", id, store.ErrNotFound)
+			}
+			return contracts.Job{}, fmt.Errorf("mongo: get job %s: %w", id, err)
+		}
+	}
 	if err := s.countRunning(ctx, &j); err != nil {
 		return contracts.Job{}, fmt.Errorf("mongo: get job %s: %w", id, err)
 	}

@@ -46,7 +46,9 @@ import (
 // Counters of tenants with no active job stay, at zero: deleting one could
 // race an admission that is creating it.
 //
-// Before the counters, it repairs fan-out parents (repairParents); each
+// Before the counters, it takes back abandoned fan-out admissions
+// (dropAbandoned), deletes orphan bodies (sweepBodies: not drift, as no
+// counter counts them) and repairs fan-out parents (repairParents); each
 // parent repaired counts one in the drift.
 //
 // After them, when a check is due, it repairs the counters of jobs by
@@ -61,6 +63,9 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 	// parents: a parent that ends frees its slots.
 	if _, err := s.dropAbandoned(ctx); err != nil {
 		return 0, fmt.Errorf("mongo: reconcile staged admissions: %w", err)
+	}
+	if _, err := s.sweepBodies(ctx); err != nil {
+		return 0, fmt.Errorf("mongo: reconcile bodies: %w", err)
 	}
 	repaired, err := s.repairParents(ctx)
 	if err != nil {

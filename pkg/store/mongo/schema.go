@@ -15,7 +15,7 @@ const (
 	countersCollection = "counters"
 )
 
-// index is one secondary index of the jobs collection and why it exists.
+// index is one secondary index of a collection and why it exists.
 type index struct {
 	name   string
 	keys   bson.D
@@ -76,7 +76,15 @@ var jobIndexes = []index{
 // then names the index that failed. Creating an index that exists with the
 // same keys and options is a no-op, so every Open runs this.
 func (s *Store) ensureIndexes(ctx context.Context) error {
-	for _, ix := range jobIndexes {
+	if err := s.ensure(ctx, s.jobs, jobIndexes); err != nil {
+		return err
+	}
+	return s.ensure(ctx, s.bodies, bodyIndexes)
+}
+
+// ensure creates the indexes of coll that are missing.
+func (s *Store) ensure(ctx context.Context, coll *mongo.Collection, indexes []index) error {
+	for _, ix := range indexes {
 		opts := options.Index().SetName(ix.name)
 		if ix.unique {
 			opts.SetUnique(true)
@@ -85,10 +93,10 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			opts.SetSparse(true)
 		}
 		cctx, cancel := s.call(ctx)
-		_, err := s.jobs.Indexes().CreateOne(cctx, mongo.IndexModel{Keys: ix.keys, Options: opts})
+		_, err := coll.Indexes().CreateOne(cctx, mongo.IndexModel{Keys: ix.keys, Options: opts})
 		cancel()
 		if err != nil {
-			return fmt.Errorf("create index %s.%s: %w", jobsCollection, ix.name, err)
+			return fmt.Errorf("create index %s.%s: %w", coll.Name(), ix.name, err)
 		}
 	}
 	return nil

@@ -34,7 +34,7 @@ import (
 //     the document (the parent's own repair finishes the rest); if not,
 //     it marks it abandoned (a compare-and-set on its last touch, so a
 //     live stager's next touch fails), deletes the held children, then
-//     the document. The reserved slots are the counters' drift, which
+//     their bodies (and the parent's, if it went in), then the document. The reserved slots are the counters' drift, which
 //     Reconcile lowers as it does for any admission that died.
 //
 // A stager stalled for the whole grace period between its last touch and
@@ -51,10 +51,13 @@ const (
 )
 
 // stagedDoc is a fan-out admission in progress: its parent's id, tenant,
-// and when it last stored children.
+// how many children it stores (whose bodies go with them when it is
+// taken back; absent in a document of an older release, whose children's
+// bodies the orphan sweep deletes), and when it last stored children.
 type stagedDoc struct {
 	ID        string    `bson:"_id"`
 	Tenant    string    `bson:"tenant"`
+	Items     int       `bson:"items,omitempty"`
 	TouchedAt time.Time `bson:"touched_at"`
 	Abandoned bool      `bson:"abandoned,omitempty"`
 }
@@ -62,9 +65,10 @@ type stagedDoc struct {
 // errStagingLost is a staged admission that Reconcile took back.
 var errStagingLost = errors.New("the staged children were taken back (abandoned)")
 
-// startStaging records the admission of parent as in progress.
-func (s *Store) startStaging(ctx context.Context, parent contracts.Job) error {
-	_, err := s.staged.InsertOne(ctx, stagedDoc{ID: parent.ID, Tenant: parent.Tenant, TouchedAt: millis(s.now())})
+// startStaging records the admission of parent with items children as in
+// progress.
+func (s *Store) startStaging(ctx context.Context, parent contracts.Job, items int) error {
+	_, err := s.staged.InsertOne(ctx, stagedDoc{ID: parent.ID, Tenant: parent.Tenant, Items: items, TouchedAt: millis(s.now())})
 	if err != nil {
 		return fmt.Errorf("record the staging of %s: %w", parent.ID, err)
 	}
@@ -93,10 +97,11 @@ func (s *Store) endStaging(ctx context.Context, parent string) error {
 	return nil
 }
 
-// unstage takes back an admission that did not go through and whose
-// parent is not in: its held children, then its staged document, then
-// its reserved slots. It runs even when ctx has ended.
-func (s *Store) unstage(ctx context.Context, parent contracts.Job) error {
+// unstage takes back an admission of items children that did not go
+// through and whose parent is not in: its held children, then their
+// bodies and the parent's, then its staged document, then its reserved
+// slots. It runs even when ctx has ended.
+func (s *Store) unstage(ctx context.Context, parent contracts.Job, items int) error {
 	ctx, cancel := s.detached(ctx)
 	defer cancel()
 	gone, err := s.jobs.DeleteMany(ctx, bson.D{{Key: fParent, Value: parent.ID}, {Key: fState, Value: stateHeld}})
@@ -104,6 +109,9 @@ func (s *Store) unstage(ctx context.Context, parent contracts.Job) error {
 		return fmt.Errorf("delete the staged children of %s: %w", parent.ID, err)
 	}
 	s.countMove(ctx, parent.Tenant, contracts.StatePending, "", int(gone.DeletedCount))
+	if err := s.dropBodies(ctx, append(childIDs(parent.ID, items), parent.ID)); err != nil {
+		return fmt.Errorf("take back the staging of %s: %w", parent.ID, err)
+	}
 	if err := s.endStaging(ctx, parent.ID); err != nil {
 		return err
 	}
@@ -153,6 +161,9 @@ func (s *Store) dropAbandoned(ctx context.Context) (int, error) {
 			return dropped, fmt.Errorf("delete the staged children of %s: %w", d.ID, err)
 		}
 		s.countMove(ctx, d.Tenant, contracts.StatePending, "", int(gone.DeletedCount))
+		if err := s.dropBodies(ctx, append(childIDs(d.ID, d.Items), d.ID)); err != nil {
+			return dropped, fmt.Errorf("take back the staging of %s: %w", d.ID, err)
+		}
 		if err := s.endStaging(ctx, d.ID); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 			return dropped, err
 		}

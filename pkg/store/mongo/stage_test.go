@@ -37,7 +37,7 @@ func TestFanoutAdmissionFailingHalfWayLeavesNothing(t *testing.T) {
 	fresh := freshDatabase(ferretServer(t))
 	base := time.Date(2031, time.March, 4, 5, 6, 7, 0, time.UTC)
 	items := stagedItems(2*3 + 1)
-	for n := int64(1); n <= 14; n++ {
+	for n := int64(1); n <= 20; n++ {
 		t.Run(fmt.Sprintf("fails after command %d", n), func(t *testing.T) {
 			const grace = time.Minute
 			clock := clocktest.New()
@@ -102,7 +102,7 @@ func TestFanoutAdmissionCrashBetweenBatches(t *testing.T) {
 	s := open(t, freshDatabase(ferretServer(t))(), WithReconcileGrace(grace), WithClock(clock.Now))
 	parent := storetest.NewJob("a", time.Date(2031, time.March, 4, 5, 6, 7, 0, time.UTC))
 	parent.Payload, parent.Concurrency = nil, 2
-	require.NoError(t, s.startStaging(t.Context(), parent))
+	require.NoError(t, s.startStaging(t.Context(), parent, 5))
 	require.NoError(t, s.insertChildren(t.Context(), parent, stagedItems(5), nil)) // then the process dies
 	_, err := s.Get(t.Context(), parent.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)

@@ -188,7 +188,8 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 		{Key: fParent, Value: nil},
 	}
 	cur, err := s.jobs.Find(ctx, cond, options.Find().
-		SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fWindow, Value: 1}, {Key: fTenant, Value: 1}, {Key: fState, Value: 1}}).
+		SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fWindow, Value: 1}, {Key: fTenant, Value: 1}, {Key: fState, Value: 1},
+			{Key: fChildrenTotal, Value: 1}}).
 		SetSort(bson.D{{Key: fFinishedAt, Value: 1}, {Key: fID, Value: 1}}).
 		SetLimit(int64(limit)))
 	if err != nil {
@@ -197,6 +198,7 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 	var rows []struct {
 		ID     string `bson:"_id"`
 		Window int    `bson:"window_size"`
+		Items  int    `bson:"children_total"`
 		Tenant string `bson:"tenant"`
 		State  string `bson:"state"`
 	}
@@ -218,7 +220,7 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 		if r.Window > 0 {
 			// The children first: a parent deleted first would leave them
 			// with nothing to purge them by.
-			k, err := s.deleteChildren(ctx, r.ID, r.Tenant)
+			k, err := s.deleteChildren(ctx, r.ID, r.Tenant, r.Items)
 			n += k
 			if err != nil {
 				return n, fmt.Errorf("mongo: purge jobs: %w", err)
@@ -233,14 +235,22 @@ func (s *Store) Purge(ctx context.Context, finishedBefore time.Time, limit int) 
 		}
 		s.countMove(ctx, g.tenant, g.state, "", int(res.DeletedCount))
 		n += int(res.DeletedCount)
+		// Their bodies after them (body.go).
+		strs := make([]string, len(ids))
+		for i, id := range ids {
+			strs[i] = id.(string)
+		}
+		if err := s.dropBodies(ctx, strs); err != nil {
+			return n, fmt.Errorf("mongo: purge jobs: %w", err)
+		}
 	}
 	return n, nil
 }
 
-// deleteChildren deletes the children of parent (of tenant), state by
-// state, counts them out of the counters of jobs by state, and says how
-// many went.
-func (s *Store) deleteChildren(ctx context.Context, parent, tenant string) (int, error) {
+// deleteChildren deletes the children of parent (of tenant, with items
+// children), state by state, counts them out of the counters of jobs by
+// state, then deletes their bodies, and says how many went.
+func (s *Store) deleteChildren(ctx context.Context, parent, tenant string, items int) (int, error) {
 	cur, err := s.jobs.Aggregate(ctx, bson.A{
 		bson.D{{Key: "$match", Value: bson.D{{Key: fParent, Value: parent}}}},
 		bson.D{{Key: "$group", Value: bson.D{{Key: fID, Value: "$" + fState}}}},
@@ -263,10 +273,14 @@ func (s *Store) deleteChildren(ctx context.Context, parent, tenant string) (int,
 		s.countMove(ctx, tenant, publicState(st.State), "", int(res.DeletedCount))
 		n += int(res.DeletedCount)
 	}
+	if err := s.dropBodies(ctx, childIDs(parent, items)); err != nil {
+		return n, fmt.Errorf("delete the children of %s: %w", parent, err)
+	}
 	return n, nil
 }
 
-// findJobs runs a find on the jobs collection and decodes every document.
+// findJobs runs a find on the jobs collection and returns the jobs with
+// their bodies (withBodies).
 func (s *Store) findJobs(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]contracts.Job, error) {
 	cur, err := s.jobs.Find(ctx, filter, opts)
 	if err != nil {
@@ -276,9 +290,5 @@ func (s *Store) findJobs(ctx context.Context, filter bson.D, opts *options.FindO
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, err
 	}
-	jobs := make([]contracts.Job, len(docs))
-	for i, d := range docs {
-		jobs[i] = d.job()
-	}
-	return jobs, nil
+	return s.withBodies(ctx, docs)
 }

@@ -34,7 +34,17 @@ import (
 // A change the state machine forbids, or an Attempt that does not grow, is
 // store.ErrBadTransition and touches nothing. A miss is store.ErrNotFound
 // when no job has that id and store.ErrConflict otherwise.
+//
+// The job returned has its payload and inputs (its body, read by _id after
+// the write, when it has one: see body.go); an error reading the body
+// says the change was applied.
 func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error) {
+	return s.transition(ctx, exp, ch, true)
+}
+
+// transition is Transition; the job returned has its body only when cold
+// is set.
+func (s *Store) transition(ctx context.Context, exp store.Expect, ch store.Change, cold bool) (contracts.Job, error) {
 	ctx = store.WithWriteOp(ctx, store.WriteTransition)
 	op := "transition job " + exp.ID
 	if err := ch.Check(exp); err != nil {
@@ -72,7 +82,14 @@ func (s *Store) Transition(ctx context.Context, exp store.Expect, ch store.Chang
 	if ch.State == contracts.StateRunning && exp.State == contracts.StatePending && d.Parent != "" {
 		_ = s.startParent(ctx, d.Tenant, d.Parent, ch.Now)
 	}
-	return d.job(), nil
+	if !cold {
+		return d.job(), nil
+	}
+	j, err := s.withBody(ctx, d)
+	if err != nil {
+		return d.job(), fmt.Errorf("mongo: %s: applied, then: %w", op, err)
+	}
+	return j, nil
 }
 
 // casFilter is the compare side of a compare-and-set.
@@ -202,10 +219,26 @@ func (s *Store) explainMiss(ctx context.Context, exp store.Expect) error {
 
 // Update reads the job, asks decide for a change and applies it as a
 // compare-and-set on the state and attempt read; after a miss it reads and
-// asks again (see update.ByTransition).
+// asks again (see update.ByTransition). It reads and returns the job's
+// document alone: decide sees, and the caller gets, the job without its
+// payload and inputs (see body.go).
 func (s *Store) Update(ctx context.Context, id string, decide store.Decide) (contracts.Job, error) {
 	ctx = store.WithWriteOp(ctx, store.WriteUpdate)
-	return update.ByTransition(ctx, s, id, decide)
+	return update.ByTransition(ctx, hotStore{s}, id, decide)
+}
+
+// hotStore is the store as Update reads and writes it: Get and
+// Transition without the bodies.
+type hotStore struct{ *Store }
+
+// Get reads the job's document alone.
+func (h hotStore) Get(ctx context.Context, id string) (contracts.Job, error) {
+	return h.get(ctx, id, false)
+}
+
+// Transition returns the job's document alone.
+func (h hotStore) Transition(ctx context.Context, exp store.Expect, ch store.Change) (contracts.Job, error) {
+	return h.transition(ctx, exp, ch, false)
 }
 
 // UpdateEach is Update of each id in turn (see store.Store).

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ var coldTests = []test{
 	{"ColdPartKeptForChildren", testColdKeptForChildren},
 	{"ColdPartGoesWithPurge", testColdGoesWithPurge},
 	{"ColdPartOfAStagedFanoutTakenBack", testColdOfRejectedFanout},
+	{"ColdPartKeptThroughABatch", testColdThroughBatch},
+	{"ColdPartKeptForAFanoutStoredInChunks", testColdOfChunkedFanout},
 }
 
 // hot is a job without its cold part: Update and UpdateEach may hand
@@ -213,5 +216,142 @@ func testColdOfRejectedFanout(t *testing.T, s store.Store) {
 	require.Equal(t, store.Admitted, res[0].Admission)
 	for i, c := range children(t, s, np.ID, "") {
 		requireCold(t, "child", second[i], nil, c)
+	}
+}
+
+// testColdThroughBatch: one AdmitBatch of plain jobs with a payload and
+// inputs, with only inputs, with neither, and a fan-out whose parent has
+// inputs of its own: each job's cold part comes back from the admission,
+// Get, List and the claim, and goes with Purge (the same ids admitted
+// again without one have none).
+func testColdThroughBatch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	otherInputs := []contracts.InputRef{{Name: "data", URI: "https://example.com/d.csv", SHA256: strings.Repeat("ab", 32)}}
+	mk := func(i int, payload json.RawMessage, inputs []contracts.InputRef) contracts.Job {
+		j := NewJob("acme", at(time.Duration(i)*time.Millisecond))
+		j.Payload, j.Inputs = payload, inputs
+		return j
+	}
+	jobs := []contracts.Job{
+		mk(0, bigPayload(3000), coldInputs),
+		mk(1, nil, otherInputs),
+		mk(2, nil, nil),
+		mk(3, json.RawMessage(`{"small":true}`), nil),
+	}
+	parent := mk(4, nil, otherInputs)
+	parent.Concurrency = 2
+	its := items(3)
+	reqs := make([]store.AdmitRequest, 0, len(jobs)+1)
+	for _, j := range jobs {
+		reqs = append(reqs, store.AdmitRequest{Job: j})
+	}
+	reqs = append(reqs, store.AdmitRequest{Job: parent, Items: its})
+	res, err := s.AdmitBatch(ctx, reqs)
+	require.NoError(t, err)
+	require.Len(t, res, len(reqs))
+	type cold struct {
+		payload json.RawMessage
+		inputs  []contracts.InputRef
+	}
+	want := map[string]cold{}
+	for i, j := range jobs {
+		require.Equal(t, store.Admitted, res[i].Admission)
+		requireCold(t, "admit batch", j.Payload, j.Inputs, res[i].Job)
+		want[j.ID] = cold{j.Payload, j.Inputs}
+	}
+	require.Equal(t, store.Admitted, res[len(jobs)].Admission)
+	requireCold(t, "admit batch parent", nil, otherInputs, res[len(jobs)].Job)
+	want[parent.ID] = cold{nil, otherInputs}
+	for i, it := range its {
+		want[contracts.ChildID(parent.ID, i)] = cold{it, otherInputs}
+	}
+
+	for id, c := range want {
+		requireCold(t, "get "+id, c.payload, c.inputs, get(t, s, id))
+	}
+	top, _ := listAll(t, s, store.Query{Tenant: "acme", Limit: 2})
+	require.Len(t, top, len(jobs)+1)
+	for _, j := range top {
+		requireCold(t, "list "+j.ID, want[j.ID].payload, want[j.ID].inputs, j)
+	}
+	for _, c := range children(t, s, parent.ID, "") {
+		requireCold(t, "list child "+c.ID, want[c.ID].payload, want[c.ID].inputs, c)
+	}
+	now := at(time.Second)
+	for range 4 {
+		got := claimN(t, s, 10, now)
+		if len(got) == 0 {
+			break
+		}
+		for _, c := range got {
+			requireCold(t, "claim "+c.ID, want[c.ID].payload, want[c.ID].inputs, c)
+			if c.IsChild() {
+				finishChild(t, s, c, contracts.StateSucceeded, now)
+			} else {
+				finish(t, s, c, contracts.StateSucceeded, now)
+			}
+		}
+		now = now.Add(time.Second)
+	}
+	require.Equal(t, contracts.StateSucceeded, get(t, s, parent.ID).State)
+	n, err := s.Purge(ctx, at(time.Hour), 100)
+	require.NoError(t, err)
+	require.Equal(t, len(want), n)
+	for id := range want {
+		requireMissing(t, s, id)
+	}
+
+	// The same ids again, none with a cold part: none comes back.
+	reqs = reqs[:0]
+	for i, j := range jobs {
+		again := mk(10+i, nil, nil)
+		again.ID = j.ID
+		reqs = append(reqs, store.AdmitRequest{Job: again})
+	}
+	np := mk(20, nil, nil)
+	np.ID, np.Concurrency = parent.ID, 2
+	reqs = append(reqs, store.AdmitRequest{Job: np, Items: []json.RawMessage{json.RawMessage(`"x"`)}})
+	res, err = s.AdmitBatch(ctx, reqs)
+	require.NoError(t, err)
+	for i, r := range res {
+		require.Equal(t, store.Admitted, r.Admission, "request %d", i)
+	}
+	for _, j := range jobs {
+		requireCold(t, "get again "+j.ID, nil, nil, get(t, s, j.ID))
+	}
+	requireCold(t, "get the parent again", nil, nil, get(t, s, parent.ID))
+	requireCold(t, "get its child again", json.RawMessage(`"x"`), nil, get(t, s, contracts.ChildID(parent.ID, 0)))
+}
+
+// chunkedItems is a fan-out large enough that a store writing big
+// admissions in chunks writes it in several.
+const chunkedItems = 2100
+
+// testColdOfChunkedFanout: the children of a fan-out stored in several
+// chunks each have their own item and the parent's inputs, on Get, the
+// claim and the list of one state, at both ends of every chunk.
+func testColdOfChunkedFanout(t *testing.T, s store.Store) {
+	its := make([]json.RawMessage, chunkedItems)
+	for i := range its {
+		its[i] = json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`)
+	}
+	parent := NewJob("acme", base)
+	parent.Payload, parent.Inputs, parent.Concurrency = json.RawMessage(`{"parent":1}`), coldInputs, 3
+	res, err := s.AdmitBatch(t.Context(), []store.AdmitRequest{{Job: parent, Items: its}})
+	require.NoError(t, err)
+	require.Equal(t, store.Admitted, res[0].Admission)
+	requireCold(t, "parent", parent.Payload, coldInputs, get(t, s, parent.ID))
+	for _, i := range []int{0, 1, 63, 64, 999, 1000, 1001, 1999, 2000, chunkedItems - 1} {
+		requireCold(t, "get child "+strconv.Itoa(i), its[i], coldInputs, get(t, s, contracts.ChildID(parent.ID, i)))
+	}
+	got := claimN(t, s, 10, at(time.Second))
+	require.Len(t, got, 3)
+	for _, c := range got {
+		requireCold(t, "claim "+c.ID, its[*c.Index], coldInputs, c)
+	}
+	running, _ := listAll(t, s, store.Query{Parent: parent.ID, State: contracts.StateRunning, Limit: 2})
+	require.Len(t, running, 3)
+	for _, c := range running {
+		requireCold(t, "list "+c.ID, its[*c.Index], coldInputs, c)
 	}
 }
