@@ -25,7 +25,7 @@ import (
 // scan of all of them, so one statement binds at most maxValuesArgs.
 
 // maxValuesArgs bounds the arguments of one statement of rows.
-const maxValuesArgs = 512
+const maxValuesArgs = 256
 
 // valuesInsert is an INSERT of rows of width bound values each (a row's
 // other columns are constants of row), in its statements of each size.
