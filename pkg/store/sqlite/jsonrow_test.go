@@ -20,7 +20,7 @@ import (
 // SQL type: the batch goes in as rows of VALUES, a single job with bound
 // arguments (a plain one binds only its dense columns, a fan-out parent
 // every column). With n jobs of each shape: 37 rows go in statements of
-// several sizes (16 × 2 + 4 + 1 plain rows, 8 × 4 + 4 + 1 of the others).
+// several sizes (8 × 4 + 4 + 1 plain rows, 4 × 9 + 1 of the others).
 func TestBatchRowsMatchSingleRows(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{1, 37} {

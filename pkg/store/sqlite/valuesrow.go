@@ -99,14 +99,19 @@ func (v valuesInsert) exec(ctx context.Context, tx *sql.Tx, args []any) error {
 // The inserts of many rows of an admission. OR ROLLBACK: a failed insert
 // rolls the whole transaction back (write.go), so SQLite may do so
 // itself.
+//
+// plainRowsInsert inserts plain new jobs, their dense columns bound (see
+// rowShape.valuesRow).
 func plainRowsInsert() valuesInsert {
 	return newValuesInsert(`INSERT OR ROLLBACK INTO jobs (`+insertColumns+`) VALUES `, rowLayout.valuesRow())
 }
 
+// jobRowsInsert inserts new jobs, every column bound.
 func jobRowsInsert() valuesInsert {
 	return newValuesInsert(`INSERT OR ROLLBACK INTO jobs (`+insertColumns+`) VALUES `, jobPlaceholders)
 }
 
+// bodyRowsInsert inserts new jobs' bodies: id, payload, inputs.
 func bodyRowsInsert() valuesInsert {
 	return newValuesInsert(`INSERT OR ROLLBACK INTO job_bodies (job_id, payload, inputs) VALUES `, `(?, ?, ?)`)
 }
