@@ -83,14 +83,7 @@ func (l rowShape) plain(args []any) bool {
 // constants, the others bound in insertColumns order (see dense). Binding
 // fewer than half the columns costs a quarter of binding them all.
 func (l rowShape) valuesQuery() string {
-	vals := make([]string, len(l.sparse))
-	for i, sp := range l.sparse {
-		vals[i] = "?"
-		if sp {
-			vals[i] = sqlLiteral(l.zero[i])
-		}
-	}
-	return `INSERT INTO jobs (` + insertColumns + `) VALUES (` + strings.Join(vals, ", ") + `)`
+	return `INSERT INTO jobs (` + insertColumns + `) VALUES ` + l.valuesRow()
 }
 
 // valuesRow is one plain new job's row of VALUES: its sparse columns
