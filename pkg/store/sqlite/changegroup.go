@@ -21,8 +21,8 @@ import (
 // claim read. One statement of 64 rows costs the writer far less than 64
 // statements (each a step through the driver and the VDBE's setup).
 //
-// The values are bound, not read out of a JSON array as admission reads
-// its rows: a function call anywhere in a statement (->> is one) may
+// The values are bound, not read out of a JSON array as admission once
+// read its rows (it binds them too now, valuesrow.go): a function call anywhere in a statement (->> is one) may
 // raise an error, so SQLite keeps a statement journal for a statement of
 // many rows that calls one, OR ROLLBACK or not, and that journal cost
 // more than the statements saved. Bound VALUES call nothing. Rows go in

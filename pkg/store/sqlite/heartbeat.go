@@ -18,30 +18,18 @@ import (
 // (no second lookup by id): one UPDATE for the promotions, one for the
 // renewals.
 var (
-	leaseStateQuery, leaseStatesQuery = leaseQueries(`j.rowid, j.id, j.state, j.attempt, j.worker, j.cancel_requested,
-			j.tenant, j.kind, j.runs, j.created_at, j.parent, j.heartbeat_at`)
+	leaseStateQuery, leaseStatesQuery = idQueries(`jobs.rowid, id, state, attempt, worker, cancel_requested,
+			tenant, kind, runs, created_at, parent, heartbeat_at`)
 	// What the read from the read pool needs of each job: store.DecideLease's
 	// view and the cancel request, 6 columns of the 12 (another quarter
 	// less time per lease in BenchmarkStartHeartbeat).
-	leaseViewQuery, leaseViewsQuery = leaseQueries(`j.id, j.state, j.attempt, j.worker, j.cancel_requested, j.heartbeat_at`)
+	leaseViewQuery, leaseViewsQuery = idQueries(`id, state, attempt, worker, cancel_requested, heartbeat_at`)
 	// The leases' rows change at ?1.
 	renewOneQuery, renewQuery = keyedQueries(`UPDATE jobs SET heartbeat_at = ?1 WHERE `, `rowid`, `?2`, ``)
 	// OR ROLLBACK: no statement journal (see claimQuery).
 	promoteOneQuery, promoteQuery = keyedQueries(`UPDATE OR ROLLBACK jobs SET state = 'running', worker = ?2,
 			started_at = ?1, heartbeat_at = ?1, updated_at = ?1, runs = runs + 1, claim_until = NULL WHERE `, `rowid`, `?3`, ``)
 )
-
-// leaseQueries are the two forms (see keyed) of the query of columns of
-// the jobs (as j) of the ids given. The many form walks the ids' JSON array
-// and looks each up on the id index (CROSS JOIN keeps that order), where
-// id IN (SELECT value FROM json_each(?)) first builds a temporary index of
-// the ids: a start heartbeat of 256 leases is read 15-35 % faster so
-// (BenchmarkStartHeartbeat). A lease given twice finds its job twice; the
-// reader keeps one by id.
-func leaseQueries(columns string) (one, many string) {
-	return `SELECT ` + columns + ` FROM jobs AS j WHERE j.id = ?`,
-		`SELECT ` + columns + ` FROM json_each(?) AS k CROSS JOIN jobs AS j ON j.id = k.value`
-}
 
 // leaseJob is what a heartbeat reads of a lease's job.
 type leaseJob struct {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -13,24 +11,20 @@ import (
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
-// Many new rows go into the jobs table as one JSON array argument that a
-// single INSERT … SELECT unpacks: modernc.org/sqlite matches each bound
-// argument by a scan of all of them, so binding costs time quadratic in
-// the number of arguments per statement, while one long TEXT costs only
-// its parse. Each row is an array of column values (appendJSONRow), made
-// into JSONB once so that every column is read without parsing again.
+// Many new rows go into the jobs table as bound VALUES rows, in
+// statements of a few sizes prepared once (valuesrow.go).
 //
 // Lists of ids and rowids that one statement reads or changes (a
-// heartbeat's leases, a claim's page, a message of results) go the same
-// way: one JSON array that json_each unpacks (jsonStrings, rowids).
+// heartbeat's leases, a claim's page, a message of results) go as one
+// JSON array argument that json_each unpacks (jsonStrings, rowids):
+// modernc.org/sqlite matches each bound argument by a scan of all of
+// them, so binding costs time quadratic in the number of arguments per
+// statement, while one long TEXT costs only its parse. Every read of jobs
+// by ids is built by idQueries.
 //
 // Most new jobs are plain: nothing of a run, a fan-out or a child set yet.
-// Their rows carry only the columns a submit fills (plainColumns), the
-// rest are constants in the statement, which halves what SQLite unpacks.
-// And the jobs of one batch share most of what they do carry (tenant,
-// kind, times, limits): in a large batch the columns that hold one value
-// in every row are bound once, so each row carries only what sets it
-// apart (its id, its fair-queue stamp, often its payload).
+// Their rows bind only the columns a submit fills (dense), the rest are
+// constants in the statement, which halves what each row binds.
 
 // sparseColumns are the insert columns a plain new job leaves at their
 // zero value.
@@ -43,19 +37,19 @@ var sparseColumns = map[string]bool{
 	"children_cancelled": true, "held": true, "children_released": true, "usage": true,
 }
 
-// jsonRows is the layout of the JSON row statements, derived from
+// rowShape is the layout of the rows of new jobs, derived from
 // insertColumns and a plain new job's arguments.
-type jsonRows struct {
+type rowShape struct {
 	// zero are the arguments of a plain new job, in insertColumns order.
 	zero []any
 	// sparse marks the indexes of sparseColumns in insertColumns.
 	sparse []bool
 }
 
-// rowLayout is the one layout of this driver's JSON rows.
-var rowLayout = func() jsonRows {
+// rowLayout is the one layout of this driver's rows of new jobs.
+var rowLayout = func() rowShape {
 	cols := insertColumnNames()
-	l := jsonRows{sparse: make([]bool, len(cols)), zero: appendJobArgs(nil, admitInput{})}
+	l := rowShape{sparse: make([]bool, len(cols)), zero: appendJobArgs(nil, admitInput{})}
 	for i, c := range cols {
 		l.sparse[i] = sparseColumns[c]
 		if c == "state" {
@@ -76,7 +70,7 @@ func insertColumnNames() []string {
 
 // plain reports whether a new job's arguments hold only zero values in
 // the sparse columns.
-func (l jsonRows) plain(args []any) bool {
+func (l rowShape) plain(args []any) bool {
 	for i, sp := range l.sparse {
 		if sp && args[i] != l.zero[i] {
 			return false
@@ -85,34 +79,16 @@ func (l jsonRows) plain(args []any) bool {
 	return true
 }
 
-// query is the INSERT … SELECT of JSON rows: every column read from the
-// row, or with plain, the sparse ones as constants, and those same marks
-// bound once, as arguments after the rows (see sameColumns). OR ROLLBACK:
-// a failed insert rolls the whole transaction back (write.go), so SQLite
-// may do so itself and keeps no statement journal for a statement of
-// many rows (see claimQuery; a third of a batch admission's CPU).
-func (l jsonRows) query(plain bool, same []bool) string {
-	sel := make([]string, 0, len(l.sparse))
-	k := 0
-	for i, sp := range l.sparse {
-		switch {
-		case plain && sp:
-			sel = append(sel, sqlLiteral(l.zero[i]))
-		case same != nil && same[i]:
-			sel = append(sel, "?")
-		default:
-			sel = append(sel, "v->>"+strconv.Itoa(k))
-			k++
-		}
-	}
-	return `WITH r(v) AS MATERIALIZED (SELECT jsonb(value) FROM json_each(?))
-		INSERT OR ROLLBACK INTO jobs (` + insertColumns + `) SELECT ` + strings.Join(sel, ", ") + ` FROM r`
-}
-
 // valuesQuery is the INSERT of one plain new job: its sparse columns are
 // constants, the others bound in insertColumns order (see dense). Binding
 // fewer than half the columns costs a quarter of binding them all.
-func (l jsonRows) valuesQuery() string {
+func (l rowShape) valuesQuery() string {
+	return `INSERT INTO jobs (` + insertColumns + `) VALUES ` + l.valuesRow()
+}
+
+// valuesRow is one plain new job's row of VALUES: its sparse columns
+// constants, the others bound in insertColumns order (see dense).
+func (l rowShape) valuesRow() string {
 	vals := make([]string, len(l.sparse))
 	for i, sp := range l.sparse {
 		vals[i] = "?"
@@ -120,13 +96,13 @@ func (l jsonRows) valuesQuery() string {
 			vals[i] = sqlLiteral(l.zero[i])
 		}
 	}
-	return `INSERT INTO jobs (` + insertColumns + `) VALUES (` + strings.Join(vals, ", ") + `)`
+	return `(` + strings.Join(vals, ", ") + `)`
 }
 
 // dense appends to dst a plain new job's arguments but its sparse ones:
 // what valuesQuery binds. dst may be args[:0]: the kept arguments move
 // down in place.
-func (l jsonRows) dense(dst, args []any) []any {
+func (l rowShape) dense(dst, args []any) []any {
 	for i, sp := range l.sparse {
 		if !sp {
 			dst = append(dst, args[i])
@@ -152,63 +128,18 @@ func sqlLiteral(a any) string {
 	panic(fmt.Sprintf("sqlite: no literal for %T", a))
 }
 
-// The statements of JSON rows with nothing bound once, and of one plain
-// row bound as it is.
-var (
-	insertJobsQuery     = rowLayout.query(false, nil)
-	insertPlainQuery    = rowLayout.query(true, nil)
-	insertPlainOneQuery = rowLayout.valuesQuery()
-)
+// insertPlainOneQuery inserts one plain new job, bound as it is.
+var insertPlainOneQuery = rowLayout.valuesQuery()
 
-// minSameRows is the fewest rows of one statement for which the columns
-// holding one value in every row are bound once (sameColumns): that
-// statement is prepared for its transaction alone, which below this many
-// rows costs more than the JSON it saves.
-const minSameRows = 16
-
-// rowGroup is the new rows of one statement: plain ones or the others.
+// rowGroup is the new rows of one insert: plain ones or the others.
 type rowGroup struct {
 	plain bool
 	ins   []*admitInput
-	// first are the first row's arguments; same marks the columns whose
-	// value every row so far shares with it.
-	first []any
-	same  []bool
 }
 
-// add puts in, whose arguments are args, in the group.
-func (g *rowGroup) add(in *admitInput, args []any) {
-	g.ins = append(g.ins, in)
-	if g.first == nil {
-		g.first = append([]any(nil), args...)
-		g.same = make([]bool, len(args))
-		for i := range g.same {
-			g.same[i] = bindable(args[i])
-		}
-		return
-	}
-	for i, same := range g.same {
-		if same && args[i] != g.first[i] {
-			g.same[i] = false
-		}
-	}
-}
-
-// bindable reports whether a can be compared and bound once for a whole
-// group: the argument types the JSON rows carry, but a NaN.
-func bindable(a any) bool {
-	switch v := a.(type) {
-	case nil, string, int, int64:
-		return true
-	case float64:
-		return v == v
-	}
-	return false
-}
-
-// insertJobs inserts new jobs' rows and their bodies: one alone with its columns bound (a
-// plain one with only its dense columns), more as JSON rows, plain ones
-// apart from the others.
+// insertJobs inserts new jobs' rows and their bodies: one alone with its
+// columns bound (a plain one with only its dense columns), more as rows
+// of VALUES (valuesrow.go), plain ones apart from the others.
 func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) error {
 	args := make([]any, 0, insertColumnCount)
 	switch len(rows) {
@@ -229,113 +160,42 @@ func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, rows []admitInput) e
 	for i := range rows {
 		args = appendJobArgs(args[:0], rows[i])
 		if rowLayout.plain(args) {
-			plain.add(&rows[i], args)
+			plain.ins = append(plain.ins, &rows[i])
 		} else {
-			full.add(&rows[i], args)
+			full.ins = append(full.ins, &rows[i])
 		}
 	}
-	if err := s.insertGroup(ctx, tx, plain, s.ws.insertPlain); err != nil {
+	if err := s.insertGroup(ctx, tx, plain, s.ws.plainRows); err != nil {
 		return err
 	}
-	if err := s.insertGroup(ctx, tx, full, s.ws.insertJobs); err != nil {
+	if err := s.insertGroup(ctx, tx, full, s.ws.jobRowsInsert); err != nil {
 		return err
 	}
 	return s.insertBodies(ctx, tx, rows)
 }
 
-// insertGroup inserts a group's rows with one statement: fixed, the
-// prepared one, or for a large group whose rows share columns, one of its
-// own that binds those once.
-func (s *Store) insertGroup(ctx context.Context, tx *sql.Tx, g rowGroup, fixed *sql.Stmt) error {
+// insertGroup inserts a group's rows with ins: a plain group's rows
+// with their dense columns alone.
+func (s *Store) insertGroup(ctx context.Context, tx *sql.Tx, g rowGroup, ins valuesInsert) error {
 	if len(g.ins) == 0 {
 		return nil
 	}
-	same := g.same
-	if len(g.ins) < minSameRows || !slices.Contains(g.same, true) {
-		same = nil
-	}
 	var (
-		buf  []byte
-		args = make([]any, 0, insertColumnCount)
-		err  error
+		row  = make([]any, 0, insertColumnCount)
+		args = make([]any, 0, len(g.ins)*ins.width)
 	)
 	for _, in := range g.ins {
-		args = appendJobArgs(args[:0], *in)
-		if buf, err = rowLayout.appendRow(buf, args, g.plain, same); err != nil {
-			return fmt.Errorf("insert %s: %w", in.job.ID, err)
+		row = appendJobArgs(row[:0], *in)
+		if g.plain {
+			args = rowLayout.dense(args, row)
+		} else {
+			args = append(args, row...)
 		}
 	}
-	bound := []any{string(append(buf, ']'))}
-	stmt := tx.StmtContext(ctx, fixed)
-	if same != nil {
-		for i, sm := range same {
-			if sm && !(g.plain && rowLayout.sparse[i]) {
-				bound = append(bound, g.first[i])
-			}
-		}
-		if stmt, err = tx.PrepareContext(ctx, rowLayout.query(g.plain, same)); err != nil {
-			return fmt.Errorf("insert: %w", err)
-		}
-		defer func() { _ = stmt.Close() }()
-	}
-	res, err := stmt.ExecContext(ctx, bound...)
-	if err != nil {
+	if err := ins.exec(ctx, tx, args); err != nil {
 		return fmt.Errorf("insert: %w", err)
 	}
-	if got, err := res.RowsAffected(); err != nil || int(got) != len(g.ins) {
-		return fmt.Errorf("insert: %d of %d rows inserted (%v)", got, len(g.ins), err)
-	}
 	return nil
-}
-
-// appendRow appends one row to a JSON array being built (opening it on
-// the first row): all of args but, with plain, those of sparse columns,
-// and those same marks (bound once for all rows).
-func (l jsonRows) appendRow(buf []byte, args []any, plain bool, same []bool) ([]byte, error) {
-	if len(buf) == 0 {
-		buf = append(buf, '[')
-	} else {
-		buf = append(buf, ',')
-	}
-	buf = append(buf, '[')
-	first := true
-	for i, a := range args {
-		if (plain && l.sparse[i]) || (same != nil && same[i]) {
-			continue
-		}
-		if !first {
-			buf = append(buf, ',')
-		}
-		first = false
-		var err error
-		if buf, err = appendJSONValue(buf, a); err != nil {
-			return buf, fmt.Errorf("column %d: %w", i, err)
-		}
-	}
-	return append(buf, ']'), nil
-}
-
-// appendJSONValue appends a as the JSON value that ->> reads back as the
-// value the argument would bind: NULL, INTEGER, REAL or TEXT. (A whole
-// REAL reads back as INTEGER, which a REAL column stores as the same
-// value.)
-func appendJSONValue(buf []byte, a any) ([]byte, error) {
-	switch v := a.(type) {
-	case nil:
-		return append(buf, "null"...), nil
-	case string:
-		return appendJSONString(buf, v), nil
-	case int:
-		return strconv.AppendInt(buf, int64(v), 10), nil
-	case int64:
-		return strconv.AppendInt(buf, v, 10), nil
-	case float64:
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return buf, fmt.Errorf("%v has no JSON form", v)
-		}
-		return strconv.AppendFloat(buf, v, 'g', -1, 64), nil
-	}
-	return buf, fmt.Errorf("unsupported type %T", a)
 }
 
 // appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
@@ -404,9 +264,27 @@ type keyed struct {
 
 // keyedQueries are the two forms of the query head + key test + tail,
 // where the key column key is matched against the argument arg (say "?3").
+// The many form keeps key IN (SELECT value FROM json_each(…)): for the
+// UPDATEs of rows by their rowids. A read of jobs by id is idQueries'.
 func keyedQueries(head, key, arg, tail string) (one, many string) {
 	return head + key + ` = ` + arg + tail,
 		head + key + ` IN (SELECT value FROM json_each(` + arg + `))` + tail
+}
+
+// idQueries are the two forms (see keyed) of every read of the jobs of a
+// list of ids, its only argument: SELECT columns (as jobColumns names
+// them; the row's rowid as jobs.rowid) of the jobs of those ids. The many
+// form walks the ids' JSON array and looks each one up on the id index
+// (CROSS JOIN keeps that order); id IN (SELECT value FROM json_each(?))
+// would first build a temporary index of the ids ("LIST SUBQUERY"): a
+// start heartbeat of 256 leases was read 15-35 % faster so
+// (BenchmarkStartHeartbeat). The ids come through a common table
+// expression of one column, ids(value), so that the columns of jobs need
+// no qualifier (json_each has its own id, key and parent). An id given
+// twice finds its job twice; byID keeps one.
+func idQueries(columns string) (one, many string) {
+	return `SELECT ` + columns + ` FROM jobs WHERE id = ?`,
+		`WITH ids(value) AS (SELECT value FROM json_each(?)) SELECT ` + columns + ` FROM ids CROSS JOIN jobs ON jobs.id = ids.value`
 }
 
 // pick binds to tx the form of k for n keys and returns it with its key

@@ -15,10 +15,10 @@ import (
 const getQuery = `SELECT ` + jobColumns + ` FROM jobs` + bodyJoin + ` WHERE id = ?`
 
 // getRowQuery and getRowsQuery read jobs' rows by id with their rowids
-// first (see rowBuf.job): one, or many (see keyed). They are the reads of
+// first (see rowBuf.job): one, or many (see keyed, idQueries). They are the reads of
 // a read-decide-write: the rows alone, without payload and inputs (see
 // bodies.go).
-var getRowQuery, getRowsQuery = keyedQueries(`SELECT rowid, `+hotColumns+` FROM jobs WHERE `, `id`, `?`, ``)
+var getRowQuery, getRowsQuery = idQueries(`jobs.rowid, ` + hotColumns)
 
 // Get returns the job with that id, or store.ErrNotFound. It reads from
 // the read pool, never the write connection: single-job reads (GET

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -253,12 +255,30 @@ func TestQueriesUseIndexes(t *testing.T) {
 		require.Contains(t, text, "USING "+index, query)
 		require.NotContains(t, text, "TEMP B-TREE", query)
 	}
-	// A heartbeat's leases are looked up one by one on the id index as
-	// their JSON array lists them, with no list of the ids built first.
-	for _, query := range []string{leaseStatesQuery, leaseViewsQuery} {
+	// Every read of jobs by a list of ids (idQueries: a heartbeat's
+	// leases, the rows UpdateEach changes) looks them up one by one on the
+	// id index as their JSON array lists them, with no list of the ids
+	// built first; one id is one lookup.
+	for _, query := range []string{getRowsQuery, leaseStatesQuery, leaseViewsQuery} {
 		text := queryPlan(t, s, query)
-		require.Contains(t, text, "SCAN k VIRTUAL TABLE", query)
+		require.Contains(t, text, "SCAN json_each VIRTUAL TABLE", query)
+		require.Contains(t, text, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)", query)
 		require.NotContains(t, text, "LIST SUBQUERY", query)
+		require.NotContains(t, text, "TEMP B-TREE", query)
+	}
+	for _, query := range []string{getRowQuery, leaseStateQuery, leaseViewQuery} {
+		require.Equal(t, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)", queryPlan(t, s, query), query)
+	}
+	// Nor does any other read the writer prepares: only the UPDATEs of
+	// rows by their rowids keep rowid IN (SELECT … json_each).
+	s.wc.mu.Lock()
+	prepared := slices.Collect(maps.Keys(s.wc.m))
+	s.wc.mu.Unlock()
+	for _, query := range prepared {
+		if strings.HasPrefix(strings.TrimSpace(query), "UPDATE") {
+			continue
+		}
+		require.NotContains(t, queryPlan(t, s, query), "LIST SUBQUERY", query)
 	}
 	// The max-runtime scan reads the running jobs (as many as the workers'
 	// slots) through the heartbeat index and sorts them.

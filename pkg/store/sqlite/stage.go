@@ -182,7 +182,9 @@ const (
 // the items ?12 (itemStrings) are those from index ?13 on (see
 // insertChildrenQuery).
 // Their payloads and inputs are their bodies (insertChildBodies).
-// OR ROLLBACK: no statement journal (see jsonRows.query).
+// OR ROLLBACK: a failed insert rolls the transaction back. printf is a
+// function call, so SQLite still keeps a statement journal for it (see
+// valuesrow.go).
 const stageChildrenQuery = `INSERT OR ROLLBACK INTO jobs (id, tenant, kind, priority, state, max_attempts,
 		created_at, updated_at, next_dispatch_at, dispatch_deadline, run_at, concurrency_key,
 		concurrency_limit, fair_at, parent, item_index, held, slots, weight, stall_timeout, max_runtime,

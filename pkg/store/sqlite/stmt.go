@@ -91,17 +91,18 @@ type writeStmts struct {
 	counterRow    *sql.Stmt
 	flushCounters *sql.Stmt
 	insertJob     *sql.Stmt
-	insertJobs    *sql.Stmt
-	insertPlain   *sql.Stmt
-	// insertPlainOne inserts one plain new job (see jsonRows.valuesQuery).
+	// insertPlainOne inserts one plain new job (see rowShape.valuesQuery).
 	insertPlainOne *sql.Stmt
-	// insertBody and insertBodies insert new jobs' cold parts.
-	insertBody, insertBodies *sql.Stmt
-	getJob                   *sql.Stmt
-	jobRows                  keyed
-	leases                   keyed
-	renew                    keyed
-	promote                  keyed
+	// insertBody inserts one new job's cold part.
+	insertBody *sql.Stmt
+	// plainRows, jobRowsInsert and bodyRows insert many new rows: plain
+	// jobs, other jobs, bodies (see valuesrow.go).
+	plainRows, jobRowsInsert, bodyRows valuesInsert
+	getJob                             *sql.Stmt
+	jobRows                            keyed
+	leases                             keyed
+	renew                              keyed
+	promote                            keyed
 	// Claim's statements.
 	expireClaims   *sql.Stmt
 	ready          *sql.Stmt
@@ -131,11 +132,8 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.counterRow, counterRowQuery},
 		{&ws.flushCounters, flushCountersQuery},
 		{&ws.insertJob, insertJobQuery},
-		{&ws.insertJobs, insertJobsQuery},
-		{&ws.insertPlain, insertPlainQuery},
 		{&ws.insertPlainOne, insertPlainOneQuery},
 		{&ws.insertBody, insertBodyQuery},
-		{&ws.insertBodies, insertBodiesQuery},
 		{&ws.getJob, getQuery},
 		{&ws.jobRows.one, getRowQuery},
 		{&ws.jobRows.many, getRowsQuery},
@@ -159,6 +157,12 @@ func prepareWrites(ctx context.Context, c *stmtCache) (writeStmts, error) {
 		{&ws.startParent, startParentQuery},
 	} {
 		if *p.dst, err = c.get(ctx, p.query); err != nil {
+			return writeStmts{}, err
+		}
+	}
+	ws.plainRows, ws.jobRowsInsert, ws.bodyRows = plainRowsInsert(), jobRowsInsert(), bodyRowsInsert()
+	for _, v := range []*valuesInsert{&ws.plainRows, &ws.jobRowsInsert, &ws.bodyRows} {
+		if err := v.prepare(ctx, c); err != nil {
 			return writeStmts{}, err
 		}
 	}
