@@ -85,6 +85,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	var out []contracts.Job
 	err := s.write(ctx, store.WriteClaim, "claim jobs", func(tx *sql.Tx) error {
 		out = out[:0]
+		s.reserve.arm()
 		start := r.StartAt(now)
 		slots := store.NewKeySlots(func(tenant, key string) (int, error) {
 			return s.keyHoldersIn(ctx, tx, tenant, key, now)
