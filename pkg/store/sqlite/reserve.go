@@ -58,8 +58,8 @@ func newReserve() *reserve {
 // stay mapped until the next arm or release: it allocates a few
 // mappings' worth of objects (taking the free slots there are first, and
 // mapping new regions only when too few are left), keeps the first
-// object on each mapping and frees the others, then lets go of those it
-// held before.
+// object on each mapping, lets go of those it held before and frees the
+// others.
 func (r *reserve) arm() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -81,10 +81,12 @@ func (r *reserve) arm() {
 				r.held[i] = append(r.held[i], p)
 			}
 		}
-		for _, p := range r.tmp {
+		// The old ones first: the slots freed last are taken first, and
+		// those are on the mappings held now.
+		for _, p := range old {
 			sqlite3.Xsqlite3_free(r.tls, p)
 		}
-		for _, p := range old {
+		for _, p := range r.tmp {
 			sqlite3.Xsqlite3_free(r.tls, p)
 		}
 	}
