@@ -21,11 +21,17 @@ import (
 // unmaps it again: four system calls per balance, most of the claim's
 // system time in the burn-down's profile.
 //
-// reserve keeps free slots of those classes on a mapping that stays: it
-// allocates a mapping's worth of objects of a class and frees all of them
-// but one, which it holds until the next arm. The balances then take
-// (and give back) the freed slots, and the held object keeps their
-// mapping. It holds two objects, 24 KiB, for the life of the store.
+// reserve keeps free slots of those classes on mappings that stay: it
+// allocates a few mappings' worth of objects of a class and frees all of
+// them but the first on each mapping, which it holds until the next arm.
+// The balances then take (and give back) the freed slots, and the held
+// objects keep their mappings. Holding one object (tried before) is not
+// enough: the page cache's new pages fill its mapping's free slots too,
+// so each claim arms the reserve again. It holds about ten objects of
+// each class, about a megabyte of mappings of which only the slots used
+// are resident. modernc.org/memory's layout is its own: were it to
+// change, the reserve would only stop helping (it allocates and frees
+// through the engine's own sqlite3_malloc and sqlite3_free).
 
 // reserveClasses are the object sizes reserved for: the 8 KiB class (a
 // page buffer, 4 KiB and a header) and the 16 KiB class (a balance's
