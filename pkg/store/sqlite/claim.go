@@ -16,17 +16,23 @@ const maxKeySkips = 1000
 
 // The statements of a claim.
 const (
-	// readyQuery: the best ready jobs of a kind (?1), ready at ?2, at most
-	// ?3, after the job at (?4 priority, ?5 fair_at, ?6 id) in ready order
-	// (a page after the first; ?7 = 0 reads from the start).
+	// readyQuery: the ready jobs of a kind (?1), ready at ?2, best first,
+	// after the job at (?3 priority, ?4 fair_at, ?5 id) in ready order
+	// (a page after the first; ?6 = 0 reads from the start).
 	// The whole job comes with its rowid: the claim then changes the row
 	// it read, without looking it up by id again or reading it back.
+	//
+	// No LIMIT: the reader stops after a page (readyIn). The index gives
+	// the order, so rows are found one step at a time, as far as they are
+	// read. A bound LIMIT would be worse than none: SQLite's planner reads
+	// a LIMIT's bound value, so each new value (a claim's size varies)
+	// made the statement prepare itself again on its next step.
 	readyQuery = `SELECT jobs.rowid, ` + jobColumns + `
 		FROM jobs INDEXED BY jobs_ready_queue` + bodyJoin + `
 		WHERE state = 'pending' AND kind = ?1 AND claim_until IS NULL AND held = 0
-			AND (?7 = 0 OR priority < ?4 OR (priority = ?4 AND (fair_at > ?5 OR (fair_at = ?5 AND id > ?6))))
+			AND (?6 = 0 OR priority < ?3 OR (priority = ?3 AND (fair_at > ?4 OR (fair_at = ?4 AND id > ?5))))
 			AND (next_dispatch_at IS NULL OR next_dispatch_at <= ?2)
-		ORDER BY priority DESC, fair_at, id LIMIT ?3`
+		ORDER BY priority DESC, fair_at, id`
 	// keyHoldersQuery counts the jobs holding a tenant's key (?1, ?2) at ?3
 	// (see store.KeySlots). A fan-out parent runs nothing itself: it holds
 	// none of its key's slots (held = 1 leaves it out).
@@ -85,6 +91,7 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	var out []contracts.Job
 	err := s.write(ctx, store.WriteClaim, "claim jobs", func(tx *sql.Tx) error {
 		out = out[:0]
+		s.reserve.arm()
 		start := r.StartAt(now)
 		slots := store.NewKeySlots(func(tenant, key string) (int, error) {
 			return s.keyHoldersIn(ctx, tx, tenant, key, now)
@@ -188,7 +195,7 @@ func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, kind string, now time.T
 	if after != nil {
 		paged, prio, fairAt, afterID = 1, after.job.Priority, after.job.FairAt, after.job.ID
 	}
-	rows, err := tx.StmtContext(ctx, s.ws.ready).QueryContext(ctx, kind, now.UnixNano(), limit, prio, fairAt, afterID, paged)
+	rows, err := tx.StmtContext(ctx, s.ws.ready).QueryContext(ctx, kind, now.UnixNano(), prio, fairAt, afterID, paged)
 	if err != nil {
 		return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)
 	}
@@ -197,7 +204,7 @@ func (s *Store) readyIn(ctx context.Context, tx *sql.Tx, kind string, now time.T
 		out []candidate
 		buf rowBuf
 	)
-	for rows.Next() {
+	for len(out) < limit && rows.Next() {
 		var c candidate
 		if c.job, err = buf.job(rows, &c.rowid); err != nil {
 			return nil, fmt.Errorf("read the ready jobs of %q: %w", kind, err)

@@ -243,6 +243,9 @@ type Store struct {
 	// rows are the rows the open write transaction wrote (see rows.go),
 	// counted by the writer connection's pre-update hook.
 	rows *txRows
+	// reserve keeps free page-sized slots in the engine's allocator for
+	// the claim's balances (reserve.go).
+	reserve *reserve
 }
 
 var _ store.WriteCounter = (*Store)(nil)
@@ -332,7 +335,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{path: abs, w: w, r: r, wc: newStmtCache(w), rc: newStmtCache(r), writes: newWriter(), cp: cp,
 		chunks: newChunker(cfg.chunkTime, minChunk, cfg.fanoutChunk), plainChunks: newChunker(batchChunkTimes*cfg.chunkTime, minBatchChunk, cfg.batchChunk), abandonAfter: cfg.abandonAfter,
-		rows: rows}
+		rows: rows, reserve: newReserve()}
 	go s.writeLoop()
 	if err := s.prepare(ctx); err != nil {
 		_ = s.Close()
@@ -482,6 +485,7 @@ func (s *Store) Close() error {
 	s.writes.stop()
 	unhookWriter(s.w)
 	err := errors.Join(s.cp.stop(), s.rc.close(), s.wc.close(), s.r.Close(), s.w.Close())
+	s.reserve.release()
 	if err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
