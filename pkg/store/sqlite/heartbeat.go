@@ -68,39 +68,34 @@ func decide(j *leaseJob, l contracts.Lease, workerID string, now time.Time, rene
 
 // leaseJobs reads the jobs of leases with k, by id; a missing job is absent.
 func leaseJobs(ctx context.Context, tx *sql.Tx, k keyed, leases []contracts.Lease) (map[string]*leaseJob, error) {
-	ids := make([]string, len(leases))
-	for i, l := range leases {
-		ids[i] = l.JobID
-	}
-	return byID(ctx, tx, k, ids, func(rows *sql.Rows) (string, *leaseJob, error) {
-		var (
-			j     leaseJob
-			id    string
-			state string
-			beat  sql.NullInt64
-		)
-		err := rows.Scan(&j.rowid, &id, &state, &j.attempt, &j.worker, &j.cancel, &j.tenant, &j.kind, &j.runs, &j.created, &j.parent, &beat)
-		j.state = contracts.JobState(state)
-		j.beat = beat.Int64
-		return id, &j, err
+	return readLeases(ctx, tx, k, leases, func(j *leaseJob, id, state *string, beat *sql.NullInt64) []any {
+		return []any{&j.rowid, id, state, &j.attempt, &j.worker, &j.cancel, &j.tenant, &j.kind, &j.runs, &j.created, &j.parent, beat}
 	})
 }
 
 // leaseViews reads with k (leaseViewQuery) what heartbeatRead needs of
 // the jobs of leases, by id; a missing job is absent.
 func leaseViews(ctx context.Context, tx *sql.Tx, k keyed, leases []contracts.Lease) (map[string]*leaseJob, error) {
+	return readLeases(ctx, tx, k, leases, func(j *leaseJob, id, state *string, beat *sql.NullInt64) []any {
+		return []any{id, state, &j.attempt, &j.worker, &j.cancel, beat}
+	})
+}
+
+// readLeases runs k over the jobs of leases and scans each row into the
+// destinations dest gives, in k's column order; a missing job is absent.
+func readLeases(ctx context.Context, tx *sql.Tx, k keyed, leases []contracts.Lease,
+	dest func(j *leaseJob, id, state *string, beat *sql.NullInt64) []any) (map[string]*leaseJob, error) {
 	ids := make([]string, len(leases))
 	for i, l := range leases {
 		ids[i] = l.JobID
 	}
 	return byID(ctx, tx, k, ids, func(rows *sql.Rows) (string, *leaseJob, error) {
 		var (
-			j     leaseJob
-			id    string
-			state string
-			beat  sql.NullInt64
+			j         leaseJob
+			id, state string
+			beat      sql.NullInt64
 		)
-		err := rows.Scan(&id, &state, &j.attempt, &j.worker, &j.cancel, &beat)
+		err := rows.Scan(dest(&j, &id, &state, &beat)...)
 		j.state = contracts.JobState(state)
 		j.beat = beat.Int64
 		return id, &j, err
