@@ -182,6 +182,32 @@ func TestCapacityFromCgroups(t *testing.T) {
 	}
 }
 
+// TestSelfIsTheCallingThreads: the worker's own cgroups are read from
+// the calling thread, not the thread group leader, which may be the
+// thread an enforcer moved into a run's cgroups to start it (then
+// /proc/self/cgroup names the run's, and an enforcer created at that
+// moment nested its cgroups in the run's, which could then never be
+// removed); /proc/self/cgroup is the fallback where the kernel has no
+// /proc/thread-self.
+func TestSelfIsTheCallingThreads(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	proc := filepath.Join(root, "proc")
+	m := mounts{v1: map[string]string{"memory": filepath.Join(root, "memory")}}
+	write := func(dir, body string) {
+		require.NoError(t, os.MkdirAll(filepath.Join(proc, dir), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(proc, dir, "cgroup"), []byte(body), 0o644))
+	}
+	write("self", "4:memory:/worker/run-1\n")
+	s, err := hostFS{proc: proc}.readSelf(m)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(root, "memory", "worker", "run-1"), s.v1["memory"], "no thread-self: the process's")
+	write("thread-self", "4:memory:/worker\n")
+	s, err = hostFS{proc: proc}.readSelf(m)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(root, "memory", "worker"), s.v1["memory"], "the calling thread's")
+}
+
 // TestStaleRunCgroupIsReplaced: a run's cgroup left behind by a worker of
 // the same id that died does not stop the run.
 func TestStaleRunCgroupIsReplaced(t *testing.T) {

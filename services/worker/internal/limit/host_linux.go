@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -102,11 +103,21 @@ func unescapeMount(s string) string {
 }
 
 // readSelf reads which cgroups the process is in and turns them into
-// directories of m.
+// directories of m. It reads the calling thread's (/proc/thread-self),
+// not the thread group leader's (/proc/self): to start a run held in its
+// cgroups from its first instruction, the enforcer moves one locked
+// thread into them for the fork (cgroup v1), and when that thread is the
+// leader, /proc/self/cgroup names the run's cgroups until it moves back.
+// A worker that read it then would nest its own cgroups in a run's, which
+// can then never be removed. The thread that reads is never the moved one:
+// that thread runs nothing else while it is away.
 func (h hostFS) readSelf(m mounts) (selfCgroups, error) {
-	data, err := os.ReadFile(filepath.Join(h.proc, "self", "cgroup"))
+	data, err := os.ReadFile(filepath.Join(h.proc, "thread-self", "cgroup"))
+	if errors.Is(err, fs.ErrNotExist) { // kernels before 3.17
+		data, err = os.ReadFile(filepath.Join(h.proc, "self", "cgroup"))
+	}
 	if err != nil {
-		return selfCgroups{}, fmt.Errorf("read /proc/self/cgroup: %w", err)
+		return selfCgroups{}, fmt.Errorf("read /proc/thread-self/cgroup: %w", err)
 	}
 	s := selfCgroups{v1: map[string]string{}}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
