@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"time"
 
@@ -85,7 +86,8 @@ func (v readyView) request() *contracts.Resources {
 // A concurrency key is checked by counting its holders before the first
 // claim of it (store.KeySlots), under the key's lock (see keyLocks), so two
 // schedulers never both take its last free slot; a key another scheduler
-// is claiming counts as full this time.
+// is claiming counts as full this time. A worker's slots are locked the
+// same way (lockWorkers) before its running jobs are counted.
 //
 // The jobs claimed come with their payloads and inputs: their bodies are
 // read after the claims, by _id, one query for them all (body.go). Jobs
@@ -111,6 +113,39 @@ func (s *Store) Claim(ctx context.Context, r store.ClaimRequest) ([]contracts.Jo
 	return out, err
 }
 
+// lockWorkers takes the slot locks of the workers of r whose capacity is
+// known (the store bounds only those) and returns r with no room on those
+// whose lock another claim holds. r's own maps are left as they are: the
+// caller keeps using them.
+func lockWorkers(ctx context.Context, locks *keyLocks, r store.ClaimRequest, now time.Time) (store.ClaimRequest, error) {
+	var room map[string]int
+	seen := map[string]bool{}
+	for _, list := range r.Slots {
+		for _, w := range list {
+			if seen[w] || r.Capacity[w] <= 0 {
+				continue
+			}
+			seen[w] = true
+			ok, err := locks.takeWorker(ctx, w, now)
+			if err != nil {
+				return r, err
+			}
+			if ok {
+				continue
+			}
+			if room == nil {
+				room = make(map[string]int, len(r.Room)+1)
+				maps.Copy(room, r.Room)
+			}
+			room[w] = 0
+		}
+	}
+	if room != nil {
+		r.Room = room
+	}
+	return r, nil
+}
+
 // claim is Claim's claims: the documents of the jobs it started.
 func (s *Store) claim(ctx context.Context, r store.ClaimRequest) ([]jobDoc, error) {
 	now, kinds, wants := r.Plan()
@@ -131,9 +166,16 @@ func (s *Store) claim(ctx context.Context, r store.ClaimRequest) ([]jobDoc, erro
 		}
 		return s.keyHolders(ctx, tenant, key, now)
 	})
-	// Without transactions the count and the claims are apart: schedulers
-	// claiming for one worker at the same moment can each see its last
-	// free slot (the worker then answers one of them busy).
+	// Without transactions the count of a worker's running jobs and the
+	// claims for it are apart: two schedulers claiming for one worker at
+	// the same moment could each see its last free slot, and the store
+	// would show the worker running more than its capacity. So a claim
+	// first locks the workers whose capacity bounds it, as it locks keys;
+	// a worker another claim holds gets nothing from this one.
+	r, err := lockWorkers(ctx, locks, r, now)
+	if err != nil {
+		return nil, fmt.Errorf("mongo: claim jobs: %w", err)
+	}
 	fit, err := r.NewSlots(store.RunningOn{
 		Count: func(worker string) (int, error) { return s.runningOn(ctx, worker) },
 		Jobs:  func(worker string) ([]store.RunningJob, error) { return s.jobsOn(ctx, worker) },

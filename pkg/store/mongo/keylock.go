@@ -41,7 +41,19 @@ func (s *Store) newKeyLocks() *keyLocks {
 
 // take tries to lock tenant's key at now; false means another claim holds it.
 func (l *keyLocks) take(ctx context.Context, tenant, key string, now time.Time) (bool, error) {
-	id := "key\x00" + tenant + "\x00" + key
+	return l.takeID(ctx, "key\x00"+tenant+"\x00"+key, now)
+}
+
+// takeWorker tries to lock a worker's slots at now, for a claim that counts
+// the jobs running on it and then claims jobs for it (the count and the
+// claims are separate operations, as a key's are); false means another
+// claim holds them.
+func (l *keyLocks) takeWorker(ctx context.Context, worker string, now time.Time) (bool, error) {
+	return l.takeID(ctx, "worker\x00"+worker, now)
+}
+
+// takeID tries to take the lock id at now.
+func (l *keyLocks) takeID(ctx context.Context, id string, now time.Time) (bool, error) {
 	ctx, cancel := l.s.call(ctx)
 	defer cancel()
 	_, err := l.s.locks.UpdateOne(ctx,
@@ -52,7 +64,7 @@ func (l *keyLocks) take(ctx context.Context, tenant, key string, now time.Time) 
 	case mongo.IsDuplicateKeyError(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("lock key %q: %w", key, err)
+		return false, fmt.Errorf("lock %q: %w", id, err)
 	}
 	l.held = append(l.held, id)
 	return true, nil
