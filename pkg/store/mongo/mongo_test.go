@@ -234,49 +234,6 @@ func runDriverTests(t *testing.T, srv server) {
 		require.Zero(t, counter(t, s, store.TenantScope("a")).Active)
 	})
 
-	t.Run("TwoStoresNeverOverfillAWorker", func(t *testing.T) {
-		t.Parallel()
-		// Two schedulers claim for one worker of two slots at the same
-		// moment, round after round: the store never shows it running more
-		// than two (each counts its running jobs, then claims: without the
-		// worker's lock both saw two free slots and took them).
-		uri := fresh()
-		stores := []*Store{open(t, uri), open(t, uri)}
-		const rounds, capacity = 6, 2
-		for range rounds * 2 * capacity {
-			_, adm, err := stores[0].Admit(t.Context(), storetest.NewJob("acme", base), store.Caps{})
-			require.NoError(t, err)
-			require.Equal(t, store.Admitted, adm)
-		}
-		for round := range rounds {
-			now := base.Add(time.Duration(round+1) * time.Second)
-			var (
-				wg      sync.WaitGroup
-				claimed [2][]contracts.Job
-				errs    [2]error
-			)
-			for i, s := range stores {
-				wg.Go(func() {
-					claimed[i], errs[i] = s.Claim(t.Context(), store.ClaimRequest{Now: now,
-						Slots:    map[string][]string{"test.kind": storetest.Slots("w1", capacity)},
-						Room:     map[string]int{"w1": capacity},
-						Capacity: map[string]int{"w1": capacity}})
-				})
-			}
-			wg.Wait()
-			require.NoError(t, errs[0])
-			require.NoError(t, errs[1])
-			n, err := stores[0].runningOn(t.Context(), "w1")
-			require.NoError(t, err)
-			require.LessOrEqual(t, n, capacity, "round %d: %d and %d claimed", round, len(claimed[0]), len(claimed[1]))
-			for _, j := range append(claimed[0], claimed[1]...) {
-				_, err := stores[0].Transition(t.Context(), store.Expect{ID: j.ID, State: contracts.StateRunning, Claim: j.Claim},
-					store.Change{Now: now, State: contracts.StateSucceeded})
-				require.NoError(t, err)
-			}
-		}
-	})
-
 	t.Run("TwoStoresNeverExceedCap", func(t *testing.T) {
 		t.Parallel()
 		uri := fresh()

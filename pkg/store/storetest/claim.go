@@ -23,6 +23,7 @@ var claimTests = []test{
 	{"ClaimBoundedByWorkerCapacity", testClaimCapacity},
 	{"ConcurrentClaimsNeverShareAJob", testConcurrentClaims},
 	{"ConcurrentClaimsHonourAKeyLimit", testConcurrentClaimsKeyLimit},
+	{"ConcurrentClaimsHonourAWorkersCapacity", testConcurrentClaimsWorkerCapacity},
 	{"RunErrorsRoundTrip", testRunErrorsRoundTrip},
 	{"StaleFindsPendingPastTheirDeadline", testStaleDeadline},
 	{"BacklogCountsReadyJobs", testBacklog},
@@ -270,6 +271,45 @@ func testConcurrentClaimsKeyLimit(t *testing.T, s store.Store) {
 	require.Empty(t, errs)
 	require.Equal(t, limit, total, "the key's two slots, taken once")
 	require.Empty(t, claimN(t, s, 5, at(2*time.Second)), "both slots are held by the jobs claimed")
+}
+
+// testConcurrentClaimsWorkerCapacity checks that claimers racing to fill
+// one worker never start more jobs on it together than its capacity, each
+// claim counting the jobs already running there: the store never shows a
+// worker running more than its slots.
+func testConcurrentClaimsWorkerCapacity(t *testing.T, s store.Store) {
+	const jobs, claimers, capacity = 20, 4, 2
+	for i := range jobs {
+		admitNew(t, s, "acme", at(time.Duration(i)*time.Millisecond))
+	}
+	var (
+		mu    sync.Mutex
+		total int
+		errs  []error
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for range claimers {
+		wg.Go(func() {
+			<-start
+			got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
+				Slots:    map[string][]string{"test.kind": Slots("w1", capacity)},
+				Room:     map[string]int{"w1": capacity},
+				Capacity: map[string]int{"w1": capacity}})
+			mu.Lock()
+			defer mu.Unlock()
+			total += len(got)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	require.LessOrEqual(t, total, capacity, "the worker's two slots, taken once")
+	running, _ := list(t, s, store.Query{State: contracts.StateRunning, Limit: jobs})
+	require.LessOrEqual(t, len(running), capacity, "the store shows the worker running no more than its slots")
 }
 
 func testRunErrorsRoundTrip(t *testing.T, s store.Store) {
