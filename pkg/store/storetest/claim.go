@@ -246,29 +246,8 @@ func testConcurrentClaimsKeyLimit(t *testing.T, s store.Store) {
 			j.ConcurrencyKey, j.ConcurrencyLimit = "db", limit
 		})
 	}
-	var (
-		mu    sync.Mutex
-		total int
-		errs  []error
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-	)
-	for range claimers {
-		wg.Go(func() {
-			<-start
-			got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
-				Slots: map[string][]string{"test.kind": Slots("w1", 5)}})
-			mu.Lock()
-			defer mu.Unlock()
-			total += len(got)
-			if err != nil {
-				errs = append(errs, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	require.Empty(t, errs)
+	total := claimAtOnce(t, s, claimers, store.ClaimRequest{Now: at(time.Second),
+		Slots: map[string][]string{"test.kind": Slots("w1", 5)}})
 	require.Equal(t, limit, total, "the key's two slots, taken once")
 	require.Empty(t, claimN(t, s, 5, at(2*time.Second)), "both slots are held by the jobs claimed")
 }
@@ -282,6 +261,18 @@ func testConcurrentClaimsWorkerCapacity(t *testing.T, s store.Store) {
 	for i := range jobs {
 		admitNew(t, s, "acme", at(time.Duration(i)*time.Millisecond))
 	}
+	total := claimAtOnce(t, s, claimers, store.ClaimRequest{Now: at(time.Second),
+		Slots:    map[string][]string{"test.kind": Slots("w1", capacity)},
+		Room:     map[string]int{"w1": capacity},
+		Capacity: map[string]int{"w1": capacity}})
+	require.LessOrEqual(t, total, capacity, "the worker's two slots, taken once")
+	running, _ := list(t, s, store.Query{State: contracts.StateRunning, Limit: jobs})
+	require.LessOrEqual(t, len(running), capacity, "the store shows the worker running no more than its slots")
+}
+
+// claimAtOnce has claimers goroutines each make claim r at the same moment,
+// requires that none failed and returns how many jobs they claimed in all.
+func claimAtOnce(t *testing.T, s store.Store, claimers int, r store.ClaimRequest) int {
 	var (
 		mu    sync.Mutex
 		total int
@@ -292,10 +283,7 @@ func testConcurrentClaimsWorkerCapacity(t *testing.T, s store.Store) {
 	for range claimers {
 		wg.Go(func() {
 			<-start
-			got, err := s.Claim(t.Context(), store.ClaimRequest{Now: at(time.Second),
-				Slots:    map[string][]string{"test.kind": Slots("w1", capacity)},
-				Room:     map[string]int{"w1": capacity},
-				Capacity: map[string]int{"w1": capacity}})
+			got, err := s.Claim(t.Context(), r)
 			mu.Lock()
 			defer mu.Unlock()
 			total += len(got)
@@ -307,9 +295,7 @@ func testConcurrentClaimsWorkerCapacity(t *testing.T, s store.Store) {
 	close(start)
 	wg.Wait()
 	require.Empty(t, errs)
-	require.LessOrEqual(t, total, capacity, "the worker's two slots, taken once")
-	running, _ := list(t, s, store.Query{State: contracts.StateRunning, Limit: jobs})
-	require.LessOrEqual(t, len(running), capacity, "the store shows the worker running no more than its slots")
+	return total
 }
 
 func testRunErrorsRoundTrip(t *testing.T, s store.Store) {
