@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -121,6 +123,8 @@ func TestPinEndlessFileBounded(t *testing.T) {
 	if _, err := os.Stat("/proc/self/pagemap"); err != nil {
 		t.Skip("no /proc/self/pagemap here")
 	}
+	pagemapMu.Lock() // TestPinShutdownDoesNotWait watches this process's pagemap opens
+	defer pagemapMu.Unlock()
 	bounded := setup(t, pinRoots("/proc"), pinMax(1<<20))
 	got := bounded.submit(tokenA, pinBody("/proc/self/pagemap"))
 	e := got.requireError(t, http.StatusUnprocessableEntity, contracts.CodeValidation)
@@ -152,6 +156,9 @@ func TestPinShutdownDoesNotWait(t *testing.T) {
 	if _, err := os.Stat("/proc/self/pagemap"); err != nil {
 		t.Skip("no /proc/self/pagemap here")
 	}
+	pagemapMu.Lock() // an open pagemap must be this test's hash
+	defer pagemapMu.Unlock()
+	require.False(t, pagemapOpen(t))
 	b := setup(t, pinRoots("/proc"), pinMax(1<<40), func(c *gateway.Config) { c.ShutdownTimeout = time.Hour })
 	gw, err := gateway.New(b.cfg, gateway.Deps{Store: b.openStore(), NC: b.connect(), Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
@@ -162,11 +169,30 @@ func TestPinShutdownDoesNotWait(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- gw.Serve(ctx, ln) }()
 
-	answered := make(chan int, 1)
+	// The client reports instead of failing the test from its goroutine, so
+	// a lost answer is a failure here and never a test that waits forever.
+	type answer struct {
+		status int
+		err    error
+	}
+	answered := make(chan answer, 1)
 	go func() {
-		res := b.doOn("http://"+ln.Addr().String(), req{method: http.MethodPost, path: "/v1/jobs", token: tokenA,
-			body: pinBody("/proc/self/pagemap")})
-		answered <- res.status
+		hr, err := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/v1/jobs",
+			strings.NewReader(pinBody("/proc/self/pagemap")))
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Authorization", "Bearer "+tokenA)
+		res, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		answered <- answer{status: res.StatusCode}
 	}()
 	waitUntil(t, func() bool { return pagemapOpen(t) }) // the hash is under way
 	stop()
@@ -176,8 +202,18 @@ func TestPinShutdownDoesNotWait(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("shutdown waited on a hash")
 	}
-	require.Equal(t, http.StatusServiceUnavailable, <-answered)
+	select {
+	case got := <-answered:
+		require.NoError(t, got.err, "the client had no answer")
+		require.Equal(t, http.StatusServiceUnavailable, got.status)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client had no answer after the gateway stopped")
+	}
 }
+
+// pagemapMu keeps the tests that hash /proc/self/pagemap apart: one of
+// them knows its hash is under way by this process holding a pagemap open.
+var pagemapMu sync.Mutex
 
 // pagemapOpen reports whether this process holds a pagemap file open.
 func pagemapOpen(t *testing.T) bool {

@@ -27,12 +27,10 @@ func TestEndToEndBoundedPerWorker(t *testing.T) {
 		"SLUICE_RETRY_INTERVAL":              "200ms",
 	})
 	const jobs = 500
-	ids := make([]string, jobs)
-	for i := range jobs {
-		ids[i] = b.mustSubmit("sleep", map[string]int{"ms": i % 7}).ID
-	}
 
-	// Sample the workers' own slot counts while the jobs run.
+	// Sample the workers' own slot counts while the jobs run, from before
+	// the first submit: jobs of a few ms can all end before the last one
+	// is in.
 	var maxInFlight atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -53,6 +51,10 @@ func TestEndToEndBoundedPerWorker(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
+	ids := make([]string, jobs)
+	for i := range jobs {
+		ids[i] = b.mustSubmit("sleep", map[string]int{"ms": i % 7}).ID
+	}
 	// From the store afterwards: each job's handler ran at least from its
 	// started_at for its sleep. (A sampled "running" count per worker is
 	// not this: a worker frees the slot when the handler returns, before
