@@ -38,8 +38,15 @@ func NewStoreWrites(src store.WriteCounter) *StoreWrites {
 }
 
 // RegisterStoreWrites registers the collector of st's write counts on reg
-// when st counts its writes (both drivers do).
+// when st counts its writes (both drivers do), and that of its writer's
+// times when it has a single writer (the embedded store; see
+// StoreWriter).
 func RegisterStoreWrites(reg prometheus.Registerer, st store.Store) error {
+	if wt, ok := st.(store.WriterTimer); ok {
+		if err := reg.Register(NewStoreWriter(wt)); err != nil {
+			return err
+		}
+	}
 	wc, ok := st.(store.WriteCounter)
 	if !ok {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/store"
@@ -62,6 +63,43 @@ type writer struct {
 	quit     chan struct{}
 	finished chan struct{}
 	once     sync.Once
+
+	// The writer's clock (WriterTimes): wall time on transactions, in
+	// their commits and yielded before them, in nanoseconds, the
+	// transactions begun and the requests they carried. Only the write
+	// loop adds to them.
+	busy, inCommit, yielded atomic.Int64
+	txs, requests           atomic.Uint64
+}
+
+// WriterTimes says how the writer spent its wall time since the store was
+// opened: busy on transactions (of which committing: the log's writes and
+// fsync), the rest waiting for a request; and the transactions it ran
+// with the requests they carried.
+func (s *Store) WriterTimes() store.WriterTimes {
+	return store.WriterTimes{
+		Busy:         time.Duration(s.writes.busy.Load()),
+		Commit:       time.Duration(s.writes.inCommit.Load()),
+		Yield:        time.Duration(s.writes.yielded.Load()),
+		Transactions: s.writes.txs.Load(),
+		Requests:     s.writes.requests.Load(),
+	}
+}
+
+var _ store.WriterTimer = (*Store)(nil)
+
+// timedCommit commits tx, counting the time in the writer's clock.
+func (s *Store) timedCommit(tx *sql.Tx) error {
+	start := time.Now()
+	err := tx.Commit()
+	s.writes.inCommit.Add(int64(time.Since(start)))
+	return err
+}
+
+// begin begins a write transaction, counting it.
+func (s *Store) begin() (*sql.Tx, error) {
+	s.writes.txs.Add(1)
+	return s.w.BeginTx(context.Background(), nil)
 }
 
 func newWriter() *writer {
@@ -189,7 +227,9 @@ func (s *Store) writeLoop() {
 						// Run what is still queued, each alone, then leave.
 						for queued := s.gather(nil, true); len(queued) > 0; queued = s.gather(queued[:0], true) {
 							for _, r := range queued {
+								start := time.Now()
 								s.commit(append(batch[:0], r))
+								s.busyFor(start, 1)
 							}
 						}
 						return
@@ -197,9 +237,11 @@ func (s *Store) writeLoop() {
 				}
 			}
 		}
+		start := time.Now() // busy from here to the end of its commit
 		if first.bulk {
 			s.commit(append(batch[:0], first))
 			lastCommit, lastBulk = time.Now(), true
+			s.busyFor(start, 1)
 			continue
 		}
 		batch = s.gather(append(batch[:0], first), false)
@@ -211,12 +253,21 @@ func (s *Store) writeLoop() {
 			// than the yield. A write after a quiet spell goes at once:
 			// behind a busy run queue the yield would cost it more than
 			// it saves.
+			y := time.Now()
 			runtime.Gosched()
+			s.writes.yielded.Add(int64(time.Since(y)))
 			batch = s.gather(batch, false)
 		}
 		s.commit(batch)
 		lastCommit, lastBulk = time.Now(), false
+		s.busyFor(start, len(batch))
 	}
+}
+
+// busyFor counts the writer busy from start to now on n requests.
+func (s *Store) busyFor(start time.Time, n int) {
+	s.writes.busy.Add(int64(time.Since(start)))
+	s.writes.requests.Add(uint64(n))
 }
 
 // gather appends the requests already queued to batch, up to maxBatch:
@@ -266,7 +317,7 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		return
 	}
-	tx, err := s.w.BeginTx(context.Background(), nil)
+	tx, err := s.begin()
 	if err != nil {
 		for _, r := range batch {
 			r.err = fmt.Errorf("begin: %w", err)
@@ -299,7 +350,7 @@ func (s *Store) commit(batch []*writeReq) {
 		s.rerunAlone(tx, batch, nil)
 		return
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.timedCommit(tx); err != nil {
 		for _, r := range batch {
 			if r.err == nil && !r.read {
 				r.err = fmt.Errorf("commit: %w", err)
@@ -337,7 +388,7 @@ func (s *Store) runAlone(r *writeReq) error {
 	if err := s.syncFor(r.unacked); err != nil {
 		return err
 	}
-	tx, err := s.w.BeginTx(context.Background(), nil)
+	tx, err := s.begin()
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -356,7 +407,7 @@ func (s *Store) runAlone(r *writeReq) error {
 		_ = tx.Rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.timedCommit(tx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.rows.n.Writes[r.wop]++

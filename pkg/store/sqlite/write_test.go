@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -195,4 +196,50 @@ func TestUrgentLaneGoesFirst(t *testing.T) {
 	wg.Wait()
 	require.Len(t, order, bulk+1)
 	require.Equal(t, "urgent", order[0], "the urgent write runs before the %d bulk writes waiting", bulk)
+}
+
+// The writer's clock counts each transaction and the requests it
+// carried, its time busy (at least what a request held it) and, within
+// it, the commits.
+func TestWriterTimesCountBusyCommitAndRequests(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	before := s.WriterTimes()
+
+	release := make(chan struct{})
+	started := make(chan struct{})
+	var held time.Duration
+	gate := make(chan error, 1)
+	go func() {
+		gate <- s.write(context.Background(), store.WriteOther, "gate", func(*sql.Tx) error {
+			begun := time.Now()
+			close(started)
+			<-release
+			held = time.Since(begun)
+			return nil
+		})
+	}()
+	<-started
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			require.NoError(t, s.write(context.Background(), store.WriteOther, "insert", func(tx *sql.Tx) error {
+				_, err := tx.Exec(`INSERT INTO counters (scope, active) VALUES (?, 1)`, fmt.Sprintf("test:times-%d", i))
+				return err
+			}))
+		})
+	}
+	for len(s.writes.reqs) < 3 {
+		runtime.Gosched() // the three queue behind the gate: one transaction
+	}
+	close(release)
+	require.NoError(t, <-gate)
+	wg.Wait()
+
+	d := s.WriterTimes().Sub(before)
+	require.Equal(t, uint64(2), d.Transactions, "the gate alone, then the three queued behind it together")
+	require.Equal(t, uint64(4), d.Requests)
+	require.GreaterOrEqual(t, d.Busy, held, "busy covers the time a request held the writer")
+	require.Positive(t, d.Commit)
+	require.LessOrEqual(t, d.Commit+d.Yield, d.Busy)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/services/worker/worker"
 )
 
@@ -119,11 +121,14 @@ func BenchmarkBurnDown(b *testing.B) {
 		b.Fatalf("admitted %d of %d", admitted, total)
 	}
 	fmt.Printf("burn-down: %d jobs admitted in %s\n", admitted, took.Round(time.Millisecond))
-	stopProfile := burnProfile(b)
+	stopProfile, stopTrace := burnProfile(b), burnTrace(b)
+	writerBefore := writerTimes(s)
 	start := time.Now()
 	startWorkers(b, s, 4, 256)
 	waitSucceeded(b, base, total, 10*time.Minute)
 	burn := time.Since(start)
+	writerBurn := writerTimes(s).Sub(writerBefore)
+	stopTrace()
 	stopProfile()
 	rate := float64(total) / burn.Seconds()
 	b.ReportMetric(rate, "jobs/s")
@@ -131,6 +136,7 @@ func BenchmarkBurnDown(b *testing.B) {
 	fmt.Printf("burn-down: %d jobs completed in %s = %.0f jobs/s (4 workers × 256 slots; %.3f offers per dispatched job; target ≥ 10,000)\n",
 		total, burn.Round(time.Millisecond), rate, offers/dispatched)
 	reportWrites(b, s, "burn-down", before, total)
+	reportWriter(b, s, "burn-down", writerBurn, burn)
 	rss := peakRSS()
 	b.ReportMetric(float64(rss)/1024, "peak-rss-MiB")
 	fmt.Printf("peak RSS after 100k jobs, the whole stack and the load in one process: %.1f MiB (target ≤ 128)\n", float64(rss)/1024)
@@ -160,6 +166,62 @@ func burnProfile(b *testing.B) func() {
 			b.Errorf("burn profile: %v", err)
 		}
 	}
+}
+
+// burnTrace starts an execution trace into the file
+// SLUICE_BENCH_BURN_TRACE names, if set, and returns what stops it: the
+// burn phase alone, as burnProfile (go tool trace reads it).
+func burnTrace(b *testing.B) func() {
+	b.Helper()
+	path := os.Getenv("SLUICE_BENCH_BURN_TRACE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("burn trace: %v", err)
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		b.Fatalf("burn trace: %v", err)
+	}
+	return func() {
+		trace.Stop()
+		if err := f.Close(); err != nil {
+			b.Errorf("burn trace: %v", err)
+		}
+	}
+}
+
+// writerTimes reads s's store writer's clock (zero when the store has no
+// single writer: MongoDB).
+func writerTimes(s *Stack) store.WriterTimes {
+	if wt, ok := s.Store.(store.WriterTimer); ok {
+		return wt.WriterTimes()
+	}
+	return store.WriterTimes{}
+}
+
+// reportWriter prints how busy the store's single writer was over wall,
+// and how much of that it spent committing (the log's writes and fsync):
+// "writer busy during <what>: X % of wall, of which commit/fsync Y %".
+func reportWriter(b *testing.B, s *Stack, what string, d store.WriterTimes, wall time.Duration) {
+	b.Helper()
+	if _, ok := s.Store.(store.WriterTimer); !ok || wall <= 0 {
+		return
+	}
+	busy := 100 * d.Busy.Seconds() / wall.Seconds()
+	var commit, perTx float64
+	if d.Busy > 0 {
+		commit = 100 * d.Commit.Seconds() / d.Busy.Seconds()
+	}
+	if d.Transactions > 0 {
+		perTx = float64(d.Requests) / float64(d.Transactions)
+	}
+	b.ReportMetric(busy, "writer-busy-%")
+	fmt.Printf("writer busy during %s: %.1f %% of wall, of which commit/fsync %.1f %% (%s busy, %s committing, %s yielded, of %s; %d transactions, %d requests, %.1f requests per transaction)\n",
+		what, busy, commit, d.Busy.Round(time.Millisecond), d.Commit.Round(time.Millisecond), d.Yield.Round(time.Millisecond),
+		wall.Round(time.Millisecond), d.Transactions, d.Requests, perTx)
 }
 
 // BenchmarkManyWorkers offers jobs to 1,000 single-slot workers kept about

@@ -308,6 +308,9 @@ func TestMetricsMoveUnderRealWork(t *testing.T) {
 		{name: "sluice_store_rows_written_total", labels: map[string]string{"operation": "purge"}, typ: counter},
 		{name: "sluice_store_side_rows_written_total", typ: counter, grow: true},
 		{name: "sluice_store_commits_total", typ: counter, grow: true},
+		// The embedded store's single writer: busy while writes come, and committing.
+		{name: "sluice_store_writer_busy_seconds_total", typ: counter, grow: true},
+		{name: "sluice_store_writer_commit_seconds_total", typ: counter, grow: true},
 	}
 	schedulerWants := []metricWant{
 		{name: "sluice_scheduler_offers_total", labels: map[string]string{"outcome": "accepted"}, typ: counter, grow: true},
