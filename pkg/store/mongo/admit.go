@@ -107,7 +107,7 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 			return out, store.Admitted, nil
 		}
 		if !mongo.IsDuplicateKeyError(err) {
-			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, s.afterFailedInsert(ctx, job, err))
+			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, s.afterFailedJobInsert(ctx, job, err))
 		}
 
 		// A duplicate id or a duplicate active key: nothing was inserted.
@@ -141,22 +141,48 @@ func (s *Store) Admit(ctx context.Context, job contracts.Job, caps store.Caps) (
 	return contracts.Job{}, 0, fmt.Errorf("mongo: %s: dedup key %q kept changing hands", op, job.Key)
 }
 
-// afterFailedInsert decides what to do with the slots of an insert that
-// failed with something other than a duplicate key, and returns the error
-// to report.
+// afterFailedJobInsert decides what to do with the slots and the body of
+// an admission whose job insert failed with something other than a
+// duplicate key, and returns the error to report.
 //
-// Such a failure does not say whether the job went in: a network error or
-// a timeout may come after the server wrote it, and a write concern error
-// comes after the primary did. So the slots go back only when a fresh read
-// shows the job is not there; otherwise (it is there, or the read fails
-// too) they stay taken. A counter that is too high only rejects a little
-// early until Reconcile lowers it, where one that is too low would admit
-// past the cap. The caller gets the error either way: the job may or may
-// not have been admitted, and an insert that was not acknowledged by a
-// majority may still be rolled back. A job that is not there has its
-// body deleted (if it went in) before its slots are given back. A plain
-// job that is there is counted (a fan-out parent is counted with its
-// children, which this one has not).
+// Such a failure does not say whether the job went in, nor whether it
+// still will: a network error or a timeout may come after the server
+// wrote it, or while the insert is still on its way to the server or
+// running there (the caller gave up on it, the server did not). A read
+// that finds no job proves nothing then: giving the slots back on its
+// word let the insert land afterwards holding no slot, and the cap be
+// passed (and the body deleted under it). So unless the error says the
+// insert was not applied (unapplied: then afterFailedInsert), the slots
+// and the body stay: a counter that is too high only rejects a little
+// early until Reconcile lowers it, and an orphan body is Reconcile's to
+// delete once the grace period has passed. A plain job that is there
+// already is counted (a fan-out parent is counted with its children,
+// which this one has not); one that lands later, Reconcile counts. The
+// caller gets the error either way: the job may or may not be admitted.
+func (s *Store) afterFailedJobInsert(ctx context.Context, job contracts.Job, insertErr error) error {
+	if unapplied(insertErr) {
+		return s.afterFailedInsert(ctx, job, insertErr)
+	}
+	dctx, cancel := s.detached(ctx)
+	exists, _ := s.exists(dctx, job.ID)
+	cancel()
+	if exists && !job.IsParent() {
+		s.countMove(ctx, job.Tenant, "", contracts.StatePending, 1)
+	}
+	return insertErr
+}
+
+// afterFailedInsert decides what to do with the slots of an admission
+// that stopped before its job insert was sent (or whose insert the server
+// refused), and returns the error to report.
+//
+// The slots go back only when a fresh read shows the job is not there;
+// otherwise (it is there, or the read fails too) they stay taken. A
+// counter that is too high only rejects a little early until Reconcile
+// lowers it, where one that is too low would admit past the cap. A job
+// that is not there has its body deleted (if it went in) before its slots
+// are given back. A plain job that is there is counted (a fan-out parent
+// is counted with its children, which this one has not).
 func (s *Store) afterFailedInsert(ctx context.Context, job contracts.Job, insertErr error) error {
 	dctx, cancel := s.detached(ctx)
 	exists, err := s.exists(dctx, job.ID)

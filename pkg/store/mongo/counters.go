@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -59,9 +60,18 @@ func heldBy(job contracts.Job) held {
 
 // reserve takes what job holds in each counter within its cap, in the
 // order store.Caps.CapChecks lists them (0 = no cap, the counter still
-// counts). When one has no room what was taken is given back. It returns
-// store.Admitted when all are taken, or the rejection of the cap that had
-// no room.
+// counts: the global one first). It returns store.Admitted when all are
+// taken, or the rejection of the cap that had no room.
+//
+// When one has no room, what was taken is given back, the later scopes
+// first. When taking one fails with an error that may come after the
+// server applied it (a cut connection, a timeout: see unapplied), what was
+// taken stays taken: giving the global slot back while the tenant's may
+// be held would let the tenants' counters together hold more than the
+// global cap, and the active slots they add up to (Stats) pass it. Too
+// high, the counters only reject a little early until Reconcile lowers
+// them; every partial failure of an admission or a release leaves the
+// global counter at least the sum of the tenants'.
 func (s *Store) reserve(ctx context.Context, caps store.Caps, job contracts.Job) (store.Admission, error) {
 	checks := caps.CapChecks(job)
 	for i, k := range checks {
@@ -69,9 +79,13 @@ func (s *Store) reserve(ctx context.Context, caps store.Caps, job contracts.Job)
 		if err == nil && ok {
 			continue
 		}
-		for _, taken := range checks[:i] {
-			if gerr := s.giveBack(ctx, taken.N, taken.Scope); gerr != nil {
+		if err != nil && !unapplied(err) {
+			return 0, fmt.Errorf("take %s: %w", k.Scope, err)
+		}
+		for j := i - 1; j >= 0; j-- {
+			if gerr := s.giveBack(ctx, checks[j].N, checks[j].Scope); gerr != nil {
 				err = errors.Join(err, gerr)
+				break // the earlier ones stay taken, as above
 			}
 		}
 		if err != nil {
@@ -82,8 +96,23 @@ func (s *Store) reserve(ctx context.Context, caps store.Caps, job contracts.Job)
 	return store.Admitted, nil
 }
 
+// unapplied reports whether err says for certain that a write was not
+// applied: the server answered with an error, or no server could be
+// reached to send it to. Any other error (a connection cut after the
+// command left, a timeout while it ran) leaves that unknown: the write
+// may have been applied, or may still be.
+func unapplied(err error) bool {
+	var sel topology.ServerSelectionError
+	if errors.As(err, &sel) {
+		return true
+	}
+	var se mongo.ServerError // a network error is one too, as a label
+	return errors.As(err, &se) && !mongo.IsNetworkError(err) && !mongo.IsTimeout(err) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
 // releaseHeld gives back what an active job held (see held), in one
-// unordered bulk write, as release does.
+// ordered bulk write: the tenant's counters first, the global one last.
 func (s *Store) releaseHeld(ctx context.Context, h held) error {
 	if h.slots <= 0 && h.items <= 0 {
 		return nil
@@ -99,10 +128,12 @@ func (s *Store) releaseHeld(ctx context.Context, h held) error {
 			SetFilter(bson.D{{Key: fID, Value: scope}, {Key: fActive, Value: bson.D{{Key: "$gte", Value: int64(n)}}}}).
 			SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: fActive, Value: int64(-n)}, {Key: fVersion, Value: int64(1)}}}}))
 	}
-	add(store.GlobalScope, h.slots)
-	add(store.TenantScope(h.tenant), h.slots)
+	// The tenant's counters before the global one, in order: a release
+	// cut short leaves the global counter the higher (see reserve).
 	add(store.ItemsScope(h.tenant), h.items)
-	if _, err := s.counters.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+	add(store.TenantScope(h.tenant), h.slots)
+	add(store.GlobalScope, h.slots)
+	if _, err := s.counters.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
 		return fmt.Errorf("release what tenant %q held: %w", h.tenant, err)
 	}
 	return nil

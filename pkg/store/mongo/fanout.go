@@ -124,14 +124,17 @@ func (s *Store) admitFanout(ctx context.Context, r store.AdmitRequest) (contract
 			}
 			return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, err)
 		}
-		dctx, cancel := s.detached(ctx)
-		in, xerr := s.exists(dctx, job.ID)
-		cancel()
-		if xerr == nil && !in {
-			// Not in: take it all back. (In, or unknown: the admission
-			// may have gone through; Reconcile finishes it.)
-			if uerr := s.unstage(ctx, job, len(r.Items)); uerr != nil {
-				err = errors.Join(err, uerr)
+		// Refused: take it all back. Otherwise the parent may be in, or
+		// may still land (see afterFailedJobInsert): its staging stays
+		// for Reconcile (dropAbandoned) to finish or take back.
+		if unapplied(err) {
+			dctx, cancel := s.detached(ctx)
+			in, xerr := s.exists(dctx, job.ID)
+			cancel()
+			if xerr == nil && !in {
+				if uerr := s.unstage(ctx, job, len(r.Items)); uerr != nil {
+					err = errors.Join(err, uerr)
+				}
 			}
 		}
 		return contracts.Job{}, 0, fmt.Errorf("mongo: %s: insert: %w", op, err)

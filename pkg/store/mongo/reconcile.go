@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,6 +95,11 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 		actual[store.ItemsScope(tenant)] = int64(n)
 	}
 
+	// The global counter is lowered after the tenants' and raised before
+	// them, so that it stays at least their sum in between (see reserve).
+	slices.SortStableFunc(stored, func(a, b counterDoc) int {
+		return globalRank(a, actual) - globalRank(b, actual)
+	})
 	now := s.now()
 	drift := repaired
 	seen := make(map[string]bool, len(stored))
@@ -133,6 +139,20 @@ func (s *Store) Reconcile(ctx context.Context) (int, error) {
 		return drift + states, fmt.Errorf("mongo: reconcile counts of jobs by state: %w", err)
 	}
 	return drift + states, nil
+}
+
+// globalRank orders the counters of a sweep: the global one first when it
+// is to be raised (-1), last when it may be lowered (1), the others
+// between (0).
+func globalRank(c counterDoc, actual map[string]int64) int {
+	switch {
+	case c.Scope != store.GlobalScope:
+		return 0
+	case c.Active < actual[c.Scope]:
+		return -1
+	default:
+		return 1
+	}
 }
 
 // setCounter sets a counter to n if its version is still c.Version, and

@@ -38,8 +38,9 @@ var newMu sync.Mutex
 
 // Server is an embedded FerretDB behind the one-command-at-a-time proxy.
 type Server struct {
-	uri  string
-	stop func()
+	uri   string
+	stop  func()
+	proxy *proxy
 }
 
 // Start starts FerretDB with its SQLite files under dir and a proxy in
@@ -97,7 +98,7 @@ func Start(tb testing.TB, dir string) *Server {
 		})
 	}
 	tb.Cleanup(stop)
-	return &Server{uri: "mongodb://" + p.addr(), stop: stop}
+	return &Server{uri: "mongodb://" + p.addr(), stop: stop, proxy: p}
 }
 
 // Stop stops the proxy and FerretDB before the test ends, as a server

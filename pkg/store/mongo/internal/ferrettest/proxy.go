@@ -36,6 +36,8 @@ type proxy struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+	fault  FaultFunc // nil: every command passes
+	held   [][]byte  // commands Hold kept back, in order
 }
 
 // startProxy listens on a free loopback port and forwards to upstream.
@@ -132,10 +134,23 @@ func (p *proxy) serve(client, up net.Conn) error {
 }
 
 // roundTrip sends one request upstream and, unless it says moreToCome,
-// copies its reply back, all while holding the gate.
+// copies its reply back, all while holding the gate. A fault set with
+// setFault may hold the request back or lose its reply instead.
 func (p *proxy) roundTrip(req []byte, client, up net.Conn) error {
 	p.gate.Lock()
 	defer p.gate.Unlock()
+	p.mu.Lock()
+	f := Pass
+	if p.fault != nil {
+		f = p.fault(req)
+	}
+	if f == Hold {
+		p.held = append(p.held, req)
+	}
+	p.mu.Unlock()
+	if f == Hold {
+		return errors.New("request held back")
+	}
 	if _, err := up.Write(req); err != nil {
 		return fmt.Errorf("forward request: %w", err)
 	}
@@ -147,6 +162,9 @@ func (p *proxy) roundTrip(req []byte, client, up net.Conn) error {
 	_ = up.SetReadDeadline(time.Time{})
 	if err != nil {
 		return fmt.Errorf("read reply: %w", err)
+	}
+	if f == LoseReply {
+		return errors.New("reply lost")
 	}
 	if _, err := client.Write(reply); err != nil {
 		return fmt.Errorf("forward reply: %w", err)
