@@ -113,11 +113,19 @@ func listQuery(q store.Query, limit int) (string, []any, error) {
 		where = append(where, "tenant = ?")
 		args = append(args, q.Tenant)
 	}
+	from := ` FROM jobs`
 	if q.State != "" {
 		where = append(where, "state = ?")
 		args = append(args, string(q.State))
-		if q.Parent == "" && q.State != contracts.StateSucceeded {
-			where = append(where, "state != 'succeeded'") // jobs_top_state_listed
+		switch {
+		case q.Parent != "" || q.State == contracts.StateSucceeded:
+		case q.State == contracts.StateRunning:
+			// The running jobs, a few per worker slot, found on their
+			// index and sorted: no index in list order holds them.
+			where = append(where, "state = 'running'")
+			from = ` FROM jobs INDEXED BY jobs_running_worker`
+		default:
+			where = append(where, "state NOT IN ('running', 'succeeded')") // jobs_top_listed_by_state
 		}
 	}
 	if q.Kind != "" {
@@ -138,7 +146,7 @@ func listQuery(q store.Query, limit int) (string, []any, error) {
 			args = append(args, created.UnixNano(), id)
 		}
 	}
-	query := `SELECT ` + jobColumns + ` FROM jobs` + bodyJoin + ` WHERE ` + strings.Join(where, " AND ")
+	query := `SELECT ` + jobColumns + from + bodyJoin + ` WHERE ` + strings.Join(where, " AND ")
 	if q.Parent != "" {
 		query += ` ORDER BY id DESC LIMIT ?`
 	} else {

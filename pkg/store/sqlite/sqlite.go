@@ -158,14 +158,20 @@ var indexes = []string{
 	// listed through jobs_children, and stay out of four indexes.
 	`CREATE INDEX IF NOT EXISTS jobs_top_created ON jobs (created_at, id) WHERE parent = ''`,
 	`CREATE INDEX IF NOT EXISTS jobs_top_tenant_created ON jobs (tenant, created_at, id) WHERE parent = ''`,
-	// By state, every state but succeeded: a job that succeeds leaves
-	// these (one step) instead of moving to the far end of them (two),
-	// and a list of succeeded jobs, most of any history, reads
-	// jobs_top_created and skips the few others.
-	`CREATE INDEX IF NOT EXISTS jobs_top_state_listed ON jobs (state, created_at, id)
-		WHERE parent = '' AND state != 'succeeded'`,
-	`CREATE INDEX IF NOT EXISTS jobs_top_tenant_state_listed ON jobs (tenant, state, created_at, id)
-		WHERE parent = '' AND state != 'succeeded'`,
+	// By state, every state but running and succeeded, the two every job
+	// passes through: its claim only takes it out of these (one step
+	// instead of moving it, two) and its success leaves them alone (none
+	// instead of one). The jobs running, as many as the workers' slots,
+	// are listed from jobs_running_worker and sorted; a list of succeeded
+	// jobs, most of any history, reads jobs_top_created and skips the few
+	// others. (Dropping both indexes made the burn-down 15–20 % faster:
+	// they were a sixth of the writer's work per job.)
+	`DROP INDEX IF EXISTS jobs_top_state_listed`,
+	`DROP INDEX IF EXISTS jobs_top_tenant_state_listed`,
+	`CREATE INDEX IF NOT EXISTS jobs_top_listed_by_state ON jobs (state, created_at, id)
+		WHERE parent = '' AND state NOT IN ('running', 'succeeded')`,
+	`CREATE INDEX IF NOT EXISTS jobs_top_tenant_listed_by_state ON jobs (tenant, state, created_at, id)
+		WHERE parent = '' AND state NOT IN ('running', 'succeeded')`,
 	// A parent's children by state, in index order (their ids sort so).
 	// All of them are a range of the primary key: their ids are the
 	// parent's followed by '-' (contracts.ChildID).

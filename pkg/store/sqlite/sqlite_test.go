@@ -242,9 +242,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 		list(store.Query{Cursor: cursor}): "INDEX jobs_top_created ((created_at,id)<(?,?))",
 		list(store.Query{Kind: "k", Cursor: cursor}):                "INDEX jobs_top_created ((created_at,id)<(?,?))",
 		list(store.Query{Tenant: "a", Cursor: cursor}):              "INDEX jobs_top_tenant_created (tenant=? AND (created_at,id)<(?,?))",
-		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_top_state_listed (state=? AND (created_at,id)<(?,?))",
-		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_top_tenant_state_listed (tenant=? AND state=?)",
-		list(store.Query{State: "failed", Cursor: cursor}):          "INDEX jobs_top_state_listed (state=? AND (created_at,id)<(?,?))",
+		list(store.Query{State: "pending", Cursor: cursor}):         "INDEX jobs_top_listed_by_state (state=? AND (created_at,id)<(?,?))",
+		list(store.Query{Tenant: "a", State: "pending", Kind: "k"}): "INDEX jobs_top_tenant_listed_by_state (tenant=? AND state=?)",
+		list(store.Query{State: "failed", Cursor: cursor}):          "INDEX jobs_top_listed_by_state (state=? AND (created_at,id)<(?,?))",
 		list(store.Query{State: "succeeded", Cursor: cursor}):       "INDEX jobs_top_created ((created_at,id)<(?,?))",
 		list(store.Query{Tenant: "a", State: "succeeded"}):          "INDEX jobs_top_tenant_created (tenant=?)",
 		list(store.Query{Parent: "p", Cursor: cursor}):              "INDEX sqlite_autoindex_jobs_1 (id>? AND id<?)",
@@ -254,6 +254,12 @@ func TestQueriesUseIndexes(t *testing.T) {
 		text := queryPlan(t, s, query)
 		require.Contains(t, text, "USING "+index, query)
 		require.NotContains(t, text, "TEMP B-TREE", query)
+	}
+	// The running jobs, top-level or a tenant's, come from the index of
+	// running jobs and are sorted: they are never more than the slots.
+	for _, q := range []store.Query{{State: "running", Cursor: cursor}, {Tenant: "a", State: "running", Kind: "k"}} {
+		text := queryPlan(t, s, list(q))
+		require.Contains(t, text, "SCAN jobs USING INDEX jobs_running_worker\n", q)
 	}
 	// Every read of jobs by a list of ids (idQueries: a heartbeat's
 	// leases, the rows UpdateEach changes) looks them up one by one on the

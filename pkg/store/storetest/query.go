@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/base64"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -17,6 +18,7 @@ var queryTests = []test{
 	{"ListFiltersAndOrder", testListFiltersAndOrder},
 	{"ListPagination", testListPagination},
 	{"ListPaginationTies", testListPaginationTies},
+	{"ListRunningPages", testListRunningPages},
 	{"ListDefaultLimit", testListDefaultLimit},
 	{"ListBadCursor", testListBadCursor},
 	{"Stats", testStats},
@@ -150,6 +152,34 @@ func testListPagination(t *testing.T, s store.Store) {
 	admitNew(t, s, "a", at(time.Hour))
 	rest, _ := listAll(t, s, store.Query{Limit: 10, Cursor: next})
 	require.Equal(t, ids(newestFirst(all)), append(ids(first), ids(rest)...))
+}
+
+// testListRunningPages: the running jobs page newest first, ties on
+// created_at split by id, per tenant too, among pending and finished jobs
+// of the same times (the embedded store lists running jobs from another
+// index than the other states).
+func testListRunningPages(t *testing.T, s store.Store) {
+	var running []contracts.Job
+	for i := range 17 {
+		// Three jobs per second, so pages split ties on created_at.
+		j := admitNew(t, s, []string{"a", "b"}[i%2], at(time.Duration(i/3)*time.Second))
+		switch i % 3 {
+		case 0, 1:
+			running = append(running, start(t, s, j, fmt.Sprintf("w%d", i%4), at(time.Minute)))
+		case 2:
+			j = start(t, s, j, "w9", at(time.Minute))
+			finish(t, s, j, contracts.StateSucceeded, at(2*time.Minute))
+		}
+	}
+	got, sizes := listAll(t, s, store.Query{State: contracts.StateRunning, Limit: 4})
+	require.Equal(t, []int{4, 4, 4}, sizes)
+	require.Equal(t, ids(newestFirst(running)), ids(got), "no duplicates, no gaps, newest first")
+
+	got, _ = listAll(t, s, store.Query{Tenant: "b", State: contracts.StateRunning, Limit: 2})
+	require.Equal(t, ids(newestFirst(pick(running, func(j contracts.Job) bool { return j.Tenant == "b" }))), ids(got))
+	for _, j := range got {
+		require.Equal(t, contracts.StateRunning, j.State)
+	}
 }
 
 func testListPaginationTies(t *testing.T, s store.Store) {
