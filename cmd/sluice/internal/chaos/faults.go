@@ -203,7 +203,9 @@ func (f *faults) deleteStream(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chaos: jetstream: %w", err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// A cluster electing a new meta leader (a node was just killed, the
+	// machine is loaded) can take longer than a few seconds to answer.
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var msgs uint64
 	if s, err := js.Stream(dctx, contracts.StreamName); err == nil {
