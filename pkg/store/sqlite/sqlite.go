@@ -145,7 +145,7 @@ var indexes = []string{
 	`DROP INDEX IF EXISTS jobs_finished`,
 	// Gone: the lost-pending scan (pending jobs are never lost: the store is
 	// their queue), and the max-runtime scan's own index (it reads the
-	// running jobs, as many as the workers' slots, through jobs_running_work).
+	// running jobs, as many as the workers' slots, through jobs_running_worker).
 	`DROP INDEX IF EXISTS jobs_pending_dispatch`,
 	`DROP INDEX IF EXISTS jobs_running_started`,
 	// Replaced by indexes that a job's start does not move (see below).
@@ -183,10 +183,10 @@ var indexes = []string{
 	// (always NULL here) is a key column only to make it covering.
 	`CREATE INDEX IF NOT EXISTS jobs_unfinished_slots ON jobs (tenant, slots, finished_at)
 		WHERE finished_at IS NULL AND slots > 0`,
-	// Stale: running jobs by their last sign of life (parents are held:
-	// they run no work of their own).
-	`CREATE INDEX IF NOT EXISTS jobs_running_work ON jobs (coalesce(heartbeat_at, started_at, updated_at))
-		WHERE state = 'running' AND held = 0`,
+	// (Stale: the running jobs, as many as the workers' slots, are read
+	// through jobs_running_worker and sorted. An index of their last sign
+	// of life was moved by every job's start, end and lease renewal.)
+	`DROP INDEX IF EXISTS jobs_running_work`,
 	// Purge: finished top-level jobs (children go with their parent).
 	`CREATE INDEX IF NOT EXISTS jobs_finished_top ON jobs (finished_at)
 		WHERE finished_at IS NOT NULL AND parent = ''`,

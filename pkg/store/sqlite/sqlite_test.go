@@ -227,7 +227,6 @@ func TestQueriesUseIndexes(t *testing.T) {
 		return query
 	}
 	for query, index := range map[string]string{
-		staleBeatQuery:                    "INDEX jobs_running_work",
 		leaseStatesQuery:                  "INDEX sqlite_autoindex_jobs_1 (id=?)",
 		leaseViewsQuery:                   "INDEX sqlite_autoindex_jobs_1 (id=?)",
 		staleKindQuery:                    "INDEX jobs_ready_queue (kind=?)",
@@ -286,15 +285,18 @@ func TestQueriesUseIndexes(t *testing.T) {
 		}
 		require.NotContains(t, queryPlan(t, s, query), "LIST SUBQUERY", query)
 	}
-	// The max-runtime scan reads the running jobs (as many as the workers'
-	// slots) through the heartbeat index and sorts them.
-	require.Contains(t, queryPlan(t, s, staleStartedQuery), "USING INDEX jobs_running_work")
+	// The stale and max-runtime scans read the running jobs (as many as
+	// the workers' slots) through the index of running jobs and sort them.
+	for _, query := range []string{staleBeatQuery, staleStartedQuery} {
+		require.Contains(t, queryPlan(t, s, query), "SCAN jobs USING INDEX jobs_running_worker\n", query)
+	}
 
 	// Indexes no query needs any more are dropped from older databases.
 	var n int
 	require.NoError(t, s.w.QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_master
 		WHERE type = 'index' AND name IN ('jobs_pending_dispatch', 'jobs_running_started', 'jobs_unclaimed', 'jobs_running_beat', 'jobs_created',
-			'jobs_top_state_created', 'jobs_top_tenant_state_created', 'jobs_active_slots')`).Scan(&n))
+			'jobs_top_state_created', 'jobs_top_tenant_state_created', 'jobs_active_slots', 'jobs_running_work',
+			'jobs_top_state_listed', 'jobs_top_tenant_state_listed')`).Scan(&n))
 	require.Zero(t, n)
 }
 

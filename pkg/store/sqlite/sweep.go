@@ -23,14 +23,15 @@ const (
 // with INDEXED BY because the planner has no statistics to choose it.
 const (
 	// staleBeatQuery: running jobs whose last sign of life is older than ?.
-	staleBeatQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_work` + bodyJoin + `
+	staleBeatQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_worker` + bodyJoin + `
 		WHERE state = 'running' AND held = 0 AND coalesce(heartbeat_at, started_at, updated_at) < ?
 		ORDER BY coalesce(heartbeat_at, started_at, updated_at) LIMIT ?`
-	// staleStartedQuery: running jobs started before ?. It reads every
-	// running job (no more than the workers have slots) through the
-	// heartbeat index and sorts them: an index of its own would be moved by
-	// every job's start and end for a query the reaper runs once a tick.
-	staleStartedQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_work` + bodyJoin + `
+	// staleStartedQuery: running jobs started before ?. Both read every
+	// running job (no more than the workers have slots) through the index
+	// of running jobs and sort them: an index of their own would be moved
+	// by every job's start and end (and, for the last sign of life, every
+	// lease renewal) for queries the reaper runs once a tick.
+	staleStartedQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_running_worker` + bodyJoin + `
 		WHERE state = 'running' AND held = 0 AND started_at < ?
 		ORDER BY started_at LIMIT ?`
 	// staleDeadlineQuery: pending jobs whose dispatch deadline is at or
