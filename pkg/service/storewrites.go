@@ -38,13 +38,25 @@ func NewStoreWrites(src store.WriteCounter) *StoreWrites {
 }
 
 // RegisterStoreWrites registers the collector of st's write counts on reg
-// when st counts its writes (both drivers do), and that of its writer's
-// times when it has a single writer (the embedded store; see
-// StoreWriter).
+// when st counts its writes (both drivers do), and, when st has a single
+// writer (the embedded store), how that writer spends its wall time, read
+// when scraped: the seconds it was busy on transactions
+// (sluice_store_writer_busy_seconds_total; its rate near 1 means the
+// writer bounds the writes) and the part of them spent committing
+// (sluice_store_writer_commit_seconds_total).
 func RegisterStoreWrites(reg prometheus.Registerer, st store.Store) error {
 	if wt, ok := st.(store.WriterTimer); ok {
-		if err := reg.Register(NewStoreWriter(wt)); err != nil {
-			return err
+		for _, c := range []prometheus.Collector{
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_writer_busy_seconds_total",
+				Help: "Wall time the embedded store's single writer spent on transactions, waiting for a CPU and the disk included (the rest it waited for writes)."},
+				func() float64 { return wt.WriterTimes().Busy.Seconds() }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_store_writer_commit_seconds_total",
+				Help: "Part of the writer's busy time spent committing: the log's writes and its fsync."},
+				func() float64 { return wt.WriterTimes().Commit.Seconds() }),
+		} {
+			if err := reg.Register(c); err != nil {
+				return err
+			}
 		}
 	}
 	wc, ok := st.(store.WriteCounter)

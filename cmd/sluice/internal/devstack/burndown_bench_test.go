@@ -148,24 +148,7 @@ func BenchmarkBurnDown(b *testing.B) {
 // admission before it.
 func burnProfile(b *testing.B) func() {
 	b.Helper()
-	path := os.Getenv("SLUICE_BENCH_BURN_PROFILE")
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatalf("burn profile: %v", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		b.Fatalf("burn profile: %v", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			b.Errorf("burn profile: %v", err)
-		}
-	}
+	return burnRecord(b, "SLUICE_BENCH_BURN_PROFILE", "burn profile", pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // burnTrace starts an execution trace into the file
@@ -173,22 +156,29 @@ func burnProfile(b *testing.B) func() {
 // burn phase alone, as burnProfile (go tool trace reads it).
 func burnTrace(b *testing.B) func() {
 	b.Helper()
-	path := os.Getenv("SLUICE_BENCH_BURN_TRACE")
+	return burnRecord(b, "SLUICE_BENCH_BURN_TRACE", "burn trace", trace.Start, trace.Stop)
+}
+
+// burnRecord starts a recording (start, stop) into the file the variable
+// env names, if set, and returns what stops it and closes the file.
+func burnRecord(b *testing.B, env, what string, start func(io.Writer) error, stop func()) func() {
+	b.Helper()
+	path := os.Getenv(env)
 	if path == "" {
 		return func() {}
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		b.Fatalf("burn trace: %v", err)
+		b.Fatalf("%s: %v", what, err)
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		_ = f.Close()
-		b.Fatalf("burn trace: %v", err)
+		b.Fatalf("%s: %v", what, err)
 	}
 	return func() {
-		trace.Stop()
+		stop()
 		if err := f.Close(); err != nil {
-			b.Errorf("burn trace: %v", err)
+			b.Errorf("%s: %v", what, err)
 		}
 	}
 }
