@@ -194,6 +194,18 @@ func (f *faults) deleteStream(ctx context.Context) error {
 			break
 		}
 	}
+	// No NATS node is killed while the stream is deleted: a request to a
+	// node that dies under it, or to a cluster electing a meta leader
+	// because of it, times out and the fault would have to start over.
+	held, err := f.holdNATS()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range held {
+			p.unhold()
+		}
+	}()
 	nc, err := nats.Connect(f.c.NATSURL, nats.Name("sluice-chaos"), nats.Timeout(2*time.Second), nats.NoReconnect())
 	if err != nil {
 		return fmt.Errorf("chaos: connect to nats: %w", err)
@@ -203,9 +215,11 @@ func (f *faults) deleteStream(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chaos: jetstream: %w", err)
 	}
-	// A cluster electing a new meta leader (a node was just killed, the
-	// machine is loaded) can take longer than a few seconds to answer.
-	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	// A cluster still electing a meta leader after an earlier NATS fault
+	// (the machine is loaded) can take longer than a few seconds to answer;
+	// the timeline tries again after a second, and the load goes on until
+	// every planned fault is done (Profile.Overtime).
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var msgs uint64
 	if s, err := js.Stream(dctx, contracts.StreamName); err == nil {
@@ -226,6 +240,22 @@ func (f *faults) deleteStream(ctx context.Context) error {
 		f.p.Logf("chaos: re-create stream (the services will): %v", err)
 	}
 	return nil
+}
+
+// holdNATS holds every NATS node, or none when one is busy with another
+// fault (a restart): the caller unholds the ones returned.
+func (f *faults) holdNATS() ([]*Proc, error) {
+	held := make([]*Proc, 0, len(f.c.NATS))
+	for _, p := range f.c.NATS {
+		if !p.hold() {
+			for _, h := range held {
+				h.unhold()
+			}
+			return nil, fmt.Errorf("chaos: %s is busy", p.Name)
+		}
+		held = append(held, p)
+	}
+	return held, nil
 }
 
 // sigstop freezes the worker running the most jobs with SIGSTOP for

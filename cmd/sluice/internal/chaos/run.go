@@ -32,6 +32,11 @@ type Profile struct {
 	NATSRestarts  int           // kill -9 and restart NATS this many times
 	StreamDeletes int           // delete the job stream this many times
 	StreamGap     time.Duration // how long the stream stays deleted before the harness declares it again
+	// Overtime is how long the load may go on past Load while a planned
+	// fault of the timeline is not done yet (a loaded NATS cluster can
+	// refuse a stream delete for many seconds after a node's restart).
+	// Default: Load/2.
+	Overtime time.Duration
 	Sigstops      int           // freeze a worker this many times …
 	FreezeFor     time.Duration // … for this long (default: stale threshold + 2 reaper intervals + 1s)
 	StoreRestarts int           // kill -9 and restart the store process this many times (MongoDB profile)
@@ -57,6 +62,9 @@ func (p *Profile) defaults(c *Cluster) {
 	}
 	if p.FreezeFor <= 0 {
 		p.FreezeFor = c.cfg.StaleThreshold + 2*c.cfg.ReaperInterval + time.Second
+	}
+	if p.Overtime <= 0 {
+		p.Overtime = p.Load / 2
 	}
 	if p.StreamGap <= 0 {
 		p.StreamGap = 300 * time.Millisecond
@@ -107,8 +115,28 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 		highest  storeSample   // the sample with the most jobs running
 	)
 	loadStart := time.Now()
-	loadCtx, stopLoad := context.WithTimeout(ctx, p.Load)
+	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
+	timelineDone := make(chan struct{})
+	go func() { // owned by loadCtx: it ends when the load does
+		defer stopLoad()
+		select {
+		case <-loadCtx.Done():
+			return
+		case <-time.After(p.Load):
+		}
+		select {
+		case <-timelineDone:
+			return
+		default:
+		}
+		p.Logf("chaos: load goes on (up to %s) until the planned faults are done", p.Overtime)
+		select {
+		case <-loadCtx.Done():
+		case <-timelineDone:
+		case <-time.After(p.Overtime):
+		}
+	}()
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
 
@@ -163,7 +191,10 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	defer stopFaults()
 	var faultWG sync.WaitGroup
 	faultWG.Go(func() { f.randomKills(loadCtx) })
-	faultWG.Go(func() { f.runTimeline(loadCtx, faultCtx, loadStart) })
+	faultWG.Go(func() {
+		defer close(timelineDone)
+		f.runTimeline(loadCtx, faultCtx, loadStart)
+	})
 	faultWG.Go(func() { f.supervise(faultCtx) })
 	faultWG.Go(func() { f.scrape(faultCtx) })
 	faultWG.Go(func() { c.spawnLoop(faultCtx, p.Logf) })
