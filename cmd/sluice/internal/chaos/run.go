@@ -36,7 +36,7 @@ type Profile struct {
 	// fault of the timeline is not done yet (a loaded NATS cluster can
 	// refuse a stream delete for many seconds after a node's restart).
 	// Default: Load/2.
-	Overtime time.Duration
+	Overtime      time.Duration
 	Sigstops      int           // freeze a worker this many times …
 	FreezeFor     time.Duration // … for this long (default: stale threshold + 2 reaper intervals + 1s)
 	StoreRestarts int           // kill -9 and restart the store process this many times (MongoDB profile)
