@@ -108,7 +108,7 @@ func TestEmbeddedWorkerExample(t *testing.T) {
 	// comes from the build cache instead of being compiled a second time
 	// without the detector (on a cold cache that was minutes).
 	goAlone(t, filepath.Join(repoRoot, "examples", "embedded-worker"),
-		"build", "-race", "-gcflags=modernc.org/...=-race=false", "-trimpath", "-o", bin, ".")
+		"build", "-race", "-gcflags=modernc.org/...=-race=false", "-gcflags=modernc.org/sqlite=-race", "-trimpath", "-o", bin, ".")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // bounds a hang, not a speed
 	defer cancel()
