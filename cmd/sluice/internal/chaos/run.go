@@ -116,9 +116,13 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 	)
 	loadStart := time.Now()
 	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
+	var loadWG sync.WaitGroup // the goroutine that ends the load
+	defer func() {
+		stopLoad()
+		loadWG.Wait()
+	}()
 	timelineDone := make(chan struct{})
-	go func() { // owned by loadCtx: it ends when the load does
+	loadWG.Go(func() {
 		defer stopLoad()
 		select {
 		case <-loadCtx.Done():
@@ -136,7 +140,7 @@ func (c *Cluster) Run(ctx context.Context, p Profile) (Report, error) {
 		case <-timelineDone:
 		case <-time.After(p.Overtime):
 		}
-	}()
+	})
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
 
