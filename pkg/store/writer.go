@@ -5,8 +5,7 @@ import "time"
 // WriterTimes is how a store's single writer spent its wall time since
 // the store was opened: the embedded driver applies every write on one
 // goroutine, so the share of the wall time it is busy says how close the
-// store is to its bound (MongoDB has no such writer). Requests per
-// transaction are in WriteCounts (Total over Commits).
+// store is to its bound (MongoDB has no such writer).
 type WriterTimes struct {
 	// Busy is the wall time the writer spent on transactions: from taking
 	// the first request of one to the end of its commit or rollback,

@@ -2,7 +2,6 @@ package ferrettest
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -83,15 +82,6 @@ func (p *proxy) forwardAlone(req []byte) error {
 	defer func() { _ = up.Close() }()
 	p.gate.Lock()
 	defer p.gate.Unlock()
-	if _, err := up.Write(req); err != nil {
-		return err
-	}
-	if !expectsReply(req) {
-		return nil
-	}
-	_ = up.SetDeadline(time.Now().Add(replyWithin))
-	if _, err := readMessage(up); err != nil {
-		return errors.Join(errors.New("read reply"), err)
-	}
-	return nil
+	_, err = exchange(req, up)
+	return err
 }

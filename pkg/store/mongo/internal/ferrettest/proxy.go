@@ -135,33 +135,17 @@ func (p *proxy) serve(client, up net.Conn) error {
 
 // roundTrip sends one request upstream and, unless it says moreToCome,
 // copies its reply back, all while holding the gate. A fault set with
-// setFault may hold the request back or lose its reply instead.
+// SetFault may hold the request back or lose its reply instead.
 func (p *proxy) roundTrip(req []byte, client, up net.Conn) error {
 	p.gate.Lock()
 	defer p.gate.Unlock()
-	p.mu.Lock()
-	f := Pass
-	if p.fault != nil {
-		f = p.fault(req)
-	}
-	if f == Hold {
-		p.held = append(p.held, req)
-	}
-	p.mu.Unlock()
+	f := p.decide(req)
 	if f == Hold {
 		return errors.New("request held back")
 	}
-	if _, err := up.Write(req); err != nil {
-		return fmt.Errorf("forward request: %w", err)
-	}
-	if !expectsReply(req) {
-		return nil
-	}
-	_ = up.SetReadDeadline(time.Now().Add(replyWithin))
-	reply, err := readMessage(up)
-	_ = up.SetReadDeadline(time.Time{})
-	if err != nil {
-		return fmt.Errorf("read reply: %w", err)
+	reply, err := exchange(req, up)
+	if err != nil || reply == nil {
+		return err
 	}
 	if f == LoseReply {
 		return errors.New("reply lost")
@@ -170,6 +154,39 @@ func (p *proxy) roundTrip(req []byte, client, up net.Conn) error {
 		return fmt.Errorf("forward reply: %w", err)
 	}
 	return nil
+}
+
+// decide asks the fault set with SetFault, if any, what to do with req,
+// and keeps req back when the answer is Hold.
+func (p *proxy) decide(req []byte) Fault {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fault == nil {
+		return Pass
+	}
+	f := p.fault(req)
+	if f == Hold {
+		p.held = append(p.held, req)
+	}
+	return f
+}
+
+// exchange writes req to up and reads its reply, or returns a nil reply
+// when req says moreToCome. The caller holds the gate.
+func exchange(req []byte, up net.Conn) ([]byte, error) {
+	if _, err := up.Write(req); err != nil {
+		return nil, fmt.Errorf("forward request: %w", err)
+	}
+	if !expectsReply(req) {
+		return nil, nil
+	}
+	_ = up.SetReadDeadline(time.Now().Add(replyWithin))
+	reply, err := readMessage(up)
+	_ = up.SetReadDeadline(time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("read reply: %w", err)
+	}
+	return reply, nil
 }
 
 // readMessage reads one whole wire message: its header, then the rest of
