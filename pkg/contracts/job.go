@@ -143,6 +143,9 @@ type WorkerInfo struct {
 	Resources     *Resources           `json:"resources,omitempty"`
 	FreeResources *Resources           `json:"free_resources,omitempty"`
 	KindResources map[string]Resources `json:"kind_resources,omitempty"`
+	// Isolation is the walls the worker puts around an exec run's
+	// programs (absent when it runs no exec jobs).
+	Isolation Isolation `json:"isolation,omitempty"`
 }
 
 // LastSignOfLife is when a running job last showed its worker had it: its

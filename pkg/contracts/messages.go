@@ -184,6 +184,9 @@ type Announce struct {
 	// kind that declares none (SLUICE_WORKER_KIND_RESOURCES); a kind not
 	// listed gets one slot's share (see ResourceDefaults).
 	KindResources map[string]Resources `json:"kind_resources,omitempty"`
+	// Isolation is the walls the worker puts around an exec run's
+	// programs (absent from a worker that runs no exec jobs).
+	Isolation Isolation `json:"isolation,omitempty"`
 	// Seq orders a worker's load reports, its announcements and its offer
 	// replies, which reach a scheduler by different routes: of two, the
 	// one with the lower Seq was read earlier, and its InFlight is out of
@@ -600,6 +603,9 @@ func DecodeAnnounce(data []byte) (Announce, error) {
 	}
 	if err := checkWorkerResources(m.Resources, m.FreeResources); err != nil {
 		return m, fmt.Errorf("announce: %w", err)
+	}
+	if m.Isolation != "" && !m.Isolation.Valid() {
+		return m, fmt.Errorf("announce: isolation %q is not one of %q", m.Isolation, Isolations)
 	}
 	for k, r := range m.KindResources {
 		if !ValidKind(k) {

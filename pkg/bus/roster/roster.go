@@ -112,6 +112,7 @@ func (r *Roster) Observe(a contracts.Announce) {
 		ID: a.WorkerID, Kinds: slices.Clone(a.Kinds), Capacity: a.Capacity,
 		InFlight: a.InFlight, Draining: a.Draining, Spawned: a.Spawned, Version: a.Version, SeenAt: now,
 		Resources: a.Resources, FreeResources: a.FreeResources, KindResources: a.KindResources,
+		Isolation: a.Isolation,
 	}
 	r.index.set(before, e.info)
 }
@@ -123,7 +124,7 @@ func sameOffer(w contracts.WorkerInfo, a contracts.Announce) bool {
 	return w.Capacity == a.Capacity && w.InFlight == a.InFlight && w.Draining == a.Draining &&
 		w.Version == a.Version && slices.Equal(w.Kinds, a.Kinds) &&
 		sameResources(w.Resources, a.Resources) && sameResources(w.FreeResources, a.FreeResources) &&
-		maps.Equal(w.KindResources, a.KindResources)
+		maps.Equal(w.KindResources, a.KindResources) && w.Isolation == a.Isolation
 }
 
 // sameResources reports whether two optional amounts are both absent or

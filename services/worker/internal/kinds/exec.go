@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/worker/internal/limit"
 	"github.com/sluicehq/sluice/services/worker/internal/progress"
+	"github.com/sluicehq/sluice/services/worker/internal/sandbox"
 )
 
 // DefaultKillGrace is how long an exec job's process group has between
@@ -106,6 +107,15 @@ func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
 	if err := e.check(&spec, scratch); err != nil {
 		return nil, &contracts.ClassedError{Class: contracts.ClassInput, Err: err}
 	}
+	var box *sandbox.Box
+	if r.Sandbox != nil {
+		if box, err = r.Sandbox.Open(r.Name, sandbox.Dirs{Scratch: scratch, Inputs: r.InputDir}); err != nil {
+			return nil, fmt.Errorf("exec: %w", err)
+		}
+		if box != nil {
+			defer box.Close()
+		}
+	}
 	runCtx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
 
@@ -118,25 +128,56 @@ func (e *Execer) RunIn(ctx context.Context, r Run) (json.RawMessage, error) {
 	stdout, stderr := newTail(OutputLimit, alive), newTail(OutputLimit, alive)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Dir = spec.Dir
-	cmd.Env = e.environ(spec.Env, scratch, r.InputEnv)
+	cmd.Env = e.environ(spec.Env, scratch, r.InputEnv, box)
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = e.grace
+	var launch *sandbox.Launch
+	if box != nil {
+		if launch, err = box.Launch(cmd); err != nil {
+			return nil, fmt.Errorf("exec: %w", err)
+		}
+	}
 
 	start := e.now()
 	var lr *limit.Run
 	if r.Enforcer != nil {
-		lr, err = r.Enforcer.Start(cmd, r.Name, r.Resources, r.MaxRuntime)
+		lr, err = r.Enforcer.StartPlan(cmd, limit.Plan{Name: r.Name, Resources: r.Resources, MaxRuntime: r.MaxRuntime,
+			SelfLimited: launch != nil})
 	} else {
 		err = cmd.Start()
 	}
 	if err != nil {
+		if launch != nil {
+			launch.Abort()
+		}
 		return nil, fmt.Errorf("exec: start %s: %w", spec.Argv[0], err)
 	}
 	pgid := cmd.Process.Pid
+	if launch != nil {
+		stopRenew := renewLease(box, r.LeaseLeft)
+		defer stopRenew()
+		var (
+			target limit.Target
+			rl     []limit.Rlimit
+			held   bool
+		)
+		if lr != nil {
+			target, rl, held = lr.Target(), lr.Rlimits(), lr.PidsHeld()
+		}
+		if err := launch.Begin(target, rl, held); err != nil {
+			_ = cmd.Wait()
+			_ = signalGroup(pgid, syscall.SIGKILL)
+			if lr != nil {
+				lr.Finish()
+			}
+			return nil, fmt.Errorf("exec: start %s: %w", spec.Argv[0], err)
+		}
+	}
 	waitErr := cmd.Wait()
 	// Whatever the leader did, nothing it started outlives the job: its
-	// process group, and with a cgroup every process in it.
+	// process group, and with a cgroup every process in it (and with a
+	// uid of its own, every process of that uid: box.Close).
 	_ = signalGroup(pgid, syscall.SIGKILL)
 	var over limit.Outcome
 	if lr != nil {
@@ -207,17 +248,22 @@ func (e *Execer) outcome(ctx, runCtx context.Context, spec ExecSpec, cmd *exec.C
 }
 
 // environ is the base environment with the job's variables on top, in a
-// stable order, and SLUICE_SCRATCH_DIR when the run has one.
-func (e *Execer) environ(extra map[string]string, scratch string, inputs map[string]string) []string {
+// stable order, and SLUICE_SCRATCH_DIR when the run has one; every path
+// as the run sees it (box: nil for none). A run with a uid of its own has
+// its scratch directory as HOME: the worker's is not its own.
+func (e *Execer) environ(extra map[string]string, scratch string, inputs map[string]string, box *sandbox.Box) []string {
 	env := make(map[string]string, len(e.base)+len(extra)+1+len(inputs))
 	for k, v := range e.base {
 		env[k] = v
 	}
 	for k, v := range inputs {
-		env[k] = v
+		env[k] = box.Path(v)
 	}
 	if scratch != "" {
-		env[ScratchEnv] = scratch
+		env[ScratchEnv] = box.Path(scratch)
+		if box.UID() != 0 {
+			env["HOME"] = box.Path(scratch)
+		}
 	}
 	for k, v := range extra {
 		env[k] = v
@@ -232,6 +278,43 @@ func (e *Execer) environ(extra map[string]string, scratch string, inputs map[str
 		out = append(out, k+"="+env[k])
 	}
 	return out
+}
+
+// renewPeriod is how often a run's lease is passed on to the warden.
+const renewPeriod = time.Second
+
+// renewLease passes the run's lease on to the warden at once and then
+// every renewPeriod, until the returned function is called. Without a
+// lease (left nil) the warden bounds nothing but the worker's life.
+func renewLease(box *sandbox.Box, left func() (time.Duration, bool)) func() {
+	if left == nil {
+		return func() {}
+	}
+	renew := func() {
+		if d, ok := left(); ok {
+			box.Renew(d)
+		}
+	}
+	renew()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(renewPeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				renew()
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+	}
 }
 
 // signalGroup sends sig to every process in the group pgid. A group that

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/services/worker/internal/limit"
+	"github.com/sluicehq/sluice/services/worker/internal/sandbox"
 )
 
 // Run is one run of a job as a kind sees it: its payload and the scratch
@@ -36,6 +37,17 @@ type Run struct {
 	Enforcer   *limit.Enforcer
 	// Usage (nil: nobody asks) receives what the run used.
 	Usage func(contracts.Usage)
+	// Sandbox (nil: none) walls the run's programs off: their own uid,
+	// namespace and a warden that bounds them by the lease. InputDir is
+	// the directory of the run's input copies ("" = none), made the
+	// run's with its scratch directory.
+	Sandbox  *sandbox.Sandbox
+	InputDir string
+	// LeaseLeft (nil: no lease) says how long the run's lease lasts from
+	// now; false once the run holds none. The warden kills the run's
+	// programs when it passes without renewal, even if the worker is
+	// stopped.
+	LeaseLeft func() (time.Duration, bool)
 }
 
 // Func runs one job of a kind: it decodes the payload, does the work and

@@ -34,6 +34,10 @@ type Options struct {
 	// host allows, cgroup-v1 skips v2, rlimit skips cgroups, none
 	// enforces nothing.
 	Want contracts.LimitMechanism
+	// Pids bounds the processes and threads of one run (0: no bound):
+	// pids.max of its cgroup where the pids controller is there. Without
+	// it the caller bounds them (RLIMIT_NPROC of a run's own uid).
+	Pids int64
 }
 
 // Enforcer starts exec jobs' processes inside limits. Build it with New;
@@ -47,6 +51,9 @@ type Enforcer struct {
 	// v1 are the parents of the runs' cgroups by v1 controller, v1self
 	// the worker's own cgroups there (where a starting thread returns).
 	v1, v1self map[string]string
+	// pids is Options.Pids; pidsHeld says the runs' cgroups bound it.
+	pids     int64
+	pidsHeld bool
 }
 
 // New detects the strongest mechanism allowed (see Options.Want) and
@@ -58,34 +65,35 @@ func New(o Options) *Enforcer {
 
 func newEnforcer(h hostFS, o Options) *Enforcer {
 	if o.Want == contracts.LimitNone {
-		return &Enforcer{mech: contracts.LimitNone, why: "enforcement turned off"}
+		return &Enforcer{mech: contracts.LimitNone, why: "enforcement turned off", pids: o.Pids}
 	}
 	name := parentName(o.Name)
 	var whys []string
 	if o.Want == contracts.LimitRlimit {
-		return &Enforcer{mech: contracts.LimitRlimit, why: "cgroups not wanted"}
+		return &Enforcer{mech: contracts.LimitRlimit, why: "cgroups not wanted", pids: o.Pids}
 	}
 	m, err := h.readMounts()
 	if err != nil {
-		return &Enforcer{mech: contracts.LimitRlimit, why: err.Error()}
+		return &Enforcer{mech: contracts.LimitRlimit, why: err.Error(), pids: o.Pids}
 	}
 	self, err := h.readSelf(m)
 	if err != nil {
-		return &Enforcer{mech: contracts.LimitRlimit, why: err.Error()}
+		return &Enforcer{mech: contracts.LimitRlimit, why: err.Error(), pids: o.Pids}
 	}
 	if o.Want == "" || o.Want == contracts.LimitCgroupV2 {
-		dir, err := setupV2(self.v2, o.Name, name)
+		dir, pids, err := setupV2(self.v2, o.Name, name)
 		if err == nil {
-			return &Enforcer{mech: contracts.LimitCgroupV2, v2: dir}
+			return &Enforcer{mech: contracts.LimitCgroupV2, v2: dir, pids: o.Pids, pidsHeld: pids}
 		}
 		whys = append(whys, "cgroup v2: "+err.Error())
 	}
 	parents, err := setupV1(self.v1, o.Name, name)
 	if err == nil {
-		return &Enforcer{mech: contracts.LimitCgroupV1, v1: parents, v1self: self.v1}
+		_, pids := parents["pids"]
+		return &Enforcer{mech: contracts.LimitCgroupV1, v1: parents, v1self: self.v1, pids: o.Pids, pidsHeld: pids}
 	}
 	whys = append(whys, "cgroup v1: "+err.Error())
-	return &Enforcer{mech: contracts.LimitRlimit, why: strings.Join(whys, "; ")}
+	return &Enforcer{mech: contracts.LimitRlimit, why: strings.Join(whys, "; "), pids: o.Pids}
 }
 
 // parentName names the parent cgroup of one Enforcer's runs:
@@ -127,32 +135,37 @@ func sweep(dir, worker string) {
 }
 
 // setupV2 makes the worker's parent cgroup under its own v2 cgroup, with
-// the memory and cpu controllers given to the runs' cgroups below it.
-func setupV2(self, worker, name string) (string, error) {
+// the memory and cpu controllers given to the runs' cgroups below it, and
+// the pids controller when the host has it (pids reports whether it does).
+func setupV2(self, worker, name string) (dir string, pids bool, err error) {
 	if self == "" {
-		return "", fmt.Errorf("%w: not mounted", errNoCgroup)
+		return "", false, fmt.Errorf("%w: not mounted", errNoCgroup)
 	}
 	ctrl, err := os.ReadFile(filepath.Join(self, "cgroup.controllers"))
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", errNoCgroup, err)
+		return "", false, fmt.Errorf("%w: %w", errNoCgroup, err)
 	}
 	have := strings.Fields(string(ctrl))
 	if !slices.Contains(have, "memory") || !slices.Contains(have, "cpu") {
-		return "", fmt.Errorf("%w: the worker's cgroup %s has no memory and cpu controllers (has %q)", errNoCgroup, self, have)
+		return "", false, fmt.Errorf("%w: the worker's cgroup %s has no memory and cpu controllers (has %q)", errNoCgroup, self, have)
 	}
 	if err := enableV2(self); err != nil {
-		return "", err
+		return "", false, err
 	}
 	sweep(self, worker)
-	dir := filepath.Join(self, name)
+	dir = filepath.Join(self, name)
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", fmt.Errorf("%w: %w", errNoCgroup, err)
+		return "", false, fmt.Errorf("%w: %w", errNoCgroup, err)
 	}
 	if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+memory +cpu"); err != nil {
 		_ = os.Remove(dir)
-		return "", fmt.Errorf("%w: %w", errNoCgroup, err)
+		return "", false, fmt.Errorf("%w: %w", errNoCgroup, err)
 	}
-	return dir, nil
+	if slices.Contains(have, "pids") {
+		pids = writeFile(filepath.Join(self, "cgroup.subtree_control"), "+pids") == nil &&
+			writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+pids") == nil
+	}
+	return dir, pids, nil
 }
 
 // enableV2 gives the memory and cpu controllers to self's children. A v2
@@ -188,16 +201,17 @@ func enableV2(self string) error {
 }
 
 // setupV1 makes the worker's parent cgroups in the v1 memory and cpu
-// hierarchies, and in cpuacct (CPU seconds) and freezer (a kill no fork
-// can escape) when each is mounted on a hierarchy of its own.
+// hierarchies, and in cpuacct (CPU seconds), freezer (a kill no fork can
+// escape) and pids (a bound on forks) when each is mounted on a hierarchy
+// of its own.
 func setupV1(self map[string]string, worker, name string) (map[string]string, error) {
 	if self["memory"] == "" || self["cpu"] == "" {
 		return nil, fmt.Errorf("%w: the memory and cpu controllers are not both mounted", errNoCgroup)
 	}
 	parents := map[string]string{}
 	used := map[string]bool{}
-	for _, c := range []string{"memory", "cpu", "cpuacct", "freezer"} {
-		optional := c == "cpuacct" || c == "freezer"
+	for _, c := range []string{"memory", "cpu", "cpuacct", "freezer", "pids"} {
+		optional := c != "memory" && c != "cpu"
 		if self[c] == "" || used[self[c]] {
 			continue // not mounted, or mounted together with another one
 		}
@@ -259,6 +273,9 @@ type Run struct {
 	cmd     *exec.Cmd
 	limits  contracts.Resources
 	cpuSecs uint64 // RLIMIT_CPU, 0 = none
+	// selfLimited: the command sets its own rlimits (Rlimits) before it
+	// runs the program.
+	selfLimited bool
 	// dirs are the run's cgroups (v2: one; v1: by controller).
 	dirs map[string]string
 	// parked is closed by Finish to end a starting thread that could not
@@ -266,20 +283,43 @@ type Run struct {
 	parked chan struct{}
 }
 
+// Plan is what Start needs of a run besides its command.
+type Plan struct {
+	// Name names the run's cgroup (unique among the worker's running runs).
+	Name string
+	// Resources are the run's limits; an amount of 0 is not limited.
+	Resources contracts.Resources
+	// MaxRuntime (0 = none) sizes RLIMIT_CPU.
+	MaxRuntime time.Duration
+	// SelfLimited says the command applies Run.Rlimits to itself before
+	// it runs the program (a launcher that execs it): under rlimit, Start
+	// then neither wraps it in a shell nor sets them afterwards.
+	SelfLimited bool
+}
+
 // Start starts cmd (not started yet) inside limits sized from r: name
 // names the run's cgroup (unique among the worker's running runs);
 // maxRuntime (0 = none) sizes RLIMIT_CPU. An amount of 0 in r is not
 // limited. On error nothing is left behind and cmd did not start.
 func (l *Enforcer) Start(cmd *exec.Cmd, name string, r contracts.Resources, maxRuntime time.Duration) (*Run, error) {
-	run := &Run{l: l, mech: l.mech, cmd: cmd, limits: r, parked: make(chan struct{})}
+	return l.StartPlan(cmd, Plan{Name: name, Resources: r, MaxRuntime: maxRuntime})
+}
+
+// StartPlan is Start with the whole plan of the run.
+func (l *Enforcer) StartPlan(cmd *exec.Cmd, p Plan) (*Run, error) {
+	r := p.Resources
+	run := &Run{l: l, mech: l.mech, cmd: cmd, limits: r, parked: make(chan struct{}), selfLimited: p.SelfLimited}
+	if l.mech == contracts.LimitRlimit && r.CPU > 0 && p.MaxRuntime > 0 {
+		run.cpuSecs = uint64(max(1, r.CPU*p.MaxRuntime.Seconds()+0.999))
+	}
 	switch l.mech {
 	case contracts.LimitCgroupV2:
-		return run, run.startV2(name)
+		return run, run.startV2(p.Name)
 	case contracts.LimitCgroupV1:
-		return run, run.startV1(name)
+		return run, run.startV1(p.Name)
 	case contracts.LimitRlimit:
-		if r.CPU > 0 && maxRuntime > 0 {
-			run.cpuSecs = uint64(max(1, r.CPU*maxRuntime.Seconds()+0.999))
+		if p.SelfLimited {
+			return run, cmd.Start()
 		}
 		if sh, err := exec.LookPath("/bin/sh"); err == nil {
 			run.wrapInLimits(sh)
@@ -298,6 +338,35 @@ func (l *Enforcer) Start(cmd *exec.Cmd, name string, r contracts.Resources, maxR
 		return run, cmd.Start()
 	}
 }
+
+// Rlimit is one resource limit a self-limited command sets on itself
+// (setrlimit) before it runs the program.
+type Rlimit struct {
+	Resource int    `json:"resource"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
+}
+
+// Rlimits are the limits the run's program must start under when the
+// mechanism is rlimit (address space, CPU time), else none.
+func (r *Run) Rlimits() []Rlimit {
+	if r.mech != contracts.LimitRlimit {
+		return nil
+	}
+	var out []Rlimit
+	if r.limits.Memory > 0 {
+		out = append(out, Rlimit{Resource: unix.RLIMIT_AS, Cur: uint64(r.limits.Memory), Max: uint64(r.limits.Memory)})
+	}
+	if r.cpuSecs > 0 {
+		out = append(out, Rlimit{Resource: unix.RLIMIT_CPU, Cur: r.cpuSecs, Max: r.cpuSecs + 1})
+	}
+	return out
+}
+
+// PidsHeld reports whether the run's cgroup bounds its processes
+// (Options.Pids with the pids controller); when not, a caller that wants
+// the bound sets it another way.
+func (r *Run) PidsHeld() bool { return r.l.pidsHeld && r.l.pids > 0 }
 
 // wrapInLimits makes the run's command a shell (sh) that sets the run's
 // address-space and CPU-time limits on itself and then execs the program,
@@ -361,6 +430,11 @@ func (r *Run) startV2(name string) error {
 			return fail(fmt.Errorf("limit: %w", err))
 		}
 	}
+	if r.l.pidsHeld && r.l.pids > 0 {
+		if err := writeFile(filepath.Join(dir, "pids.max"), strconv.FormatInt(r.l.pids, 10)); err != nil {
+			return fail(fmt.Errorf("limit: %w", err))
+		}
+	}
 	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fail(fmt.Errorf("limit: open cgroup: %w", err))
@@ -408,6 +482,12 @@ func (r *Run) startV1(name string) error {
 			return fmt.Errorf("limit: %w", err)
 		}
 		if err := writeFile(filepath.Join(dir, "cpu.cfs_quota_us"), strconv.FormatInt(quota, 10)); err != nil {
+			r.removeDirs()
+			return fmt.Errorf("limit: %w", err)
+		}
+	}
+	if dir := r.dirs["pids"]; dir != "" && r.l.pids > 0 {
+		if err := writeFile(filepath.Join(dir, "pids.max"), strconv.FormatInt(r.l.pids, 10)); err != nil {
 			r.removeDirs()
 			return fmt.Errorf("limit: %w", err)
 		}
@@ -477,40 +557,76 @@ func moveThread(tid string, dirs map[string]string) bool {
 // Kill kills every process of the run: the whole cgroup (v2 cgroup.kill,
 // else every process it lists until none is left), or the process group.
 func (r *Run) Kill() {
-	switch r.mech {
-	case contracts.LimitCgroupV2:
-		dir := r.dirs[""]
-		if writeFile(filepath.Join(dir, "cgroup.kill"), "1") == nil {
-			return
-		}
-		killListed(dir)
-	case contracts.LimitCgroupV1:
-		if dir := r.dirs["freezer"]; dir != "" {
-			freezeKill(dir)
-		}
-		if dir := r.dirs["memory"]; dir != "" {
-			killListed(dir)
-		}
-		if dir := r.dirs["cpu"]; dir != "" {
-			killListed(dir)
-		}
-	default:
-		if r.cmd.Process != nil {
-			_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-		}
+	if r.Target().Kill() {
+		return
 	}
+	if r.cmd.Process != nil {
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// Target is what another process (of the same privileges) needs to kill
+// a run's whole tree: its mechanism and its cgroups.
+type Target struct {
+	Mech contracts.LimitMechanism `json:"mech"`
+	// Dirs are the run's cgroups: v2 under "", v1 by controller.
+	Dirs map[string]string `json:"dirs,omitempty"`
+}
+
+// Target returns the run's Target.
+func (r *Run) Target() Target { return Target{Mech: r.mech, Dirs: r.dirs} }
+
+// Kill kills every process in the target's cgroups but the calling
+// process and spare (a worker whose starting thread may be inside), and
+// reports whether the target has cgroups to do it with.
+func (t Target) Kill(spare ...int) bool {
+	switch t.Mech {
+	case contracts.LimitCgroupV2:
+		dir := t.Dirs[""]
+		if dir == "" {
+			return false
+		}
+		if len(spare) == 0 && writeFile(filepath.Join(dir, "cgroup.kill"), "1") == nil {
+			return true
+		}
+		killListed(dir, spare)
+		return true
+	case contracts.LimitCgroupV1:
+		if len(t.Dirs) == 0 {
+			return false
+		}
+		if dir := t.Dirs["freezer"]; dir != "" {
+			freezeKill(dir, spare)
+		}
+		for _, c := range []string{"memory", "cpu", "pids"} {
+			if dir := t.Dirs[c]; dir != "" {
+				killListed(dir, spare)
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// spared reports whether pid is the calling process or one of spare.
+func spared(pid int, spare []int) bool {
+	return pid == os.Getpid() || slices.Contains(spare, pid)
 }
 
 // freezeKill freezes a v1 freezer cgroup, signals every process in it
 // (frozen, none can fork or exit, so no pid is reused meanwhile) and
-// thaws it, when they die. It does nothing while a thread of the worker
-// is inside (a starting thread): killListed does the work then.
-func freezeKill(dir string) {
+// thaws it, when they die. It does nothing while a spared process (a
+// starting thread of the worker) is inside: killListed does the work then.
+func freezeKill(dir string, spare []int) {
 	procs := filepath.Join(dir, "cgroup.procs")
 	data, err := os.ReadFile(procs)
-	self := strconv.Itoa(os.Getpid())
-	if err != nil || len(data) == 0 || slices.Contains(strings.Fields(string(data)), self) {
+	if err != nil || len(data) == 0 {
 		return
+	}
+	for _, p := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(p); err == nil && spared(pid, spare) {
+			return
+		}
 	}
 	state := filepath.Join(dir, "freezer.state")
 	if writeFile(state, "FROZEN") != nil {
@@ -532,33 +648,33 @@ func freezeKill(dir string) {
 		return
 	}
 	for _, p := range strings.Fields(string(data)) {
-		if pid, err := strconv.Atoi(p); err == nil && pid > 0 && p != self {
+		if pid, err := strconv.Atoi(p); err == nil && pid > 0 && !spared(pid, spare) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }
 
-// killListed signals every process dir's cgroup.procs lists, again until
-// the list stays empty (a process may fork meanwhile), for at most a
-// while.
-func killListed(dir string) {
+// killListed signals every process dir's cgroup.procs lists but the
+// spared ones, again until the list stays empty (a process may fork
+// meanwhile), for at most a while.
+func killListed(dir string, spare []int) {
 	wait := 50 * time.Microsecond
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); wait = min(2*wait, 10*time.Millisecond) {
 		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
 			return
 		}
-		pids := strings.Fields(string(data))
-		if len(pids) == 0 {
-			return
-		}
-		self := os.Getpid()
-		for _, p := range pids {
+		left := 0
+		for _, p := range strings.Fields(string(data)) {
 			// The worker's own pid is listed while one of its threads
 			// is inside (a starting thread, see startV1): never that.
-			if pid, err := strconv.Atoi(p); err == nil && pid > 0 && pid != self {
+			if pid, err := strconv.Atoi(p); err == nil && pid > 0 && !spared(pid, spare) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
+				left++
 			}
+		}
+		if left == 0 {
+			return
 		}
 		time.Sleep(wait)
 	}
@@ -641,7 +757,7 @@ func (r *Run) removeDirs() {
 func makeCgroup(dir string) error {
 	err := os.Mkdir(dir, 0o755)
 	if errors.Is(err, os.ErrExist) {
-		killListed(dir)
+		killListed(dir, nil)
 		if rerr := removeCgroup(dir); rerr != nil {
 			return rerr
 		}

@@ -17,6 +17,8 @@ type Options struct {
 	Name string
 	// Want caps the mechanism (only none exists here).
 	Want contracts.LimitMechanism
+	// Pids bounds a run's processes (unused here).
+	Pids int64
 }
 
 // Enforcer starts exec jobs' processes; outside Linux it enforces nothing.
@@ -41,6 +43,44 @@ type Run struct{ cmd *exec.Cmd }
 func (l *Enforcer) Start(cmd *exec.Cmd, _ string, _ contracts.Resources, _ time.Duration) (*Run, error) {
 	return &Run{cmd: cmd}, cmd.Start()
 }
+
+// Plan is what Start needs of a run besides its command.
+type Plan struct {
+	Name        string
+	Resources   contracts.Resources
+	MaxRuntime  time.Duration
+	SelfLimited bool
+}
+
+// StartPlan starts cmd.
+func (l *Enforcer) StartPlan(cmd *exec.Cmd, _ Plan) (*Run, error) {
+	return &Run{cmd: cmd}, cmd.Start()
+}
+
+// Rlimit is one resource limit a self-limited command sets on itself.
+type Rlimit struct {
+	Resource int    `json:"resource"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
+}
+
+// Rlimits are none here.
+func (r *Run) Rlimits() []Rlimit { return nil }
+
+// PidsHeld is false here.
+func (r *Run) PidsHeld() bool { return false }
+
+// Target is what another process needs to kill a run's tree: nothing here.
+type Target struct {
+	Mech contracts.LimitMechanism `json:"mech"`
+	Dirs map[string]string        `json:"dirs,omitempty"`
+}
+
+// Target returns an empty Target.
+func (r *Run) Target() Target { return Target{Mech: contracts.LimitNone} }
+
+// Kill reports false: there are no cgroups here.
+func (t Target) Kill(...int) bool { return false }
 
 // Kill kills the process.
 func (r *Run) Kill() {

@@ -74,7 +74,7 @@ func (h hostFS) readMounts() (mounts, error) {
 		case "cgroup":
 			for _, opt := range strings.Split(fields[len(fields)-1], ",") {
 				switch opt {
-				case "memory", "cpu", "cpuacct", "freezer":
+				case "memory", "cpu", "cpuacct", "freezer", "pids":
 					m.v1[opt] = point
 				}
 			}
