@@ -68,6 +68,7 @@ func (w *Worker) announce(leaving bool) {
 		Resources:     &capacity,
 		FreeResources: &free,
 		KindResources: w.ledger.kinds,
+		Isolation:     w.isolation,
 	}
 	data, err := json.Marshal(a)
 	if err == nil {

@@ -16,7 +16,12 @@ import (
 	"github.com/sluicehq/sluice/services/worker/internal/inputs"
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
 	"github.com/sluicehq/sluice/services/worker/internal/limit"
+	"github.com/sluicehq/sluice/services/worker/internal/sandbox"
 )
+
+// minRunPids is the least SLUICE_WORKER_RUN_MAX_PIDS: a run's launcher is
+// a Go program with a few threads of its own before it execs the job's.
+const minRunPids = 16
 
 // Config is everything a worker reads from its environment. The defaults
 // are the envDefault tags, and only those: DefaultConfig and LoadConfig
@@ -114,6 +119,14 @@ type Config struct {
 	TargetCPU    float64 `env:"SLUICE_WORKER_TARGET_CPU" doc:"Measured backpressure: the worker answers busy while the CPU it measures in use is above this fraction (0-1) of SLUICE_WORKER_CPU. 0 = off."`
 	// SampleInterval is how often use is measured when a target is set.
 	SampleInterval time.Duration `env:"SLUICE_WORKER_SAMPLE_INTERVAL" envDefault:"1s" doc:"How often the worker measures its memory and CPU use when SLUICE_WORKER_TARGET_MEMORY or SLUICE_WORKER_TARGET_CPU is set."`
+	// RunUIDs are the uids (and gids) exec runs get, one per live run,
+	// when the worker may switch users; empty keeps the worker's.
+	RunUIDs string `env:"SLUICE_WORKER_RUN_UIDS" envDefault:"1900000000-1900065535" doc:"The uids (and the same gids) exec runs get, one of its own per live run, as first-last, when the worker may switch users (root, or CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_KILL, CAP_DAC_OVERRIDE and CAP_FOWNER): no uid in it may belong to anyone else on the host. Workers of one host share it through lock files in /run/sluice/run-uids. Empty = runs keep the worker's uid."`
+	// ExecRequireIsolation makes a worker that cannot give runs a uid of
+	// their own refuse the exec kind.
+	ExecRequireIsolation bool `env:"SLUICE_WORKER_EXEC_REQUIRE_ISOLATION" doc:"Refuse exec jobs (the worker does not take the exec kind) unless each run gets a uid of its own (isolation uid or uid+namespace in /v1/stats). Off: a worker that cannot runs them with its own uid, and says so when it starts."`
+	// RunMaxPids bounds the processes and threads of one exec run.
+	RunMaxPids int64 `env:"SLUICE_WORKER_RUN_MAX_PIDS" envDefault:"1024" doc:"The most processes and threads one exec run may have at once (a fork bomb stops there): pids.max of its cgroup, else RLIMIT_NPROC of its own uid. 0 = no bound; else at least 16."`
 	// Limits chooses how exec jobs are held to their resources: empty
 	// takes the strongest the host allows.
 	Limits string `env:"SLUICE_WORKER_LIMITS" doc:"How exec jobs are held to their resources: cgroup-v2, cgroup-v1, rlimit or none. Empty = the strongest the host allows (cgroup v2, then the cgroup v1 memory and cpu controllers, then rlimit); a weaker one is never replaced by a stronger one."`
@@ -256,6 +269,12 @@ func (c Config) Validate() error {
 	}
 	envconfig.Positive(&p, "SLUICE_WORKER_FETCH_TIMEOUT", c.FetchTimeout)
 	envconfig.NotNegative(&p, "SLUICE_WORKER_MAX_SCRATCH_BYTES", c.MaxScratchBytes, "no bound")
+	if _, err := sandbox.ParseRange(c.RunUIDs); err != nil {
+		p.Add("SLUICE_WORKER_RUN_UIDS", "%s", err)
+	}
+	if c.RunMaxPids < 0 || c.RunMaxPids > 0 && c.RunMaxPids < minRunPids {
+		p.Add("SLUICE_WORKER_RUN_MAX_PIDS", "%d must be 0 (no bound) or at least %d", c.RunMaxPids, minRunPids)
+	}
 	c.validateResources(&p)
 	p.Include(c.Bus.Validate())
 	return p.Err()

@@ -131,13 +131,16 @@ func cancelTree(t *testing.T, limits string, escape bool) bool {
 func stopTree(t *testing.T, limits string, escape bool, how string) bool {
 	b := setup(t)
 	id := "w-tree-" + limits + strconv.FormatBool(escape) + how
-	b.start(execConfig(t, id, limits), nil)
-	pidFile := filepath.Join(t.TempDir(), "pid")
+	cfg := execConfig(t, id, limits)
+	b.start(cfg, nil)
+	// The job writes in its own scratch directory (all it may write in),
+	// which the test reads where the worker keeps it.
+	pidFile := filepath.Join(cfg.ScratchDir, id, "tree-1", "pid")
 	start := "sleep 300"
 	if escape {
 		start = "setsid sleep 300"
 	}
-	script := start + " >/dev/null 2>&1 & echo $! > " + pidFile + "; wait"
+	script := start + ` >/dev/null 2>&1 & echo $! > "$SLUICE_SCRATCH_DIR/pid"; wait`
 	job := execJob(t, "tree", 64<<20, "sh", "-c", script)
 	switch how {
 	case byTimeout:

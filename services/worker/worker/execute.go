@@ -48,7 +48,7 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		if len(t.job.Inputs) > 0 {
 			var paths map[string]string
 			var ierr error
-			paths, removeInputs, ierr = w.handOutInputs(jctx, t)
+			paths, t.job.inputDir, removeInputs, ierr = w.handOutInputs(jctx, t)
 			if ierr != nil {
 				err = ierr
 				break
@@ -57,7 +57,8 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 		}
 		th := progress.NewThrottle(w.cfg.ProgressInterval, w.progressSender(t), w.now)
 		stopLimits := w.enforceLimits(jctx, t, th)
-		res, err = w.call(progress.With(jctx, th), t)
+		hctx := w.leases.Context(jctx, t.lease, w.now, w.fenceAfter(), func() { w.fenceIfExpired(t) })
+		res, err = w.call(progress.With(hctx, th), t)
 		stopLimits()
 		th.Stop()
 		if cause := context.Cause(jctx); err != nil && (errors.Is(cause, errScratchFull) || errors.Is(cause, errRunLimit)) {
@@ -75,12 +76,13 @@ func (w *Worker) runJob(jctx, deliverCtx context.Context, t *task) {
 }
 
 // handOutInputs places private copies of t's pinned inputs in a directory
-// of the run's own and returns their paths, and the function that removes
-// them (call it once the run ended, also after an error).
-func (w *Worker) handOutInputs(ctx context.Context, t *task) (map[string]string, func(), error) {
+// of the run's own and returns their paths, the directory, and the
+// function that removes them (call it once the run ended, also after an
+// error).
+func (w *Worker) handOutInputs(ctx context.Context, t *task) (map[string]string, string, func(), error) {
 	dir, err := w.scratch.makeInputs(t.lease)
 	if err != nil {
-		return nil, func() {}, err
+		return nil, "", func() {}, err
 	}
 	remove := func() {
 		if err := w.scratch.remove(dir); err != nil {
@@ -88,7 +90,7 @@ func (w *Worker) handOutInputs(ctx context.Context, t *task) (map[string]string,
 		}
 	}
 	paths, err := w.inputs.Acquire(ctx, t.job.Inputs, dir)
-	return paths, remove, err
+	return paths, dir, remove, err
 }
 
 // call runs the handler, turning a panic into an error.

@@ -41,6 +41,8 @@ type Job struct {
 	Resources contracts.Resources
 	// usage records what the run used (set by the worker).
 	usage func(contracts.Usage)
+	// inputDir holds InputPaths (set by the worker).
+	inputDir string
 }
 
 // jobFromSpec copies an offered job spec into a Job that takes need.
@@ -77,7 +79,10 @@ func JSON(v any) (Result, error) {
 }
 
 // Handler runs one job. It must return when ctx ends (the lease was lost,
-// the job was cancelled, or the worker is shutting down). A returned error
+// the job was cancelled, or the worker is shutting down). ctx.Err reads
+// the clock against the lease too: a handler that checks it before each
+// step that acts on the world never acts after its lease passed, even
+// right after its worker resumes from a freeze. A returned error
 // fails the job with contracts.Classify(err), so a handler may return a
 // *contracts.ClassedError to choose the class (for example input). A
 // failed job runs again after a backoff until it has run max_attempts
@@ -116,10 +121,15 @@ func (w *Worker) adapt(run kinds.Func) Handler {
 				env[in.EnvName()] = p
 			}
 		}
+		l := job.Lease()
 		out, err := run(ctx, kinds.Run{
-			Payload: job.Payload, Scratch: job.Scratch, InputEnv: env,
+			Payload: job.Payload, Scratch: job.Scratch, InputEnv: env, InputDir: job.inputDir,
 			Name: job.ID + "-" + strconv.FormatInt(job.Claim, 10), Resources: job.Resources,
 			MaxRuntime: time.Duration(job.MaxRuntime), Enforcer: w.limits, Usage: job.usage,
+			Sandbox: w.sandbox,
+			LeaseLeft: func() (time.Duration, bool) {
+				return w.leases.Left(l, w.now(), w.fenceAfter())
+			},
 		})
 		return Result(out), err
 	}

@@ -28,6 +28,7 @@ const (
 
 	fenceLost           = "lost"           // the scheduler answered that the lease is gone
 	fenceUnacknowledged = "unacknowledged" // no heartbeat acknowledged for too long
+	fenceWarden         = "warden"         // the run warden killed a run whose lease passed (the worker was stopped or stuck)
 )
 
 // metrics are the worker's Prometheus series.
@@ -139,7 +140,7 @@ func newMetrics(reg prometheus.Registerer, workerID string) (*metrics, error) {
 	for _, s := range []string{string(contracts.StateSucceeded), string(contracts.StateFailed), string(contracts.StateCancelled), jobRequeued, jobFenced, jobUnclaimed} {
 		jobs.WithLabelValues(s)
 	}
-	for _, r := range []string{fenceLost, fenceUnacknowledged} {
+	for _, r := range []string{fenceLost, fenceUnacknowledged, fenceWarden} {
 		fenced.WithLabelValues(r)
 	}
 	for _, o := range []string{outcomeAccepted, outcomeBusy, outcomeRefused} {

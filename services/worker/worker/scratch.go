@@ -106,6 +106,15 @@ func tryLock(path string) (*os.File, bool, error) {
 	return f, true, nil
 }
 
+// share lets other uids through the worker's folder (not list it): runs
+// with a uid of their own reach their directories in it by path.
+func (s *scratch) share() error {
+	if err := os.Chmod(s.root, 0o711); err != nil {
+		return fmt.Errorf("scratch: %w", err)
+	}
+	return nil
+}
+
 // make creates the fresh directory of one run.
 func (s *scratch) make(l contracts.Lease) (string, error) {
 	dir := filepath.Join(s.root, l.JobID+"-"+strconv.FormatInt(l.Claim, 10))

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/services/worker/internal/kinds"
 	"github.com/sluicehq/sluice/services/worker/internal/lease"
 	"github.com/sluicehq/sluice/services/worker/internal/limit"
+	"github.com/sluicehq/sluice/services/worker/internal/sandbox"
 	"github.com/sluicehq/sluice/services/worker/internal/slots"
 )
 
@@ -62,9 +63,12 @@ type Worker struct {
 	ledger *ledger
 	// sampler measures use when a target is set.
 	sampler Sampler
-	// limits holds exec runs to their resources (set by Run when the
-	// exec kind is registered).
-	limits *limit.Enforcer
+	// limits holds exec runs to their resources and sandbox walls their
+	// programs off (both set by Run when the exec kind is registered);
+	// isolation is what the sandbox gives, announced ("" without exec).
+	limits    *limit.Enforcer
+	sandbox   *sandbox.Sandbox
+	isolation contracts.Isolation
 	// seqBase starts the load reports' sequence (see load): the wall
 	// clock at start, in nanoseconds, so that it grows across restarts.
 	seqBase uint64
@@ -246,19 +250,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: SLUICE_WORKER_CACHE_DIR: %w", err)
 	}
 	w.inputs = ic
-	if slices.Contains(w.cfg.Kinds, kinds.Exec) {
-		w.limits = limit.New(limit.Options{Name: w.cfg.WorkerID, Want: contracts.LimitMechanism(w.cfg.Limits)})
-		defer func() {
-			if err := w.limits.Close(); err != nil {
-				w.log.Warn().Err(err).Msg("the worker's cgroups not removed")
-			}
-		}()
-		ev := w.log.Info().Str("mechanism", string(w.limits.Mechanism()))
-		if why := w.limits.Reason(); why != "" {
-			ev = ev.Str("why", why)
-		}
-		ev.Msg("exec jobs held to their resources")
-	}
+	defer w.openWalls()()
 	// The probe serves until the drain is over, so /readyz says
 	// "draining" meanwhile; if it cannot serve, the worker stops.
 	ctx, stopRun := context.WithCancelCause(ctx)

@@ -115,7 +115,8 @@ func TestTotalCheckMergeKeepsTheWorstInstant(t *testing.T) {
 }
 
 // TestReportFlagsTheTotalAndALateResult checks the report's violations
-// for the total and for a frozen run's result taken.
+// for the total, for a frozen run's result taken and for a run that went
+// on unfenced after its freeze.
 func TestReportFlagsTheTotalAndALateResult(t *testing.T) {
 	t.Parallel()
 	ok := Report{Admitted: 1, Samples: 1, Runs: 1, MaxRunning: 16, TotalLimit: 16, TotalWorkers: 8, SpawnMax: 3, MaxSpawnedCounted: 3, WorkerLimit: 2, ResourceRuns: 1, ExplicitRuns: 1}
@@ -124,6 +125,9 @@ func TestReportFlagsTheTotalAndALateResult(t *testing.T) {
 	bad.OverTotal = "17 jobs running at 12:00:00.000, sum of the limits of the 8 workers alive then 16"
 	bad.LateAccepted = 1
 	require.Equal(t, []string{bad.OverTotal, "1 results of runs frozen past the fence were accepted"}, bad.Violations())
+	resumed := ok
+	resumed.Resumed, resumed.ResumedUnfenced = 3, 1
+	require.Equal(t, []string{"1 runs frozen past their lease went on unfenced after SIGCONT"}, resumed.Violations())
 }
 
 // TestCheckResources: the needs of one process's running runs add up

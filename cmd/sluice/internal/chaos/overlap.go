@@ -28,9 +28,11 @@ import (
 //     span of such a run goes on over the freeze and up to the fence or
 //     the handler's return after SIGCONT, but nothing in that span acts
 //     under the lease; what it does after SIGCONT is counted apart
-//     (resumed runs, those that still returned unfenced, and the tail from
-//     SIGCONT to the fence or return, with whether a newer attempt was
-//     live during that tail).
+//     (resumed runs, and the tail from SIGCONT to the fence or return,
+//     with whether a newer attempt was live during that tail). A resumed
+//     run that still returned unfenced is a violation: the handler's
+//     context reads the lease against the clock, so a run frozen past its
+//     lease sees it ended before it can act again.
 //
 // A freeze shorter than the self-fencing delay does not cut the run: the
 // lease is still valid when the process resumes. A run that starts after

@@ -220,6 +220,9 @@ func (r Report) Violations() []string {
 	if r.OverTotal != "" {
 		v = append(v, r.OverTotal)
 	}
+	if r.ResumedUnfenced > 0 {
+		v = append(v, fmt.Sprintf("%d runs frozen past their lease went on unfenced after SIGCONT", r.ResumedUnfenced))
+	}
 	if r.LateAccepted > 0 {
 		v = append(v, fmt.Sprintf("%d results of runs frozen past the fence were accepted", r.LateAccepted))
 	}

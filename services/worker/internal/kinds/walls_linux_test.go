@@ -37,12 +37,12 @@ func TestWallsSmoke(t *testing.T) {
 	scratch := t.TempDir()
 	e := kinds.NewExecer(kinds.ExecPolicy{Programs: []string{"/bin/sh"}}, testGrace, nil)
 	out, err := e.RunIn(context.Background(), kinds.Run{
-		Payload:  execPayload(t, []string{"/bin/sh", "-c", `id; pwd; echo $HOME; ls /proc | head -50 | tr '\n' ' '; cat /proc/$PPID/environ | tr '\0' '\n' | head -3; echo hi > x; ls -la`}, nil),
-		Scratch:  func() (string, error) { return scratch, nil },
-		Name:     "smoke",
+		Payload:   execPayload(t, []string{"/bin/sh", "-c", `id; pwd; echo $HOME; ls /proc | head -50 | tr '\n' ' '; cat /proc/$PPID/environ | tr '\0' '\n' | head -3; echo hi > x; ls -la`}, nil),
+		Scratch:   func() (string, error) { return scratch, nil },
+		Name:      "smoke",
 		Resources: contracts.Resources{Memory: 256 << 20},
-		Enforcer: enf,
-		Sandbox:  sb,
+		Enforcer:  enf,
+		Sandbox:   sb,
 	})
 	res := decodeExecResult(t, out)
 	t.Logf("isolation %s (%s)\nerr %v\nstdout:\n%s\nstderr:\n%s", sb.Isolation(), sb.Reason(), err, res.Stdout, res.Stderr)

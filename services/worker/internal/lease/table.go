@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
@@ -58,6 +59,7 @@ type entry struct {
 	attempt         int64
 	cancel          context.CancelCauseFunc
 	lastAck         time.Time
+	ack             atomic.Int64 // lastAck as nanoseconds since the table's base, read without mu
 	done            bool // the handler returned; no more heartbeats
 	fenced          bool // lost or unacknowledged: report nothing
 	cancelRequested bool
@@ -67,10 +69,12 @@ type entry struct {
 type Table struct {
 	mu sync.Mutex
 	m  map[string]*entry
+	// base is the origin of the entries' ack readings.
+	base time.Time
 }
 
 // NewTable returns an empty table.
-func NewTable() *Table { return &Table{m: map[string]*entry{}} }
+func NewTable() *Table { return &Table{m: map[string]*entry{}, base: time.Now()} }
 
 // Lookup says whether the lease, or another attempt of its job, is held.
 func (t *Table) Lookup(l contracts.Lease) Status {
@@ -100,7 +104,9 @@ func (t *Table) Add(l contracts.Lease, cancel context.CancelCauseFunc, now time.
 	if t.lookupLocked(l) != Free {
 		return false
 	}
-	t.m[l.JobID] = &entry{attempt: l.Claim, cancel: cancel, lastAck: now}
+	e := &entry{attempt: l.Claim, cancel: cancel, lastAck: now}
+	e.ack.Store(int64(now.Sub(t.base)))
+	t.m[l.JobID] = e
 	return true
 }
 
@@ -155,6 +161,7 @@ func (t *Table) Acked(leases []contracts.Lease, at time.Time) {
 	for _, l := range leases {
 		if e := t.get(l); e != nil && at.After(e.lastAck) {
 			e.lastAck = at
+			e.ack.Store(int64(at.Sub(t.base)))
 		}
 	}
 }
@@ -218,6 +225,22 @@ func (t *Table) Unacknowledged(now time.Time, maxAge time.Duration) []contracts.
 	return out
 }
 
+// Left is how long the lease lasts from now by the self-fencing rule (its
+// last acknowledgement plus maxAge), 0 once it was fenced; false when the
+// table does not hold it or its handler returned.
+func (t *Table) Left(l contracts.Lease, now time.Time, maxAge time.Duration) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.get(l)
+	switch {
+	case e == nil || e.done:
+		return 0, false
+	case e.fenced:
+		return 0, true
+	}
+	return e.lastAck.Add(maxAge).Sub(now), true
+}
+
 // Flags reports whether the lease was fenced and whether its cancel was
 // requested. A lease the table does not hold reports false, false.
 func (t *Table) Flags(l contracts.Lease) (fenced, cancelRequested bool) {
@@ -234,4 +257,45 @@ func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.m)
+}
+
+// Context returns the context of the lease's handler: parent, whose Err
+// also reads the clock (now) against the lease's self-fencing deadline
+// (its last acknowledgement plus maxAge) and, past it, calls expired
+// (which fences the lease, cancelling parent) before it answers. A
+// handler that checks its context before it acts so never acts after its
+// lease passed, even when its worker resumes from a freeze and the
+// handler runs before the goroutine that would fence it. Done is
+// parent's: a handler blocked on it wakes when the lease is fenced.
+func (t *Table) Context(parent context.Context, l contracts.Lease, now func() time.Time, maxAge time.Duration, expired func()) context.Context {
+	t.mu.Lock()
+	e := t.get(l)
+	t.mu.Unlock()
+	if e == nil {
+		return parent
+	}
+	return &leaseContext{Context: parent, e: e, base: t.base, now: now, maxAge: maxAge, expired: expired}
+}
+
+// leaseContext is a handler's context that ends when its lease passes.
+type leaseContext struct {
+	context.Context
+	e       *entry
+	base    time.Time
+	now     func() time.Time
+	maxAge  time.Duration
+	expired func()
+}
+
+// Err is the parent's error, or the cause of the fence when the lease
+// passed since it was last acknowledged.
+func (c *leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.now().Sub(c.base)-time.Duration(c.e.ack.Load()) <= c.maxAge {
+		return nil
+	}
+	c.expired()
+	return c.Context.Err()
 }

@@ -75,3 +75,6 @@ type LaunchError struct{ Reason string }
 
 // Error implements error.
 func (e *LaunchError) Error() string { return e.Reason }
+
+// Harden does nothing outside Linux.
+func Harden() error { return nil }
