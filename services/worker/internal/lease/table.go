@@ -60,8 +60,8 @@ type entry struct {
 	cancel          context.CancelCauseFunc
 	lastAck         time.Time
 	ack             atomic.Int64 // lastAck as nanoseconds since the table's base, read without mu
-	done            bool // the handler returned; no more heartbeats
-	fenced          bool // lost or unacknowledged: report nothing
+	done            bool         // the handler returned; no more heartbeats
+	fenced          bool         // lost or unacknowledged: report nothing
 	cancelRequested bool
 }
 
