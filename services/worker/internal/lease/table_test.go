@@ -154,3 +154,42 @@ func TestFenceIfUnacknowledged(t *testing.T) {
 	tab.Finish(done)
 	require.False(t, tab.FenceIfUnacknowledged(done, t0.Add(time.Hour), 2*time.Second), "a finished handler is not fenced")
 }
+
+// TestContextEndsWhenTheLeasePasses: the handler's context reads the clock
+// against the lease: once the last acknowledgement is older than maxAge,
+// Err fences the lease (through expired) before it answers, with no
+// goroutine in between; an acknowledgement in time keeps it going.
+func TestContextEndsWhenTheLeasePasses(t *testing.T) {
+	t.Parallel()
+	tab := lease.NewTable()
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	l := contracts.Lease{JobID: "j", Claim: 1}
+	parent, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	require.True(t, tab.Add(l, cancel, now))
+	expired := 0
+	ctx := tab.Context(parent, l, clock, 20*time.Second, func() {
+		expired++
+		tab.FenceIfUnacknowledged(l, clock(), 20*time.Second)
+	})
+	now = now.Add(19 * time.Second)
+	require.NoError(t, ctx.Err())
+	tab.Acked([]contracts.Lease{l}, now)
+	now = now.Add(19 * time.Second)
+	require.NoError(t, ctx.Err(), "renewed in time")
+	now = now.Add(2 * time.Second)
+	require.ErrorIs(t, ctx.Err(), context.Canceled)
+	require.ErrorIs(t, context.Cause(ctx), lease.ErrUnacknowledged)
+	require.Equal(t, 1, expired)
+	fenced, _ := tab.Flags(l)
+	require.True(t, fenced)
+	select {
+	case <-ctx.Done():
+	default:
+		t.Fatal("Done is not closed once the lease is fenced")
+	}
+	left, ok := tab.Left(l, now, 20*time.Second)
+	require.True(t, ok)
+	require.Zero(t, left, "a fenced lease has no time left")
+}
