@@ -295,6 +295,24 @@ func WithReadConns(n int) Option {
 	}
 }
 
+// ownerOnly creates the database file if missing, and makes it and its
+// journal files (SQLite gives them the database's mode) readable and
+// writable by their owner alone: the store holds every tenant's jobs, and
+// a worker's runs (other uids) must not read it.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	_ = f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("owner only: %w", err)
+		}
+	}
+	return nil
+}
+
 // Open opens (creating if needed, with its parent directory) the database
 // file at path and brings its schema up to date.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
@@ -312,6 +330,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: create directory: %w", abs, err)
+	}
+	if err := ownerOnly(abs); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 
 	rows := new(txRows)
