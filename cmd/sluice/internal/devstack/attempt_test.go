@@ -21,15 +21,17 @@ import (
 // in the job, in its run errors and in the events that followed it.
 func TestRetriedJobShowsItsRunAsAttemptAndItsFenceAsClaim(t *testing.T) {
 	t.Parallel()
+	shared := sharedDir(t) // the job's marker outlives its run
 	b := setup(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_WORKER_EXEC_ALLOW":       "/bin/sh",
 		"SLUICE_SCHEDULER_RETRY_BACKOFF": "100ms",
+		"SLUICE_WORKER_EXEC_DIRS":        shared,
 	})
 	ctx := t.Context()
 	events, resp := b.openSSE(ctx, "/v1/events", nil)
 	require.NotNil(t, events, "status %d", resp.StatusCode)
 
-	marker := filepath.Join(t.TempDir(), "ran-once")
+	marker := filepath.Join(shared, "ran-once")
 	body := fmt.Sprintf(`{"kind":"exec","max_attempts":3,"payload":{"argv":["/bin/sh","-c","if [ -e %[1]s ]; then exit 0; fi; touch %[1]s; exit 1"]}}`, marker)
 	res, err := http.Post(b.base+"/v1/jobs", "application/json", strings.NewReader(body))
 	require.NoError(t, err)

@@ -46,8 +46,8 @@ func alive(pid int) bool {
 
 func TestCancelReachesTheExecProcessGroupAndFreesTheSlot(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_EXEC_ALLOW": "/bin/sh"})
-	dir := t.TempDir()
+	dir := sharedDir(t)
+	b := setup(t, Options{Workers: 1}, map[string]string{"SLUICE_WORKER_EXEC_ALLOW": "/bin/sh", "SLUICE_WORKER_EXEC_DIRS": dir})
 	pidFile := filepath.Join(dir, "child.pid")
 	// The shell starts a grandchild and waits for it: only killing the
 	// whole process group stops both.

@@ -155,9 +155,10 @@ func TestATenantCannotPoisonAnothersPinnedInput(t *testing.T) {
 	defer srv.Close()
 	sum := sha256.Sum256([]byte(original))
 	pin := contracts.InputRef{Name: "h", URI: srv.URL + "/genome.fa", SHA256: hex.EncodeToString(sum[:])}
-	marks := t.TempDir()
+	marks := sharedDir(t)
 
 	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_WORKER_EXEC_DIRS":            marks,
 		"SLUICE_API_TOKENS":                  dashTenant + ":" + dashToken + ",globex:globex-token",
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "2",
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",

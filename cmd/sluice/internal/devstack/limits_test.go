@@ -31,8 +31,10 @@ const hogScript = `BEGIN { s = "x"; for (i = 0; i < 28; i++) s = s s; print leng
 // survives by design, the grandchild stays in the group).
 func TestExecLimitsEndToEnd(t *testing.T) {
 	t.Parallel()
+	shared := sharedDir(t) // where the jobs and the test meet
 	b := setup(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
+		"SLUICE_WORKER_EXEC_DIRS":            shared,
 		"SLUICE_WORKER_EXEC_GRACE":           "100ms",
 		"SLUICE_WORKER_CPU":                  "2",
 		"SLUICE_WORKER_MEMORY":               "1GiB",
@@ -50,7 +52,7 @@ func TestExecLimitsEndToEnd(t *testing.T) {
 	}
 
 	// A sibling that runs until the hog is stopped, then the hog.
-	gate := filepath.Join(t.TempDir(), "gate")
+	gate := filepath.Join(shared, "gate")
 	sibling := submit("while [ ! -e " + gate + " ]; do sleep 0.01; done; echo ok")
 	b.waitState(sibling.ID, contracts.StateRunning, 20*time.Second)
 	hog := submit("exec awk '" + hogScript + "'")
@@ -93,7 +95,7 @@ func TestExecLimitsEndToEnd(t *testing.T) {
 	if mech == contracts.LimitCgroupV1 || mech == contracts.LimitCgroupV2 {
 		start = "setsid sleep 300"
 	}
-	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+	pidFile := filepath.Join(shared, "grandchild.pid")
 	tree := submit(start + " >/dev/null 2>&1 & echo $! > " + pidFile + "; wait")
 	b.waitState(tree.ID, contracts.StateRunning, 20*time.Second)
 	var pid int

@@ -171,9 +171,11 @@ func TestConcurrencyKeyLimitsRunningJobs(t *testing.T) {
 // backoff until max_attempts runs; the job shows each run's error.
 func TestFailedRunsRetryWithBackoff(t *testing.T) {
 	t.Parallel()
+	shared := sharedDir(t) // the job's marker outlives its run
 	b := setup(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_WORKER_EXEC_ALLOW":       "/bin/sh",
 		"SLUICE_SCHEDULER_RETRY_BACKOFF": "100ms",
+		"SLUICE_WORKER_EXEC_DIRS":        shared,
 	})
 	always := contracts.SubmitRequest{Kind: "exec", MaxAttempts: 3,
 		Payload: json.RawMessage(`{"argv":["/bin/sh","-c","echo broken >&2; exit 3"]}`)}
@@ -191,7 +193,7 @@ func TestFailedRunsRetryWithBackoff(t *testing.T) {
 	require.GreaterOrEqual(t, got.Errors[1].At.Sub(got.Errors[0].At), 50*time.Millisecond, "a backoff between runs")
 
 	// Fails its first run, succeeds on the second.
-	marker := filepath.Join(t.TempDir(), "ran-once")
+	marker := filepath.Join(shared, "ran-once")
 	once := contracts.SubmitRequest{Kind: "exec", MaxAttempts: 3,
 		Payload: json.RawMessage(fmt.Sprintf(`{"argv":["/bin/sh","-c","if [ -e %[1]s ]; then exit 0; fi; touch %[1]s; exit 1"]}`, marker))}
 	_, j = b.submit(once)

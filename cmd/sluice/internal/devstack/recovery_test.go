@@ -241,14 +241,15 @@ func TestRestartKeepsPendingJobs(t *testing.T) {
 func TestExecDiesWithItsWorker(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Workers: -1}, nil)
-	proc := startWorkerProcess(t, b, "worker-00", "SLUICE_WORKER_EXEC_ALLOW=/bin/sh")
+	shared := sharedDir(t)
+	proc := startWorkerProcess(t, b, "worker-00", "SLUICE_WORKER_EXEC_ALLOW=/bin/sh", "SLUICE_WORKER_EXEC_DIRS="+shared)
 	require.Eventually(t, func() bool {
 		var st contracts.Stats
 		b.getJSON("/v1/stats", &st)
 		return len(st.Workers) == 1
 	}, 10*time.Second, 20*time.Millisecond)
 
-	pidFile := filepath.Join(t.TempDir(), "job.pid")
+	pidFile := filepath.Join(shared, "job.pid")
 	j := b.mustSubmit("exec", map[string]any{
 		"argv":    []string{"/bin/sh", "-c", "echo $$ > " + pidFile + "; exec sleep 300"},
 		"timeout": "10m",

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,6 +45,21 @@ func readWhenWritten(t *testing.T, path string) string {
 	return s
 }
 
+// runDir is where a worker keeps the scratch directory of a job's claim.
+func runDir(root string, j contracts.Job) string {
+	return filepath.Join(root, j.Worker, j.ID+"-"+strconv.FormatInt(j.Claim, 10))
+}
+
+// isolation is the isolation the stack's first worker announces.
+func isolation(b *bundle) contracts.Isolation {
+	var st contracts.Stats
+	b.getJSON("/v1/stats", &st)
+	if len(st.Workers) == 0 {
+		return ""
+	}
+	return st.Workers[0].Isolation
+}
+
 // TestExecRunsInAScratchDirOnLeastPrivilege: every exec run works in a
 // fresh scratch directory of its own (told in SLUICE_SCRATCH_DIR), gone
 // after success, failure and cancel; a job that sets a variable or picks a
@@ -51,7 +67,7 @@ func readWhenWritten(t *testing.T, path string) string {
 // fills its scratch past SLUICE_WORKER_MAX_SCRATCH_BYTES fails handler:.
 func TestExecRunsInAScratchDirOnLeastPrivilege(t *testing.T) {
 	t.Parallel()
-	scratch, root, marks := t.TempDir(), t.TempDir(), t.TempDir()
+	scratch, root, marks := t.TempDir(), sharedDir(t), t.TempDir()
 	b := setup(t, Options{Workers: 1}, map[string]string{
 		"SLUICE_WORKER_MAX_CONCURRENT_TASKS": "4",
 		"SLUICE_WORKER_EXEC_ALLOW":           "/bin/sh",
@@ -78,23 +94,28 @@ func TestExecRunsInAScratchDirOnLeastPrivilege(t *testing.T) {
 	require.Equal(t, contracts.StateSucceeded, ok.State, ok.Error)
 	lines := strings.Split(strings.TrimSpace(execResult(t, ok).Stdout), "\n")
 	require.Len(t, lines, 4)
-	dir := lines[0]
-	require.Equal(t, dir, lines[1], "SLUICE_SCRATCH_DIR is the working directory")
-	require.True(t, strings.HasPrefix(dir, scratch+"/"), "under SLUICE_WORKER_SCRATCH_DIR: %s", dir)
-	require.Equal(t, ok.ID+"-"+"1", filepath.Base(dir)[len(filepath.Base(dir))-len(ok.ID)-2:], "named after the job and attempt")
+	require.Equal(t, lines[0], lines[1], "SLUICE_SCRATCH_DIR is the working directory")
+	// Where the worker keeps it: under SLUICE_WORKER_SCRATCH_DIR, named
+	// after the job and its claim; where the run sees it: there, or, in a
+	// namespace of its own, at a fixed path.
+	dir := runDir(scratch, ok)
+	if isolation(b) == contracts.IsolationNamespace {
+		require.Equal(t, "/tmp/sluice/scratch", lines[0])
+	} else {
+		require.Equal(t, dir, lines[0])
+	}
 	require.Equal(t, []string{"hello", "file"}, lines[2:])
 	waitGone(t, dir, "after success")
 
 	// Failure: gone too (the result keeps what the program printed).
 	failed := b.waitFinal(sh(`pwd; exit 3`, map[string]any{}).ID, 30*time.Second)
 	require.Equal(t, contracts.StateFailed, failed.State)
-	waitGone(t, strings.TrimSpace(execResult(t, failed).Stdout), "after failure")
+	waitGone(t, runDir(scratch, failed), "after failure")
 
 	// Cancel: gone too.
-	mark := filepath.Join(marks, "pwd")
-	long := sh(`pwd > `+mark+`; sleep 300`, nil)
-	running := readWhenWritten(t, mark)
-	require.DirExists(t, running)
+	long := sh(`sleep 300`, nil)
+	running := runDir(scratch, b.waitState(long.ID, contracts.StateRunning, 20*time.Second))
+	require.Eventually(t, func() bool { _, err := os.Stat(running); return err == nil }, 20*time.Second, 10*time.Millisecond)
 	code, _ := b.cancelJob(long.ID)
 	require.Equal(t, http.StatusAccepted, code)
 	require.Equal(t, contracts.StateCancelled, b.waitFinal(long.ID, 20*time.Second).State)
@@ -132,16 +153,17 @@ func TestExecRunsInAScratchDirOnLeastPrivilege(t *testing.T) {
 // runs again elsewhere.
 func TestScratchOfAKilledWorkerIsRemoved(t *testing.T) {
 	t.Parallel()
-	scratch, marks := t.TempDir(), t.TempDir()
+	scratch, marks := t.TempDir(), sharedDir(t)
 	b := setup(t, Options{Workers: -1}, nil)
-	env := []string{"SLUICE_WORKER_EXEC_ALLOW=/bin/sh", "SLUICE_WORKER_SCRATCH_DIR=" + scratch}
+	env := []string{"SLUICE_WORKER_EXEC_ALLOW=/bin/sh", "SLUICE_WORKER_SCRATCH_DIR=" + scratch, "SLUICE_WORKER_EXEC_DIRS=" + marks}
 	proc := startWorkerProcess(t, b, "worker-doomed", env...)
-	mark := filepath.Join(marks, "pwd")
-	raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", `pwd >> ` + mark + `; sleep 2`}})
+	mark := filepath.Join(marks, "started")
+	raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", `echo started >> ` + mark + `; sleep 2`}})
 	require.NoError(t, err)
 	code, j := b.submit(contracts.SubmitRequest{Kind: "exec", Payload: raw})
 	require.Equal(t, http.StatusAccepted, code)
-	left := readWhenWritten(t, mark)
+	readWhenWritten(t, mark)
+	left := runDir(scratch, b.job(j.ID))
 	require.NoError(t, syscall.Kill(proc.Process.Pid, syscall.SIGKILL))
 	_, _ = proc.Process.Wait()
 	require.DirExists(t, left, "a killed worker leaves its run's directory")

@@ -19,7 +19,9 @@ import (
 // runs every job, and shrinks back to none when they go idle.
 func TestSpawnFromZeroWorkersAndBack(t *testing.T) {
 	t.Parallel()
+	shared := sharedDir(t)
 	b := setup(t, Options{Workers: -1}, map[string]string{
+		"SLUICE_WORKER_EXEC_DIRS":            shared,
 		"SLUICE_SCHEDULER_SPAWN":             "dev",
 		"SLUICE_SCHEDULER_MAX_SPAWNED":       "2",
 		"SLUICE_SCHEDULER_SPAWN_COOLDOWN":    "100ms",
@@ -31,7 +33,7 @@ func TestSpawnFromZeroWorkersAndBack(t *testing.T) {
 	})
 	// The jobs run until the test has seen the stack grow to its bound, so
 	// that it grows there however slowly this machine starts a worker.
-	release := filepath.Join(t.TempDir(), "release")
+	release := filepath.Join(shared, "release")
 	wait := "while [ ! -e " + release + " ]; do sleep 0.05; done"
 	var ids []string
 	for range 8 {

@@ -23,8 +23,8 @@ import (
 type Dirs struct {
 	// Scratch is the run's scratch directory ("" = none).
 	Scratch string
-	// Inputs holds the run's copies of its pinned inputs ("" = none),
-	// read-only to the run.
+	// Inputs holds the run's copies of its pinned inputs ("" = none):
+	// the run's own, read-only until it changes their modes.
 	Inputs string
 }
 
@@ -66,14 +66,29 @@ func (s *Sandbox) Open(name string, dirs Dirs) (*Box, error) {
 				return nil, err
 			}
 		}
+		if dirs.Inputs != "" {
+			// The copies are the run's own too (read-only until it
+			// chmods one: what it writes reaches no other run).
+			entries, err := os.ReadDir(dirs.Inputs)
+			for _, e := range entries {
+				if err == nil {
+					err = os.Lchown(filepath.Join(dirs.Inputs, e.Name()), int(uid), int(uid))
+				}
+			}
+			if err != nil {
+				_ = lock.Close()
+				return nil, fmt.Errorf("sandbox: give the input copies to the run: %w", err)
+			}
+		}
 	}
 	if s.iso == contracts.IsolationNamespace {
 		if dirs.Scratch != "" {
 			b.binds = append(b.binds, bind{From: dirs.Scratch, To: runScratch})
 		}
 		if dirs.Inputs != "" {
-			b.binds = append(b.binds, bind{From: dirs.Inputs, To: runInputs, ReadOnly: true})
+			b.binds = append(b.binds, bind{From: dirs.Inputs, To: runInputs})
 		}
+		b.binds = append(b.binds, s.shared...)
 	}
 	b.watch = wardenMsg{Op: opWatch, Run: name, UID: b.uid}
 	s.mu.Lock()

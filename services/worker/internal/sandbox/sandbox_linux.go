@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicehq/sluice/pkg/confine"
 	"github.com/sluicehq/sluice/pkg/contracts"
 )
 
@@ -31,6 +32,11 @@ type Options struct {
 	// each ancestor must let others through (o+x), or runs keep the
 	// worker's uid.
 	Reach []string
+	// Shared are directories the operator shares with runs
+	// (SLUICE_WORKER_EXEC_DIRS): a run in a namespace of its own sees them
+	// at their real paths even under a directory it gets a private copy
+	// of (/tmp). What a run may do in them is up to their modes.
+	Shared []string
 	// OnExpired (nil: nobody) hears of each run the warden killed
 	// because its lease passed.
 	OnExpired func(run string)
@@ -43,6 +49,8 @@ type Sandbox struct {
 	why  string
 	pool *pool
 	pids int64
+	// shared are the binds of Options.Shared a namespace needs.
+	shared []bind
 	// onExpired is Options.OnExpired.
 	onExpired func(run string)
 
@@ -57,7 +65,8 @@ type Sandbox struct {
 // namespace and takes a run uid, then exits. It never fails: a host that
 // allows nothing gets IsolationNone.
 func New(o Options) *Sandbox {
-	s := &Sandbox{iso: contracts.IsolationNone, pids: o.Pids, onExpired: o.OnExpired, boxes: map[string]*Box{}}
+	s := &Sandbox{iso: contracts.IsolationNone, pids: o.Pids, onExpired: o.OnExpired, boxes: map[string]*Box{},
+		shared: sharedBinds(o.Shared)}
 	if o.UIDs.IsZero() {
 		s.why = "SLUICE_WORKER_RUN_UIDS is empty: runs keep the worker's uid"
 		return s
@@ -106,6 +115,21 @@ func (s *Sandbox) Isolation() contracts.Isolation { return s.iso }
 // Reason says what the host lacks for a stronger isolation ("" with the
 // strongest).
 func (s *Sandbox) Reason() string { return s.why }
+
+// sharedBinds binds each shared directory under a private one at its own
+// path (the others a run sees anyway).
+func sharedBinds(dirs []string) []bind {
+	var out []bind
+	for _, d := range dirs {
+		for _, p := range privateDirs {
+			if confine.Within(d, p) {
+				out = append(out, bind{From: d, To: d})
+				break
+			}
+		}
+	}
+	return out
+}
 
 // probe starts a launcher in probe mode as a run would be (its own uid,
 // and a namespace when ns), and reports why it failed.
