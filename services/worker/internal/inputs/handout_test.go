@@ -29,6 +29,8 @@ type handoutSetup struct {
 // tests of its own).
 type bodyFetcher string
 
+func (bodyFetcher) Check(string) error { return nil }
+
 func (f bodyFetcher) Fetch(_ context.Context, _ string, w io.Writer, _ int64) (int64, error) {
 	n, err := io.WriteString(w, string(f))
 	return int64(n), err
