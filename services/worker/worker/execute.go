@@ -89,7 +89,7 @@ func (w *Worker) handOutInputs(ctx context.Context, t *task) (map[string]string,
 			t.log.Warn().Err(err).Msg("input copies not removed")
 		}
 	}
-	paths, err := w.inputs.Acquire(ctx, t.job.Inputs, dir)
+	paths, err := w.inputs.Acquire(ctx, t.job.Tenant, t.job.Inputs, dir)
 	return paths, dir, remove, err
 }
 

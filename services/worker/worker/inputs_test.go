@@ -155,3 +155,48 @@ func TestConcurrentRunsOfOnePinKeepTheirOwnInputs(t *testing.T) {
 	}
 	require.Len(t, dirs, 2, "two runs, two directories")
 }
+
+// TestAnotherTenantCannotReadACachedInputByItsDigest: tenant t1's run
+// fetches an input; tenant t2's run names the same digest with a loopback
+// URI the worker's rules refuse (an address the allow list does not name)
+// and fails input: with the fetch's refusal, its handler never called.
+// Named with an allowed URI that serves the same bytes, t2's run gets
+// them; and t1 too is refused the loopback URI despite its cached copy.
+func TestAnotherTenantCannotReadACachedInputByItsDigest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := pinnedInput(t, "tenant one's reference\n")
+	port := in.URI[strings.LastIndex(in.URI, ":")+1 : strings.LastIndex(in.URI, "/")]
+	cfg := testConfig(t, "w-tenants")
+	cfg.FetchAllow = []string{"127.0.0.1"} // the input is served on 127.0.0.1; ::1 stays refused
+	b.start(cfg, map[string]worker.Handler{
+		"read": func(_ context.Context, job worker.Job) (worker.Result, error) {
+			read, err := readInput(job, "")
+			if err != nil {
+				return nil, err
+			}
+			return worker.JSON(inputResult{Read: read, Path: job.InputPaths["h"]})
+		},
+	})
+	run := func(id, tenant, uri string) contracts.Result {
+		s := spec(id, "read", 1, "")
+		s.Tenant = tenant
+		r := in
+		r.URI = uri
+		s.Inputs = []contracts.InputRef{r}
+		require.Equal(t, contracts.OfferAccepted, b.offer("w-tenants", s).Status)
+		return b.nextResult()
+	}
+
+	require.Equal(t, "tenant one's reference\n", decodeInputResult(t, run("job-t1", "t1", in.URI)).Read)
+	loopback := "http://[::1]:" + port + "/h.txt"
+	for _, tenant := range []string{"t2", "t1"} {
+		res := run("job-loopback-"+tenant, tenant, loopback)
+		require.Equal(t, contracts.StateFailed, res.State, tenant)
+		require.Equal(t, "input: fetch of "+loopback+" refused: address ::1 is loopback (allow it with SLUICE_WORKER_FETCH_ALLOW)",
+			res.Error, "%s: the rule is named", tenant)
+		require.Empty(t, res.Result, tenant)
+	}
+	require.Equal(t, "tenant one's reference\n", decodeInputResult(t, run("job-t2", "t2", in.URI)).Read,
+		"an allowed URI: t2's own fetch")
+}

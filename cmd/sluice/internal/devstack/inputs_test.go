@@ -196,3 +196,60 @@ func TestATenantCannotPoisonAnothersPinnedInput(t *testing.T) {
 	require.Equal(t, original, execResult(t, after).Stdout, "after the poisoner ended")
 	require.Equal(t, a.Worker, after.Worker, "one worker, one cache")
 }
+
+// TestATenantCannotReadAnothersCachedInputByItsDigest: in token mode,
+// acme's exec job fetches a file the worker may fetch (on 127.0.0.1);
+// globex names the same digest with a loopback URI the worker's rules
+// refuse (::1) and its job fails input: with the fetch's refusal, after
+// one run, never seeing acme's bytes; acme is refused that URI too,
+// cached copy or not. With an allowed URI that serves the same file,
+// globex's job fetches it itself and reads it.
+func TestATenantCannotReadAnothersCachedInputByItsDigest(t *testing.T) {
+	t.Parallel()
+	const secret = "acme's private reference\n"
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte(secret))
+	}))
+	defer srv.Close()
+	sum := sha256.Sum256([]byte(secret))
+	pin := contracts.InputRef{Name: "h", URI: srv.URL + "/ref.txt", SHA256: hex.EncodeToString(sum[:])}
+	loopback := pin
+	loopback.URI = "http://[::1]:" + srv.URL[strings.LastIndex(srv.URL, ":")+1:] + "/ref.txt"
+
+	b := startTokenStack(t, Options{Workers: 1}, map[string]string{
+		"SLUICE_API_TOKENS":         dashTenant + ":" + dashToken + ",globex:globex-token",
+		"SLUICE_WORKER_EXEC_ALLOW":  "/bin/sh",
+		"SLUICE_WORKER_FETCH_ALLOW": "127.0.0.1", // not ::1
+	})
+	acme, err := client.New(b.base, client.WithToken(dashToken))
+	require.NoError(t, err)
+	globex, err := client.New(b.base, client.WithToken("globex-token"))
+	require.NoError(t, err)
+	sh := func(c *client.Client, in contracts.InputRef) contracts.Job {
+		raw, err := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", `cat "$SLUICE_INPUT_H"`}})
+		require.NoError(t, err)
+		return waitFinalAs(t, c, submitAs(t, c, contracts.SubmitRequest{Kind: "exec", Payload: raw, MaxAttempts: 3,
+			Inputs: []contracts.InputRef{in}}).ID)
+	}
+	first := sh(acme, pin)
+	require.Equal(t, contracts.StateSucceeded, first.State, first.Error)
+	require.Equal(t, secret, execResult(t, first).Stdout)
+	require.Equal(t, int64(1), hits.Load())
+
+	for _, c := range []*client.Client{globex, acme} {
+		j := sh(c, loopback)
+		require.Equal(t, contracts.StateFailed, j.State, j.Error)
+		require.Equal(t, "input: fetch of "+loopback.URI+" refused: address ::1 is loopback (allow it with SLUICE_WORKER_FETCH_ALLOW)", j.Error)
+		require.Equal(t, 1, j.Attempt, "a refusal cannot get better: no retry")
+		require.NotContains(t, string(j.Result), secret)
+		require.Equal(t, first.Worker, j.Worker, "one worker, one cache")
+	}
+	require.Equal(t, int64(1), hits.Load(), "the refused URI reached nothing")
+
+	own := sh(globex, pin)
+	require.Equal(t, contracts.StateSucceeded, own.State, own.Error)
+	require.Equal(t, secret, execResult(t, own).Stdout)
+	require.Equal(t, int64(2), hits.Load(), "globex's own fetch")
+}

@@ -134,7 +134,7 @@ func TestFetchErrorsTellNothing(t *testing.T) {
 	defer srv.Close()
 	c, err := Open(filepath.Join(t.TempDir(), "cache"), 1<<20, f)
 	require.NoError(t, err)
-	_, err = c.Acquire(context.Background(), []contracts.InputRef{{Name: "p", URI: srv.URL + "/passwd", SHA256: strings.Repeat("0", 64)}}, t.TempDir())
+	_, err = c.Acquire(context.Background(), acme, []contracts.InputRef{{Name: "p", URI: srv.URL + "/passwd", SHA256: strings.Repeat("0", 64)}}, t.TempDir())
 	require.Error(t, err)
 	msg := contracts.Classify(err)
 	sum := sha256.Sum256([]byte(secret))

@@ -49,7 +49,7 @@ func TestCacheFetchesOnceChecksAndEvicts(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			paths, err := c.Acquire(ctx, []contracts.InputRef{a}, t.TempDir())
+			paths, err := c.Acquire(ctx, acme, []contracts.InputRef{a}, t.TempDir())
 			require.NoError(t, err)
 			data, err := os.ReadFile(paths["a"])
 			require.NoError(t, err)
@@ -67,20 +67,20 @@ func TestCacheFetchesOnceChecksAndEvicts(t *testing.T) {
 		"refused":      {Name: "g", URI: srv.URL + "/gone", SHA256: digest("x")},
 		"missing file": {Name: "m", URI: "file:///no/such/file", SHA256: digest("x")},
 	} {
-		_, err := c.Acquire(ctx, []contracts.InputRef{ref}, t.TempDir())
+		_, err := c.Acquire(ctx, acme, []contracts.InputRef{ref}, t.TempDir())
 		require.Error(t, err, name)
 		require.Equal(t, contracts.ClassInput, contracts.ClassOf(contracts.Classify(err)), "%s: %v", name, err)
 	}
-	_, err = c.Acquire(ctx, []contracts.InputRef{{Name: "d", URI: srv.URL + "/down", SHA256: digest("x")}}, t.TempDir())
+	_, err = c.Acquire(ctx, acme, []contracts.InputRef{{Name: "d", URI: srv.URL + "/down", SHA256: digest("x")}}, t.TempDir())
 	require.Error(t, err)
 	require.NotEqual(t, contracts.ClassInput, contracts.ClassOf(contracts.Classify(err)), "a server error may mend: retried")
 
 	// Free entries go, oldest first, to make room.
 	b := contracts.InputRef{Name: "b", URI: srv.URL + "/b", SHA256: digest("content of /b")}
-	_, err = c.Acquire(ctx, []contracts.InputRef{b}, t.TempDir())
+	_, err = c.Acquire(ctx, acme, []contracts.InputRef{b}, t.TempDir())
 	require.NoError(t, err)
 	d := contracts.InputRef{Name: "c", URI: srv.URL + "/c", SHA256: digest("content of /c")}
-	_, err = c.Acquire(ctx, []contracts.InputRef{d}, t.TempDir())
+	_, err = c.Acquire(ctx, acme, []contracts.InputRef{d}, t.TempDir())
 	require.NoError(t, err)
 	_, err = os.Stat(filepath.Join(c.dir, a.SHA256))
 	require.True(t, os.IsNotExist(err), "the free, oldest entry was evicted")

@@ -20,7 +20,13 @@ import (
 // how many it copied. An error that cannot get better by trying again (a
 // missing file, a refusal by the server or by the allow list, too large)
 // is a *contracts.ClassedError of class input.
+//
+// Check applies the rules a fetch of uri applies before it reads
+// anything, and refuses uri with the very error Fetch would give; the
+// cache asks it before it hands out a cached input, so that content is
+// never served for a URI a fetch would refuse.
 type Fetcher interface {
+	Check(uri string) error
 	Fetch(ctx context.Context, uri string, w io.Writer, limit int64) (int64, error)
 }
 
@@ -48,11 +54,65 @@ func inputError(format string, args ...any) error {
 	return &contracts.ClassedError{Class: contracts.ClassInput, Err: fmt.Errorf(format, args...)}
 }
 
-// Fetch fetches uri by its scheme.
-func (f Fetchers) Fetch(ctx context.Context, uri string, w io.Writer, limit int64) (int64, error) {
+// Check refuses uri as a fetch of it would, without connecting anywhere
+// or reading anything: a URI that is not one, a scheme not fetched, an
+// address of the worker's own network the allow list does not name, a
+// file:// naming a host, or a file that is not a regular file under the
+// file roots (opened and closed, as the fetch opens it). A host name is
+// not resolved: the fetch checks what a name resolves to when it
+// connects, and Check makes no connection (see docs/inputs.md).
+func (f Fetchers) Check(uri string) error {
+	u, err := f.check(uri)
+	if err != nil {
+		return err
+	}
+	if u.Scheme == "file" {
+		file, err := f.Allow.files.Open(u.Path)
+		if err != nil {
+			return fileRefused(uri) // Open has no other answer than ErrRefused
+		}
+		_ = file.Close()
+	}
+	return nil
+}
+
+// check applies the rules on the URI as written that every fetch applies
+// first, and returns it parsed.
+func (f Fetchers) check(uri string) (*url.URL, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
-		return 0, inputError("%s is not a URI", uri)
+		return nil, inputError("%s is not a URI", uri)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, inputError("fetch of %s refused: a file:// input names no host", uri)
+		}
+	case "http", "https":
+		if err := f.Allow.checkHost(u.Hostname()); err != nil {
+			return nil, inputError("fetch of %s refused: %v", uri, err)
+		}
+		if _, err := http.NewRequest(http.MethodGet, uri, nil); err != nil {
+			return nil, inputError("%s is not a URL that can be fetched", uri)
+		}
+	default:
+		return nil, inputError("%s: scheme %q is not fetched here", uri, u.Scheme)
+	}
+	return u, nil
+}
+
+// fileRefused is the one refusal of a file:// input the file roots do not
+// allow, whatever the reason.
+func fileRefused(uri string) error {
+	return inputError("fetch of %s refused: only regular files under the file roots of %s are read, "+
+		"and this one is not one of them or does not exist", uri, AllowVariable)
+}
+
+// Fetch fetches uri by its scheme, after check.
+func (f Fetchers) Fetch(ctx context.Context, uri string, w io.Writer, limit int64) (int64, error) {
+	u, err := f.check(uri)
+	if err != nil {
+		return 0, err
 	}
 	parent := ctx
 	if f.Timeout > 0 {
@@ -60,40 +120,30 @@ func (f Fetchers) Fetch(ctx context.Context, uri string, w io.Writer, limit int6
 		ctx, cancel = context.WithTimeout(ctx, f.Timeout)
 		defer cancel()
 	}
-	switch u.Scheme {
-	case "file":
+	if u.Scheme == "file" {
 		return f.fetchFile(ctx, parent, uri, u, w, limit)
-	case "http", "https":
-		return f.fetchHTTP(ctx, parent, uri, u, w, limit)
-	default:
-		return 0, inputError("%s: scheme %q is not fetched here", uri, u.Scheme)
 	}
+	return f.fetchHTTP(ctx, parent, uri, w, limit)
 }
 
 // fetchFile copies a file under the allowed file roots.
 func (f Fetchers) fetchFile(ctx, parent context.Context, uri string, u *url.URL, w io.Writer, limit int64) (int64, error) {
-	if u.Host != "" && u.Host != "localhost" {
-		return 0, inputError("fetch of %s refused: a file:// input names no host", uri)
-	}
 	n, err := f.Allow.files.Copy(ctx, u.Path, w, limit)
 	switch {
 	case err == nil:
 		return n, nil
 	case errors.Is(err, confine.ErrRefused):
-		return 0, inputError("fetch of %s refused: only regular files under the file roots of %s are read, "+
-			"and this one is not one of them or does not exist", uri, AllowVariable)
+		return 0, fileRefused(uri)
 	case errors.Is(err, confine.ErrTooLarge):
 		return n, inputError("%s is larger than the cache (%d bytes)", uri, limit)
 	}
 	return n, f.unfetched(parent, uri)
 }
 
-// fetchHTTP copies the body of a GET, through a client that refuses the
-// worker's own network on every redirect and at every connection.
-func (f Fetchers) fetchHTTP(ctx, parent context.Context, uri string, u *url.URL, w io.Writer, limit int64) (int64, error) {
-	if err := f.Allow.checkHost(u.Hostname()); err != nil {
-		return 0, inputError("fetch of %s refused: %v", uri, err)
-	}
+// fetchHTTP copies the body of a GET (its URI checked), through a client
+// that refuses the worker's own network on every redirect and at every
+// connection.
+func (f Fetchers) fetchHTTP(ctx, parent context.Context, uri string, w io.Writer, limit int64) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, uri, nil)
 	if err != nil {
 		return 0, inputError("%s is not a URL that can be fetched", uri)

@@ -95,3 +95,38 @@ func TestFetchRefusesTheWorkersNetworkByDefault(t *testing.T) {
 		requireRefused(t, fetchWithin(t, f, "file://"+path), "file roots of SLUICE_WORKER_FETCH_ALLOW")
 	}
 }
+
+// fetchError is what a fetch of uri answers, as a job would show it.
+func fetchError(t *testing.T, f Fetchers, uri string) string {
+	t.Helper()
+	err := fetchWithin(t, f, uri)
+	require.Error(t, err, uri)
+	return contracts.Classify(err)
+}
+
+// TestCheckRefusesAsTheFetchDoes: Check gives every refusal a fetch gives
+// on the URI as written, word for word, and lets through what a fetch
+// would try. A host name is not resolved: a name that resolves to
+// loopback passes Check and is refused by the fetch when it connects.
+func TestCheckRefusesAsTheFetchDoes(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "in"), []byte("x"), 0o644))
+	f := allowing(t, 5*time.Second, root, "127.0.0.1", "10.1.0.0/16", "minio.internal")
+	for _, uri := range []string{
+		"http://127.0.0.2/x", "http://[::1]/x", "http://10.2.0.1/x", "http://192.168.1.1/x",
+		"http://169.254.169.254/x", "http://[fd00::1]/x", "http://[64:ff9b::a00:1]/x", "http://0.0.0.0/x",
+		"file:///etc/passwd", "file://" + root, "file://" + root + "/../in", "file://x" + root + "/in",
+		"gopher://a/b", "http://a b/", "%zz",
+	} {
+		err := f.Check(uri)
+		require.Error(t, err, uri)
+		require.Equal(t, fetchError(t, f, uri), contracts.Classify(err), uri)
+	}
+	for _, uri := range []string{
+		"http://127.0.0.1/x", "https://10.1.2.3/x", "http://minio.internal/x",
+		"https://inputs.example/x", "http://localhost/x", "file://" + root + "/in", "file://localhost" + root + "/in",
+	} {
+		require.NoError(t, f.Check(uri), uri)
+	}
+}

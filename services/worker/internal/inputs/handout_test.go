@@ -29,6 +29,8 @@ type handoutSetup struct {
 // tests of its own).
 type bodyFetcher string
 
+func (bodyFetcher) Check(string) error { return nil }
+
 func (f bodyFetcher) Fetch(_ context.Context, _ string, w io.Writer, _ int64) (int64, error) {
 	n, err := io.WriteString(w, string(f))
 	return int64(n), err
@@ -58,7 +60,7 @@ func TestARunCannotChangeWhatLaterRunsRead(t *testing.T) {
 	s := setupHandout(t, "original\n")
 	ctx := context.Background()
 
-	first, err := s.cache.Acquire(ctx, []contracts.InputRef{s.ref}, t.TempDir())
+	first, err := s.cache.Acquire(ctx, acme, []contracts.InputRef{s.ref}, t.TempDir())
 	require.NoError(t, err)
 	require.False(t, strings.HasPrefix(first["h"], s.cache.dir+"/"), "a run never gets the cached file: %s", first["h"])
 	info, err := os.Stat(first["h"])
@@ -66,7 +68,7 @@ func TestARunCannotChangeWhatLaterRunsRead(t *testing.T) {
 	require.Equal(t, os.FileMode(0o444), info.Mode().Perm(), "handed out read-only")
 	poison(t, first["h"], "poisoned\n")
 
-	second, err := s.cache.Acquire(ctx, []contracts.InputRef{s.ref}, t.TempDir())
+	second, err := s.cache.Acquire(ctx, acme, []contracts.InputRef{s.ref}, t.TempDir())
 	require.NoError(t, err)
 	data, err := os.ReadFile(second["h"])
 	require.NoError(t, err)
@@ -76,7 +78,7 @@ func TestARunCannotChangeWhatLaterRunsRead(t *testing.T) {
 	require.Equal(t, s.body, string(cached), "the cache is untouched")
 	st := s.cache.Stats()
 	t.Logf("%+v", st) // reflinks or copies, by the filesystem of TMPDIR
-	require.Equal(t, Stats{Fetches: 1, Reflinks: st.Reflinks, Copies: st.Copies}, st, "a copy (or reflink) leaves the cached file as it was stamped")
+	require.Equal(t, Stats{Fetches: 1, Entries: 1, Bytes: int64(len(s.body)), Grants: 1, Reflinks: st.Reflinks, Copies: st.Copies}, st, "a copy (or reflink) leaves the cached file as it was stamped")
 	require.Equal(t, 2, st.Reflinks+st.Copies)
 }
 
@@ -93,7 +95,7 @@ func TestConcurrentRunsKeepTheirOwnInputs(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range runs {
 		wg.Go(func() {
-			p, err := s.cache.Acquire(context.Background(), []contracts.InputRef{s.ref}, t.TempDir())
+			p, err := s.cache.Acquire(context.Background(), acme, []contracts.InputRef{s.ref}, t.TempDir())
 			require.NoError(t, err)
 			paths[i] = p["h"]
 			data, err := os.ReadFile(paths[i])
@@ -115,7 +117,7 @@ func TestConcurrentRunsKeepTheirOwnInputs(t *testing.T) {
 		require.False(t, seen[p], "two runs share %s", p)
 		seen[p] = true
 	}
-	p, err := s.cache.Acquire(context.Background(), []contracts.InputRef{s.ref}, t.TempDir())
+	p, err := s.cache.Acquire(context.Background(), acme, []contracts.InputRef{s.ref}, t.TempDir())
 	require.NoError(t, err)
 	data, err := os.ReadFile(p["h"])
 	require.NoError(t, err)
@@ -155,11 +157,11 @@ func TestAChangedCacheEntryIsNeverHandedOut(t *testing.T) {
 			t.Parallel()
 			s := setupHandout(t, "original\n")
 			ctx := context.Background()
-			_, err := s.cache.Acquire(ctx, []contracts.InputRef{s.ref}, t.TempDir())
+			_, err := s.cache.Acquire(ctx, acme, []contracts.InputRef{s.ref}, t.TempDir())
 			require.NoError(t, err)
 			tamper(t, filepath.Join(s.cache.dir, s.ref.SHA256))
 
-			p, err := s.cache.Acquire(ctx, []contracts.InputRef{s.ref}, t.TempDir())
+			p, err := s.cache.Acquire(ctx, acme, []contracts.InputRef{s.ref}, t.TempDir())
 			require.NoError(t, err)
 			data, err := os.ReadFile(p["h"])
 			require.NoError(t, err)
@@ -181,13 +183,13 @@ func TestATouchedCacheEntryIsHashedAgain(t *testing.T) {
 	t.Parallel()
 	s := setupHandout(t, "original\n")
 	ctx := context.Background()
-	_, err := s.cache.Acquire(ctx, []contracts.InputRef{s.ref}, t.TempDir())
+	_, err := s.cache.Acquire(ctx, acme, []contracts.InputRef{s.ref}, t.TempDir())
 	require.NoError(t, err)
 	cached := filepath.Join(s.cache.dir, s.ref.SHA256)
 	require.NoError(t, os.Chmod(cached, 0o644))
 
 	for range 2 {
-		p, err := s.cache.Acquire(ctx, []contracts.InputRef{s.ref}, t.TempDir())
+		p, err := s.cache.Acquire(ctx, acme, []contracts.InputRef{s.ref}, t.TempDir())
 		require.NoError(t, err)
 		data, err := os.ReadFile(p["h"])
 		require.NoError(t, err)
@@ -197,7 +199,7 @@ func TestATouchedCacheEntryIsHashedAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o444), info.Mode().Perm(), "read-only again")
 	st := s.cache.Stats()
-	require.Equal(t, Stats{Fetches: 1, Rechecked: 1, Reflinks: st.Reflinks, Copies: st.Copies}, st, "hashed once, not fetched again")
+	require.Equal(t, Stats{Fetches: 1, Rechecked: 1, Entries: 1, Bytes: int64(len(s.body)), Grants: 1, Reflinks: st.Reflinks, Copies: st.Copies}, st, "hashed once, not fetched again")
 	require.Equal(t, 3, st.Reflinks+st.Copies)
 }
 
@@ -207,7 +209,7 @@ func TestATouchedCacheEntryIsHashedAgain(t *testing.T) {
 func TestHandOutFailsCleanly(t *testing.T) {
 	t.Parallel()
 	s := setupHandout(t, "original\n")
-	_, err := s.cache.Acquire(context.Background(), []contracts.InputRef{s.ref}, filepath.Join(t.TempDir(), "gone"))
+	_, err := s.cache.Acquire(context.Background(), acme, []contracts.InputRef{s.ref}, filepath.Join(t.TempDir(), "gone"))
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "input h")
 	st := s.cache.Stats()
