@@ -86,6 +86,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	ids := evalJS[[]string](t, ctx, `[...document.querySelectorAll('#worker-rows .worker')].map(w => w.dataset.workerId)`)
 	require.Equal(t, []string{"worker-01", "worker-02", "worker-03"}, ids)
 	require.Equal(t, 6, evalJS[int](t, ctx, `document.querySelectorAll('#worker-rows .slot').length`), "2 slots per worker")
+	// Each worker says what walls its exec runs get (a tag; "exec
+	// unwalled" when they keep its uid).
+	for _, iso := range evalJS[[]string](t, ctx, `[...document.querySelectorAll('#worker-rows .worker')].map(w => w.dataset.isolation)`) {
+		require.True(t, contracts.Isolation(iso).Valid(), "isolation %q", iso)
+	}
+	require.Equal(t, 3, evalJS[int](t, ctx, `document.querySelectorAll('#worker-rows .worker .tag.iso, #worker-rows .worker .tag.warn').length`))
 
 	// A short job submitted through the API runs to succeeded in the table.
 	short := b.tokenSubmit(t, `{"kind":"sleep","payload":{"ms":300}}`)

@@ -212,14 +212,35 @@
         dataset: {
           workerId: w.id, inFlight: String(inFlight), capacity: String(w.capacity || 0),
           draining: w.draining ? 'true' : 'false', spawned: w.spawned ? 'true' : 'false', version: w.version || '',
+          isolation: w.isolation || '',
         },
       },
       el('span', { className: 'wid', textContent: w.id },
-        w.spawned ? el('span', { className: 'tag', title: 'started on a scale request (SLUICE_SCHEDULER_SPAWN)', textContent: 'spawned' }) : null),
+        w.spawned ? el('span', { className: 'tag', title: 'started on a scale request (SLUICE_SCHEDULER_SPAWN)', textContent: 'spawned' }) : null,
+        isolationTag(w.isolation)),
       el('div', { className: 'slots' }, ...slots),
       el('span', { className: 'load', textContent: unlimited ? inFlight + ' running' : inFlight + ' / ' + w.capacity }),
       resourceMeters(w));
     }));
+  }
+
+  // ISOLATIONS say what each isolation of exec runs holds
+  // (contracts.Isolation; docs/security.md).
+  const ISOLATIONS = {
+    'uid+namespace': 'exec runs: a uid of their own, private /tmp and /dev/shm, a /proc showing only their own processes',
+    'uid': 'exec runs: a uid of their own; /tmp and /proc shared with other runs (the worker may not make mount namespaces)',
+    'none': "exec runs keep the worker's uid: not walled off from it or from each other (the worker's log says why)",
+  };
+
+  // isolationTag marks a worker that runs exec jobs with the walls its
+  // runs get; none is a warning.
+  function isolationTag(iso) {
+    if (!iso) return null;
+    return el('span', {
+      className: iso === 'none' ? 'tag warn' : 'tag iso',
+      title: ISOLATIONS[iso] || iso,
+      textContent: iso === 'none' ? 'exec unwalled' : iso,
+    });
   }
 
   // ---- Resources ---------------------------------------------------------
