@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/services/worker/internal/sandbox"
 )
 
-// minRunPids is the least SLUICE_WORKER_RUN_MAX_PIDS: a run's launcher is
+// minRunPids is the least SLUICE_WORKER_MAX_RUN_PIDS: a run's launcher is
 // a Go program with a few threads of its own before it execs the job's.
 const minRunPids = 16
 
@@ -125,8 +125,8 @@ type Config struct {
 	// ExecRequireIsolation makes a worker that cannot give runs a uid of
 	// their own refuse the exec kind.
 	ExecRequireIsolation bool `env:"SLUICE_WORKER_EXEC_REQUIRE_ISOLATION" doc:"Refuse exec jobs (the worker does not take the exec kind) unless each run gets a uid of its own (isolation uid or uid+namespace in /v1/stats). Off: a worker that cannot runs them with its own uid, and says so when it starts."`
-	// RunMaxPids bounds the processes and threads of one exec run.
-	RunMaxPids int64 `env:"SLUICE_WORKER_RUN_MAX_PIDS" envDefault:"1024" doc:"The most processes and threads one exec run may have at once (a fork bomb stops there): pids.max of its cgroup, else RLIMIT_NPROC of its own uid. 0 = no bound; else at least 16."`
+	// MaxRunPids bounds the processes and threads of one exec run.
+	MaxRunPids int64 `env:"SLUICE_WORKER_MAX_RUN_PIDS" envDefault:"1024" doc:"The most processes and threads one exec run may have at once (a fork bomb stops there): pids.max of its cgroup, else RLIMIT_NPROC of its own uid. 0 = no bound; else at least 16."`
 	// Limits chooses how exec jobs are held to their resources: empty
 	// takes the strongest the host allows.
 	Limits string `env:"SLUICE_WORKER_LIMITS" doc:"How exec jobs are held to their resources: cgroup-v2, cgroup-v1, rlimit or none. Empty = the strongest the host allows (cgroup v2, then the cgroup v1 memory and cpu controllers, then rlimit); a weaker one is never replaced by a stronger one."`
@@ -272,8 +272,8 @@ func (c Config) Validate() error {
 	if _, err := sandbox.ParseRange(c.RunUIDs); err != nil {
 		p.Add("SLUICE_WORKER_RUN_UIDS", "%s", err)
 	}
-	if c.RunMaxPids < 0 || c.RunMaxPids > 0 && c.RunMaxPids < minRunPids {
-		p.Add("SLUICE_WORKER_RUN_MAX_PIDS", "%d must be 0 (no bound) or at least %d", c.RunMaxPids, minRunPids)
+	if c.MaxRunPids < 0 || c.MaxRunPids > 0 && c.MaxRunPids < minRunPids {
+		p.Add("SLUICE_WORKER_MAX_RUN_PIDS", "%d must be 0 (no bound) or at least %d", c.MaxRunPids, minRunPids)
 	}
 	c.validateResources(&p)
 	p.Include(c.Bus.Validate())

@@ -27,7 +27,7 @@ func (w *Worker) openWalls() func() {
 	if !slices.Contains(w.Kinds(), kinds.Exec) {
 		return func() {}
 	}
-	w.limits = limit.New(limit.Options{Name: w.cfg.WorkerID, Want: contracts.LimitMechanism(w.cfg.Limits), Pids: w.cfg.RunMaxPids})
+	w.limits = limit.New(limit.Options{Name: w.cfg.WorkerID, Want: contracts.LimitMechanism(w.cfg.Limits), Pids: w.cfg.MaxRunPids})
 	ev := w.log.Info().Str("mechanism", string(w.limits.Mechanism()))
 	if why := w.limits.Reason(); why != "" {
 		ev = ev.Str("why", why)
@@ -36,7 +36,7 @@ func (w *Worker) openWalls() func() {
 
 	uids, _ := sandbox.ParseRange(w.cfg.RunUIDs) // checked by Validate
 	w.sandbox = sandbox.New(sandbox.Options{
-		UIDs: uids, Pids: w.cfg.RunMaxPids, Reach: []string{w.cfg.ScratchDir}, Shared: w.cfg.ExecDirs,
+		UIDs: uids, Pids: w.cfg.MaxRunPids, Reach: []string{w.cfg.ScratchDir}, Shared: w.cfg.ExecDirs,
 		OnExpired: func(run string) {
 			w.m.fenced.WithLabelValues(fenceWarden).Inc()
 			w.log.Warn().Str("run", run).Msg("a run's lease passed unrenewed: the warden killed its programs")

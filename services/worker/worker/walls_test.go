@@ -136,7 +136,7 @@ func TestForkBombStopsAtThePidsLimit(t *testing.T) {
 	b := setup(t)
 	id := "w-forks"
 	cfg := execConfig(t, id, "")
-	cfg.RunMaxPids = 32
+	cfg.MaxRunPids = 32
 	b.start(cfg, nil)
 	script := `i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done; echo "forked $i"`
 	require.Equal(t, contracts.OfferAccepted, b.offer(id, execJob(t, "forks", 256<<20, "sh", "-c", script)).Status)
