@@ -6,6 +6,7 @@ package dial
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -65,7 +66,26 @@ func Open(ctx context.Context, e Env) (store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store %s: %w", e.Path(), err)
 	}
+	if e.Store == "" {
+		unlist(e.DataDir)
+	}
 	return s, nil
+}
+
+// unlist makes the data directory unlistable and unwritable by anyone but
+// its owner, keeping whether they may pass through it (a worker's runs
+// with a uid of their own reach their scratch directories below it by
+// path): what is in it is the store's, the embedded NATS server's and the
+// workers', never a run's to see. Best effort: a directory the process
+// does not own keeps its mode.
+func unlist(dir string) {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return
+	}
+	if mode := info.Mode().Perm(); mode&0o066 != 0 {
+		_ = os.Chmod(dir, mode&^0o066)
+	}
 }
 
 // redact hides credentials in a URL for error messages.

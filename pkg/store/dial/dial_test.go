@@ -75,3 +75,18 @@ func TestOpenRetryWaitsForTheStore(t *testing.T) {
 	_, err = OpenRetry(context.Background(), Env{Store: "postgres://x"}, nil)
 	require.ErrorContains(t, err, "SLUICE_STORE", "a bad setting is not retried")
 }
+
+// TestEmbeddedDataDirIsNotListable: opening the embedded store leaves its
+// data directory listable and writable by its owner alone, and passable
+// as before (a worker's runs reach their scratch directories by path).
+func TestEmbeddedDataDirIsNotListable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
+	s, err := Open(t.Context(), Env{DataDir: dir})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	info, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o711), info.Mode().Perm())
+}
