@@ -125,6 +125,9 @@ type Config struct {
 	// ExecRequireIsolation makes a worker that cannot give runs a uid of
 	// their own refuse the exec kind.
 	ExecRequireIsolation bool `env:"SLUICE_WORKER_EXEC_REQUIRE_ISOLATION" doc:"Refuse exec jobs (the worker does not take the exec kind) unless each run gets a uid of its own (isolation uid or uid+namespace in /v1/stats). Off: a worker that cannot runs them with its own uid, and says so when it starts."`
+	// Isolation caps the walls of exec runs: empty takes the strongest
+	// the host allows.
+	Isolation string `env:"SLUICE_WORKER_ISOLATION" doc:"How exec runs are walled off: uid+namespace (a uid and a mount namespace of their own), uid (a uid of their own, no namespace) or none (the worker's uid). Empty = the strongest the host allows; a weaker one is never replaced by a stronger one."`
 	// MaxRunPids bounds the processes and threads of one exec run.
 	MaxRunPids int64 `env:"SLUICE_WORKER_MAX_RUN_PIDS" envDefault:"1024" doc:"The most processes and threads one exec run may have at once (a fork bomb stops there): pids.max of its cgroup, else RLIMIT_NPROC of its own uid. 0 = no bound; else at least 16."`
 	// Limits chooses how exec jobs are held to their resources: empty
@@ -211,6 +214,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	c.Limits = strings.TrimSpace(c.Limits)
+	c.Isolation = strings.TrimSpace(c.Isolation)
 	return c
 }
 
@@ -269,6 +273,9 @@ func (c Config) Validate() error {
 	}
 	envconfig.Positive(&p, "SLUICE_WORKER_FETCH_TIMEOUT", c.FetchTimeout)
 	envconfig.NotNegative(&p, "SLUICE_WORKER_MAX_SCRATCH_BYTES", c.MaxScratchBytes, "no bound")
+	if iso := contracts.Isolation(c.Isolation); iso != "" && !iso.Valid() {
+		p.Add("SLUICE_WORKER_ISOLATION", "%q is not one of %q", c.Isolation, contracts.Isolations)
+	}
 	if _, err := sandbox.ParseRange(c.RunUIDs); err != nil {
 		p.Add("SLUICE_WORKER_RUN_UIDS", "%s", err)
 	}

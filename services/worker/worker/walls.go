@@ -37,6 +37,7 @@ func (w *Worker) openWalls() func() {
 	uids, _ := sandbox.ParseRange(w.cfg.RunUIDs) // checked by Validate
 	w.sandbox = sandbox.New(sandbox.Options{
 		UIDs: uids, Pids: w.cfg.MaxRunPids, Reach: []string{w.cfg.ScratchDir}, Shared: w.cfg.ExecDirs,
+		Want: contracts.Isolation(w.cfg.Isolation),
 		OnExpired: func(run string) {
 			w.m.fenced.WithLabelValues(fenceWarden).Inc()
 			w.log.Warn().Str("run", run).Msg("a run's lease passed unrenewed: the warden killed its programs")

@@ -209,3 +209,34 @@ func TestRunUIDsDefault(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, sandbox.DefaultUIDs, worker.DefaultConfig().RunUIDs)
 }
+
+// TestARunWithAUIDAndNoNamespace: capped at uid (a host without
+// CAP_SYS_ADMIN), a run still has a uid of its own and works in its
+// scratch directory at its real path (the worker's folder lets it
+// through, not list), and may not read its worker's environment.
+func TestARunWithAUIDAndNoNamespace(t *testing.T) {
+	t.Parallel()
+	needIsolation(t)
+	b := setup(t)
+	id := "w-uid-only"
+	cfg := execConfig(t, id, "")
+	cfg.Isolation = string(contracts.IsolationUID)
+	// The scratch root's ancestors must let other uids through.
+	for d := cfg.ScratchDir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		info, err := os.Stat(d)
+		require.NoError(t, err)
+		require.NoError(t, os.Chmod(d, info.Mode().Perm()|0o011))
+	}
+	b.start(cfg, nil)
+	script := `id -u; pwd; if cat /proc/$PPID/environ >/dev/null 2>&1; then echo "environ read"; else echo "environ refused"; fi; ls .. >/dev/null 2>&1 && echo listed || echo "not listed"`
+	require.Equal(t, contracts.OfferAccepted, b.offer(id, execJob(t, "uid-only", 64<<20, "sh", "-c", script)).Status)
+	r := b.nextResult()
+	require.Equal(t, contracts.StateSucceeded, r.State, "%+v", r)
+	stdout, _ := execOutput(t, r)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 4, "%q", stdout)
+	require.NotEqual(t, strconv.Itoa(os.Geteuid()), lines[0])
+	require.Equal(t, filepath.Join(cfg.ScratchDir, id, "uid-only-1"), lines[1], "its real path")
+	require.Equal(t, "environ refused", lines[2])
+	require.Equal(t, "not listed", lines[3], "the worker's folder lets runs through, not list it")
+}

@@ -272,13 +272,18 @@ func (b *Box) Renew(left time.Duration) {
 	b.sb.watch(b, func(m *wardenMsg) { m.Until = until })
 }
 
-// Close makes sure nothing of the run is left (every process of its uid
-// killed), tells the warden it ended and frees its uid.
+// Close makes sure nothing of the run is left, tells the warden it ended
+// and frees its uid. A run held in cgroups is gone once they were killed
+// (its uid may not leave them); one without is swept by its uid: every
+// process of that uid is killed.
 func (b *Box) Close() {
-	if b.uid != 0 {
+	s := b.sb
+	s.mu.Lock()
+	held := len(b.watch.Target.Dirs) > 0
+	s.mu.Unlock()
+	if b.uid != 0 && !held {
 		killUID(b.uid)
 	}
-	s := b.sb
 	s.mu.Lock()
 	delete(s.boxes, b.name)
 	if b.watched && s.w != nil && s.w.alive() {

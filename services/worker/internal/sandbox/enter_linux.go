@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -71,6 +72,10 @@ type bind struct {
 // enterMain is the launcher's main (probe: set everything up, then exit 0
 // instead of the exec: how New finds out what the host allows).
 func enterMain(probe bool) int {
+	// One thread does everything, from the namespace to the exec: the
+	// identity, the parent-death signal and no_new_privs are set on it
+	// alone, and it is the one the program replaces.
+	runtime.LockOSThread()
 	status := os.NewFile(enterStatusFD, "status")
 	fail := func(err error) int {
 		_, _ = io.WriteString(status, err.Error())
@@ -133,14 +138,17 @@ func (s enterSpec) enter() error {
 		}
 	}
 	if s.UID != 0 {
-		if err := syscall.Setgroups(nil); err != nil {
-			return fmt.Errorf("drop groups: %w", err)
+		// The calling thread's credentials only (raw system calls, not
+		// the runtime's all-threads ones): it is the thread that execs,
+		// and the program keeps just its credentials.
+		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+			return fmt.Errorf("drop groups: %w", e)
 		}
-		if err := syscall.Setresgid(int(s.GID), int(s.GID), int(s.GID)); err != nil {
-			return fmt.Errorf("set gid %d: %w", s.GID, err)
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(s.GID), uintptr(s.GID), uintptr(s.GID)); e != 0 {
+			return fmt.Errorf("set gid %d: %w", s.GID, e)
 		}
-		if err := syscall.Setresuid(int(s.UID), int(s.UID), int(s.UID)); err != nil {
-			return fmt.Errorf("set uid %d: %w", s.UID, err)
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(s.UID), uintptr(s.UID), uintptr(s.UID)); e != 0 {
+			return fmt.Errorf("set uid %d: %w", s.UID, e)
 		}
 	}
 	// A change of identity clears the parent-death signal: set it again,

@@ -32,6 +32,10 @@ type Options struct {
 	// each ancestor must let others through (o+x), or runs keep the
 	// worker's uid.
 	Reach []string
+	// Want caps the isolation: "" takes the strongest the host allows,
+	// IsolationUID skips the namespace, IsolationNone gives runs the
+	// worker's uid.
+	Want contracts.Isolation
 	// Shared are directories the operator shares with runs
 	// (SLUICE_WORKER_EXEC_DIRS): a run in a namespace of its own sees them
 	// at their real paths even under a directory it gets a private copy
@@ -71,6 +75,10 @@ func New(o Options) *Sandbox {
 		s.why = "SLUICE_WORKER_RUN_UIDS is empty: runs keep the worker's uid"
 		return s
 	}
+	if o.Want == contracts.IsolationNone {
+		s.why = "SLUICE_WORKER_ISOLATION is none: runs keep the worker's uid"
+		return s
+	}
 	if missing := missingCaps(identityCaps); len(missing) > 0 {
 		s.why = fmt.Sprintf("the worker (uid %d) may not give runs their own uid: it lacks %s", os.Geteuid(), strings.Join(missing, ", "))
 		return s
@@ -85,7 +93,9 @@ func New(o Options) *Sandbox {
 		return s
 	}
 	var whyNot []string
-	if missing := missingCaps(namespaceCaps); len(missing) > 0 {
+	if o.Want == contracts.IsolationUID {
+		whyNot = append(whyNot, "no mount namespace: SLUICE_WORKER_ISOLATION is uid")
+	} else if missing := missingCaps(namespaceCaps); len(missing) > 0 {
 		whyNot = append(whyNot, "no mount namespace: the worker lacks "+strings.Join(missing, ", "))
 	} else if !kernelAtLeast(5, 8) {
 		whyNot = append(whyNot, "no mount namespace: a private /proc needs Linux 5.8")

@@ -19,6 +19,8 @@ type Options struct {
 	LockDir   string
 	Pids      int64
 	Reach     []string
+	Want      contracts.Isolation
+	Shared    []string
 	OnExpired func(run string)
 }
 

@@ -213,9 +213,10 @@ func (w *watched) kill(worker int) {
 	}
 }
 
-// sweep kills what is left of the run's uid.
+// sweep kills what is left of the run's uid, when no cgroup held it (a
+// run's uid cannot leave its cgroups, which kill took).
 func (w *watched) sweep() {
-	if w.UID != 0 {
+	if w.UID != 0 && len(w.Target.Dirs) == 0 {
 		killUID(w.UID)
 	}
 }
