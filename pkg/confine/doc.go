@@ -12,4 +12,9 @@
 // them, missing, unreadable, not a regular file) is the one error
 // ErrRefused, whose text tells nothing of the file: a tenant cannot probe
 // what exists outside the roots.
+//
+// A Stamp (device, inode, size, mtime and ctime, from Stat on the open
+// file) tells one version of a file from another without reading it: a
+// caller may keep what it learned from the bytes (a digest) for as long as
+// the stamp stays the same and was settled when it read them.
 package confine

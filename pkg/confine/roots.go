@@ -111,25 +111,32 @@ func (r Roots) Resolve(path string) (string, error) {
 // refused, and so is a file the kernel says was opened outside the roots
 // (a directory swapped for a link between the check and the open; Linux).
 func (r Roots) Open(path string) (*os.File, error) {
+	f, _, err := r.OpenResolved(path)
+	return f, err
+}
+
+// OpenResolved is Open, and also says the real path of the file it
+// opened (see Resolve): the one name of the file whatever path named it.
+func (r Roots) OpenResolved(path string) (*os.File, string, error) {
 	real, err := r.Resolve(path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, ErrRefused
+		return nil, "", ErrRefused
 	}
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
 		_ = f.Close()
-		return nil, ErrRefused
+		return nil, "", ErrRefused
 	}
 	// Where the kernel opened it must still be under a root.
 	if opened, ok := openedPath(f); ok && !under(opened, r.resolved) {
 		_ = f.Close()
-		return nil, ErrRefused
+		return nil, "", ErrRefused
 	}
-	return f, nil
+	return f, real, nil
 }
 
 // Copy copies the regular file path names under the roots to w and says
@@ -147,6 +154,14 @@ func (r Roots) Copy(ctx context.Context, path string, w io.Writer, limit int64) 
 		return 0, err
 	}
 	defer f.Close()
+	return Read(ctx, f, w, limit)
+}
+
+// Read copies what f gives (a file Open returned) to w and says how many
+// bytes it copied, with Copy's rules: at most limit, else ErrTooLarge
+// (counted on the bytes read); the context's error when ctx ends (checked
+// between reads of 64 KiB); ErrReadFailed when a read fails.
+func Read(ctx context.Context, f io.Reader, w io.Writer, limit int64) (int64, error) {
 	buf := make([]byte, chunk)
 	var n int64
 	for {

@@ -102,8 +102,10 @@ type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	// Limit names the limit that was hit (one of ErrorLimits): on a 429 the
-	// admission cap ("global", "tenant", "tenant_items") or a rate limit
-	// ("tenant_rate" or "ip_rate", code rate_limited); on a 413 the bound
+	// admission cap ("global", "tenant", "tenant_items"), a share of
+	// things held at once ("tenant_streams", "tenant_pins") or a rate
+	// limit ("tenant_rate", "ip_rate" or "tenant_read_rate", code
+	// rate_limited); on a 413 the bound
 	// the request is over for good ("request_items", or "tenant_rate" for a
 	// request costing more than the rate limit's burst).
 	Limit string `json:"limit,omitempty"`

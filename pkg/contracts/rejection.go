@@ -30,6 +30,9 @@ const (
 	// LimitTenantStreams is the per-tenant share of the gateway's open
 	// event streams (SLUICE_GATEWAY_TENANT_MAX_STREAMS).
 	LimitTenantStreams = "tenant_streams"
+	// LimitTenantPins is the per-tenant share of the files the gateway
+	// hashes at once for "sha256":"pin" (SLUICE_GATEWAY_TENANT_MAX_PINS).
+	LimitTenantPins = "tenant_pins"
 )
 
 // LimitRequestItems is the bound on the items of one request
@@ -38,12 +41,12 @@ const (
 const LimitRequestItems = "request_items"
 
 // Limits429 is every limit a 429 may name, in the order above.
-var Limits429 = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems, LimitTenantReadRate, LimitTenantStreams}
+var Limits429 = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems, LimitTenantReadRate, LimitTenantStreams, LimitTenantPins}
 
 // ErrorLimits is every limit an error body may name: those of Limits429,
 // and LimitRequestItems and LimitTenantRate on a 413 (a request larger
 // than the limit can ever let through).
-var ErrorLimits = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems, LimitTenantReadRate, LimitTenantStreams, LimitRequestItems}
+var ErrorLimits = []string{LimitGlobal, LimitTenant, LimitTenantRate, LimitIPRate, LimitTenantItems, LimitTenantReadRate, LimitTenantStreams, LimitTenantPins, LimitRequestItems}
 
 // Rejection is one request the gateway turned away with 429, as GET
 // /v1/stats lists it.

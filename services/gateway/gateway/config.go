@@ -133,6 +133,26 @@ type Config struct {
 	PinRoots []string `env:"SLUICE_PIN_ROOTS" envSeparator:"," doc:"Directories (absolute, existing) under which the gateway hashes the file of a pin input (regular files only, symbolic links resolved). Empty turns pinning off."`
 	// MaxPinBytes bounds the bytes read to pin one file.
 	MaxPinBytes int64 `env:"SLUICE_GATEWAY_MAX_PIN_BYTES" envOld:"SLUICE_PIN_MAX_BYTES" envDefault:"1073741824" doc:"The most bytes read to pin one file."`
+	// MaxPins bounds the files the gateway hashes at once for pins, all
+	// tenants together; past it a pin that must read its file is refused
+	// with 503. A pin answered from the digest cache reads nothing and
+	// takes no place.
+	MaxPins int `env:"SLUICE_GATEWAY_MAX_PINS" envDefault:"4" doc:"The most files the gateway hashes at once for pins (sha256 pin), all tenants together; past it a pin that must read its file is refused with 503 and Retry-After. A pin of a file unchanged since its last hash reads nothing and is not counted."`
+	// TenantMaxPins is one tenant's share of MaxPins; past it the
+	// tenant's next pin that must read its file is refused with 429
+	// (limit tenant_pins).
+	TenantMaxPins int `env:"SLUICE_GATEWAY_TENANT_MAX_PINS" envDefault:"1" doc:"One tenant's share of SLUICE_GATEWAY_MAX_PINS; past it the tenant's next pin that must read its file is refused with 429 and Retry-After (limit tenant_pins)."`
+	// RateLimitTenantPin is the bytes per second one tenant's pins read
+	// (and hash) together, all of its hashes under way sharing it; 0 =
+	// not paced. A pin over it is not refused: its read waits.
+	RateLimitTenantPin float64 `env:"SLUICE_GATEWAY_RATE_LIMIT_TENANT_PIN" envDefault:"67108864" doc:"Bytes per second one tenant's pins read and hash, all of its hashes under way together: a read faster than that waits (the request's context bounds the wait). A pin of N bytes then takes about (N - burst) / rate. 0 = not paced."`
+	// RateLimitTenantPinBurst is how many bytes a tenant's pins read
+	// before RateLimitTenantPin paces them.
+	RateLimitTenantPinBurst int `env:"SLUICE_GATEWAY_RATE_LIMIT_TENANT_PIN_BURST" envDefault:"16777216" doc:"The per-tenant pin byte bucket: how many bytes a tenant's pins read at full speed before SLUICE_GATEWAY_RATE_LIMIT_TENANT_PIN paces them."`
+	// PinCacheEntries bounds the digests the gateway keeps of the files
+	// it hashed, so that a pin of an unchanged file costs a stat; 0 =
+	// none kept.
+	PinCacheEntries int `env:"SLUICE_GATEWAY_PIN_CACHE_ENTRIES" envDefault:"10000" doc:"How many digests of pinned files the gateway keeps (least recently used dropped first): a pin of a file whose device, inode, size, mtime and ctime have not changed since it was hashed costs a stat, not a read. 0 = none kept."`
 
 	// Deprecated lists the former variable names found set, for the
 	// binary to log (see envconfig.Deprecation).
@@ -141,6 +161,10 @@ type Config struct {
 
 // maxPinBytes is the largest SLUICE_GATEWAY_MAX_PIN_BYTES accepted.
 const maxPinBytes = 1 << 40
+
+// maxPinCacheEntries is the largest SLUICE_GATEWAY_PIN_CACHE_ENTRIES
+// accepted (an entry is about 200 bytes).
+const maxPinCacheEntries = 10_000_000
 
 // maxBodyLimit is the largest SLUICE_GATEWAY_MAX_BODY_BYTES accepted.
 const maxBodyLimit = 64 << 20
@@ -253,18 +277,19 @@ func (c Config) Validate() error {
 		}
 	}
 	envconfig.Positive(&p, "SLUICE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
-	rateLimit := func(rateVar string, perSecond float64, burstVar string, burst int) {
+	// rateLimit checks a rate of units per second and its burst.
+	rateLimit := func(rateVar, units string, perSecond float64, burstVar string, burst int) {
 		if math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond < 0 {
-			p.Add(rateVar, "must be 0 (off) or a positive number of requests per second, got %v", perSecond)
+			p.Add(rateVar, "must be 0 (off) or a positive number of %s per second, got %v", units, perSecond)
 			return
 		}
 		if burst < 0 || burst > maxRateBurst || (perSecond > 0 && burst < 1) {
 			p.Add(burstVar, "must be between 1 and %d (0 allowed only while %s is 0), got %d", maxRateBurst, rateVar, burst)
 		}
 	}
-	rateLimit("SLUICE_GATEWAY_RATE_LIMIT_TENANT", c.RateLimitTenant, "SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST", c.RateLimitTenantBurst)
-	rateLimit("SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ", c.RateLimitTenantRead, "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ_BURST", c.RateLimitTenantReadBurst)
-	rateLimit("SLUICE_GATEWAY_RATE_LIMIT_IP", c.RateLimitIP, "SLUICE_GATEWAY_RATE_LIMIT_IP_BURST", c.RateLimitIPBurst)
+	rateLimit("SLUICE_GATEWAY_RATE_LIMIT_TENANT", "requests", c.RateLimitTenant, "SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST", c.RateLimitTenantBurst)
+	rateLimit("SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ", "requests", c.RateLimitTenantRead, "SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ_BURST", c.RateLimitTenantReadBurst)
+	rateLimit("SLUICE_GATEWAY_RATE_LIMIT_IP", "requests", c.RateLimitIP, "SLUICE_GATEWAY_RATE_LIMIT_IP_BURST", c.RateLimitIPBurst)
 	envconfig.Between(&p, "SLUICE_GATEWAY_RATE_LIMIT_SHARE", c.RateLimitShare, 0, time.Minute)
 	if _, err := httpapi.ParseProxies(c.TrustedProxies); err != nil {
 		p.Wrap("SLUICE_GATEWAY_TRUSTED_PROXIES", err)
@@ -273,6 +298,12 @@ func (c Config) Validate() error {
 		p.Wrap("SLUICE_PIN_ROOTS", err)
 	}
 	envconfig.Between(&p, "SLUICE_GATEWAY_MAX_PIN_BYTES", c.MaxPinBytes, 1, maxPinBytes)
+	envconfig.Positive(&p, "SLUICE_GATEWAY_MAX_PINS", c.MaxPins)
+	if c.TenantMaxPins < 1 || c.TenantMaxPins > max(c.MaxPins, 1) {
+		p.Add("SLUICE_GATEWAY_TENANT_MAX_PINS", "must be between 1 and SLUICE_GATEWAY_MAX_PINS (%d), got %d", c.MaxPins, c.TenantMaxPins)
+	}
+	rateLimit("SLUICE_GATEWAY_RATE_LIMIT_TENANT_PIN", "bytes", c.RateLimitTenantPin, "SLUICE_GATEWAY_RATE_LIMIT_TENANT_PIN_BURST", c.RateLimitTenantPinBurst)
+	envconfig.Between(&p, "SLUICE_GATEWAY_PIN_CACHE_ENTRIES", c.PinCacheEntries, 0, maxPinCacheEntries)
 	p.Include(c.Store.Validate())
 	p.Include(c.Bus.Validate())
 	return p.Err()

@@ -37,6 +37,11 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Empty(t, cfg.OperatorTenants)
 	require.Empty(t, cfg.PinRoots, "pinning is off unless the operator names its roots")
 	require.Equal(t, int64(1<<30), cfg.MaxPinBytes)
+	require.Equal(t, 4, cfg.MaxPins)
+	require.Equal(t, 1, cfg.TenantMaxPins)
+	require.Equal(t, float64(64<<20), cfg.RateLimitTenantPin)
+	require.Equal(t, 16<<20, cfg.RateLimitTenantPinBurst)
+	require.Equal(t, 10000, cfg.PinCacheEntries)
 	require.Equal(t, cfg, gateway.DefaultConfig())
 }
 
@@ -60,6 +65,11 @@ func TestLoadConfigOverrides(t *testing.T) {
 		"SLUICE_GATEWAY_TENANT_MAX_STREAMS":           "50",
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ":       "5",
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ_BURST": "10",
+		"SLUICE_GATEWAY_MAX_PINS":                     "8",
+		"SLUICE_GATEWAY_TENANT_MAX_PINS":              "2",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_PIN":        "0",
+		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_PIN_BURST":  "0",
+		"SLUICE_GATEWAY_PIN_CACHE_ENTRIES":            "0",
 	})
 	require.NoError(t, err)
 	require.Equal(t, ":9090", cfg.HTTPAddr)
@@ -78,6 +88,10 @@ func TestLoadConfigOverrides(t *testing.T) {
 	require.Equal(t, 50, cfg.TenantMaxStreams)
 	require.Equal(t, 5.0, cfg.RateLimitTenantRead)
 	require.Equal(t, 10, cfg.RateLimitTenantReadBurst)
+	require.Equal(t, 8, cfg.MaxPins)
+	require.Equal(t, 2, cfg.TenantMaxPins)
+	require.Zero(t, cfg.RateLimitTenantPin, "pins not paced")
+	require.Zero(t, cfg.PinCacheEntries, "no digest kept")
 }
 
 func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
@@ -122,6 +136,12 @@ func TestLoadConfigErrorsNameTheVariable(t *testing.T) {
 		{"pin root a file", "SLUICE_PIN_ROOTS", "/etc/passwd"},
 		{"pin bound zero", "SLUICE_GATEWAY_MAX_PIN_BYTES", "0"},
 		{"pin bound huge", "SLUICE_GATEWAY_MAX_PIN_BYTES", "1099511627777"},
+		{"pins zero", "SLUICE_GATEWAY_MAX_PINS", "0"},
+		{"tenant pins zero", "SLUICE_GATEWAY_TENANT_MAX_PINS", "0"},
+		{"tenant pins over the gateway's", "SLUICE_GATEWAY_TENANT_MAX_PINS", "5"},
+		{"pin rate negative", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_PIN", "-1"},
+		{"pin burst zero", "SLUICE_GATEWAY_RATE_LIMIT_TENANT_PIN_BURST", "0"},
+		{"pin cache negative", "SLUICE_GATEWAY_PIN_CACHE_ENTRIES", "-1"},
 	}
 	// An operator must be a tenant of SLUICE_API_TOKENS.
 	for name, env := range map[string]map[string]string{

@@ -179,7 +179,11 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: SLUICE_PIN_ROOTS: %w", err)
 	}
-	pins := admission.NewPinner(pinRoots, cfg.MaxPinBytes)
+	pins := admission.NewPinner(pinRoots, admission.PinLimits{
+		MaxBytes: cfg.MaxPinBytes, MaxPins: cfg.MaxPins, TenantMaxPins: cfg.TenantMaxPins,
+		Rate: cfg.RateLimitTenantPin, Burst: cfg.RateLimitTenantPinBurst,
+		CacheEntries: cfg.PinCacheEntries, RetryAfter: cfg.RetryAfter,
+	}, deps.Now)
 	// One per-tenant limiter serves HTTP and NATS alike.
 	shared := cfg.RateLimitShare > 0
 	tenantLimit := ratelimit.New(cfg.RateLimitTenant, cfg.RateLimitTenantBurst, ratelimit.Options{Now: deps.Now, Shared: shared})

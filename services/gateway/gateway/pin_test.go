@@ -226,3 +226,55 @@ func pagemapOpen(t *testing.T) bool {
 	}
 	return false
 }
+
+// TestPinTenantShareOverHTTPAndNATS: while a tenant's pin is being hashed
+// (an endless /proc file, paced), its next pin that must read a file is a
+// 429 naming tenant_pins with a Retry-After, over HTTP and NATS alike,
+// counted in /v1/stats and the metrics, and another tenant's pin is
+// admitted; once the first pin ends, the tenant pins again.
+func TestPinTenantShareOverHTTPAndNATS(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/pagemap"); err != nil {
+		t.Skip("no /proc/self/pagemap here")
+	}
+	pagemapMu.Lock() // an open pagemap must be this test's hash
+	defer pagemapMu.Unlock()
+	require.False(t, pagemapOpen(t))
+	tr := newPinTree(t)
+	other := filepath.Join(tr.root, "other.txt")
+	require.NoError(t, os.WriteFile(other, []byte("other\n"), 0o644))
+	b := setup(t, pinRoots("/proc", tr.root), pinMax(1<<40))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/jobs", strings.NewReader(pinBody("/proc/self/pagemap")))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer "+tokenA)
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() { defer close(done); b.gws[0].gw.Handler().ServeHTTP(rec, r) }()
+	waitUntil(t, func() bool { return pagemapOpen(t) }) // acme's hash is under way
+
+	got := b.submit(tokenA, pinBody(filepath.Join(tr.root, "ref.txt")))
+	e := got.requireError(t, http.StatusTooManyRequests, contracts.CodeTenantCap)
+	require.Equal(t, contracts.LimitTenantPins, e.Limit)
+	require.Contains(t, e.Message, "SLUICE_GATEWAY_TENANT_MAX_PINS")
+	require.Equal(t, "2", got.header.Get("Retry-After"), "SLUICE_GATEWAY_RETRY_AFTER, rounded up")
+	reply := b.natsSubmit(map[string]string{contracts.HeaderToken: tokenA}, pinBody(other))
+	require.Equal(t, http.StatusTooManyRequests, reply.Status)
+	require.Equal(t, contracts.LimitTenantPins, reply.Error.Limit)
+	require.Positive(t, reply.RetryAfterMS)
+
+	got = b.submit(tokenB, pinBody(filepath.Join(tr.root, "ref.txt")))
+	require.Equal(t, http.StatusAccepted, got.status, "another tenant's pin goes through: %s", got.body)
+
+	require.Equal(t, []string{contracts.LimitTenantPins, contracts.LimitTenantPins}, limits(b.stats(tokenA).RecentRejections))
+	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	require.Contains(t, text, `sluice_gateway_admissions_total{limit="tenant_pins",outcome="rejected"} 2`)
+
+	cancel()
+	<-done
+	require.NotEqual(t, http.StatusAccepted, rec.Code)
+	got = b.submit(tokenA, pinBody(other))
+	require.Equal(t, http.StatusAccepted, got.status, "the place is given back: %s", got.body)
+}

@@ -252,7 +252,11 @@ func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now 
 	}
 	// Last of the checks that read no file: pinning reads one.
 	var refused *Outcome
-	if job.Inputs, refused = a.set.Pins.pin(ctx, sub.Inputs); refused != nil {
+	if job.Inputs, refused = a.set.Pins.pin(ctx, tenant, sub.Inputs); refused != nil {
+		if refused.Error != nil && refused.Error.Limit == contracts.LimitTenantPins {
+			a.metrics.Admission(metrics.OutcomeRejected, metrics.LimitTenantPins)
+			a.set.Rejections.Record(contracts.Rejection{Tenant: tenant, Limit: contracts.LimitTenantPins})
+		}
 		return fail(*refused)
 	}
 	if len(sub.Items) > 0 {

@@ -100,7 +100,7 @@ type Deps struct {
 type api struct {
 	Deps
 	// streams counts the open event streams, per tenant too.
-	streams *streamPool
+	streams *ratelimit.Pool
 }
 
 // Handler is the HTTP API: every route behind the shared middleware.

@@ -39,6 +39,9 @@ const (
 	// streams: they count in RateLimited, never as admissions.
 	LimitTenantReadRate = contracts.LimitTenantReadRate
 	LimitTenantStreams  = contracts.LimitTenantStreams
+	// LimitTenantPins is the tenant's share of the files hashed at once
+	// for pins: a rejected admission.
+	LimitTenantPins = contracts.LimitTenantPins
 )
 
 // Transport label values of sluice_gateway_rate_limited_total.
@@ -69,7 +72,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_admissions_total",
-			Help: "Submit requests, by outcome (admitted, joined, rejected) and by the limit that rejected them (global, tenant: the active caps; tenant_rate, ip_rate: the rate limits; none).",
+			Help: "Submit requests, by outcome (admitted, joined, rejected) and by the limit that rejected them (global, tenant, tenant_items: the active caps; tenant_rate, ip_rate: the rate limits; tenant_pins: the tenant's share of the files hashed at once; none).",
 		}, []string{"outcome", "limit"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_http_requests_total",
@@ -104,7 +107,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		{OutcomeAdmitted, LimitNone}, {OutcomeJoined, LimitNone},
 		{OutcomeRejected, LimitGlobal}, {OutcomeRejected, LimitTenant},
 		{OutcomeRejected, LimitTenantRate}, {OutcomeRejected, LimitIPRate},
-		{OutcomeRejected, LimitTenantItems},
+		{OutcomeRejected, LimitTenantItems}, {OutcomeRejected, LimitTenantPins},
 	} {
 		m.admissions.WithLabelValues(l[0], l[1])
 	}

@@ -44,7 +44,7 @@ func TestAdmissionsByOutcomeAndLimit(t *testing.T) {
 	t.Parallel()
 	m := newTestMetrics(t)
 	// Every series exists at zero from the start.
-	require.Equal(t, 7, testutil.CollectAndCount(m.admissions))
+	require.Equal(t, 8, testutil.CollectAndCount(m.admissions))
 	m.Admission(OutcomeAdmitted, LimitNone)
 	m.Admission(OutcomeRejected, LimitGlobal)
 	m.AdmissionRateLimited(LimitIPRate)
@@ -55,7 +55,7 @@ func TestAdmissionsByOutcomeAndLimit(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(m.admissions.WithLabelValues(OutcomeRejected, LimitIPRate)))
 	require.Equal(t, 2.0, testutil.ToFloat64(m.admissions.WithLabelValues(OutcomeRejected, LimitTenantRate)))
 	require.Zero(t, testutil.ToFloat64(m.admissions.WithLabelValues(OutcomeRejected, LimitTenant)))
-	require.Equal(t, 7, testutil.CollectAndCount(m.admissions), "no new series")
+	require.Equal(t, 8, testutil.CollectAndCount(m.admissions), "no new series")
 }
 
 func TestNewNeedsARegisterer(t *testing.T) {

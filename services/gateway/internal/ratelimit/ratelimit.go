@@ -165,6 +165,30 @@ func (l *Limiter) Take(key string, n int) {
 	lim.ReserveN(now, n)
 }
 
+// Reserve takes n tokens from key's bucket, however few it holds, and
+// returns how long the caller must wait before it spends them: zero while
+// the bucket held them, otherwise the time the rate takes to refill what
+// was missing (what earlier calls took ahead of the rate included). It
+// paces a cost counted only as it is spent, such as the bytes of a read:
+// the caller takes each part as it comes and waits as told. A nil Limiter
+// never asks to wait.
+func (l *Limiter) Reserve(key string, n int) time.Duration {
+	if l == nil || n < 1 {
+		return 0
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.bucket(key, now)
+	var wait time.Duration
+	for n > 0 { // a reservation holds at most a burst
+		k := min(n, l.burst)
+		wait = lim.ReserveN(now, k).DelayFrom(now)
+		n -= k
+	}
+	return wait
+}
+
 // Drain returns the tokens Allow took per key since the last Drain and
 // starts counting again (nil when the limiter is not shared or nothing
 // was taken).

@@ -147,3 +147,21 @@ func TestAllowNTakesOneTokenPerItem(t *testing.T) {
 	ok, _ = none.AllowN("a", 1_000_000)
 	require.True(t, ok, "a nil limiter allows everything")
 }
+
+// TestReservePaces: Reserve always takes what it is asked, however few
+// tokens the bucket holds, and says how long the caller must wait before
+// spending them; a request larger than the burst queues as several.
+func TestReservePaces(t *testing.T) {
+	t.Parallel()
+	c := clocktest.New()
+	l := ratelimit.New(10, 20, ratelimit.Options{Now: c.Now})
+	require.Zero(t, l.Reserve("a", 15), "within the burst")
+	require.Equal(t, time.Second, l.Reserve("a", 15), "10 missing at 10/s")
+	require.Equal(t, 5*time.Second, l.Reserve("a", 40), "40 more: 50 owed in all")
+	require.Zero(t, l.Reserve("b", 20), "another key has its own bucket")
+	c.Advance(5 * time.Second)
+	require.Equal(t, 100*time.Millisecond, l.Reserve("a", 1), "the debt was paid back at the rate")
+	require.Zero(t, l.Reserve("a", 0))
+	var none *ratelimit.Limiter
+	require.Zero(t, none.Reserve("a", 1<<30), "a nil limiter never waits")
+}

@@ -320,6 +320,7 @@
       case 'tenant_items': return 'tenant items in flight';
       case 'tenant_read_rate': return 'tenant read rate limit';
       case 'tenant_streams': return 'tenant stream share';
+      case 'tenant_pins': return 'tenant pin share';
       default: return r.limit || '?';
     }
   }
