@@ -498,7 +498,7 @@ func TestNATSJetStream(t *testing.T) {
 		contracts.ConsumerDue: contracts.SubjectDue, contracts.ConsumerRequeue: contracts.SubjectRequeue,
 		contracts.ConsumerResult: contracts.SubjectResult,
 	} {
-		c, err := bus.EnsureConsumer(ctx, sched.JS, bus.ConsumerConfig(name, subject, 5*time.Second))
+		c, err := bus.EnsureConsumer(ctx, sched.JS, bus.ConsumerConfig(name, 5*time.Second, subject))
 		require.NoError(t, err, name)
 		_, err = c.Info(ctx)
 		require.NoError(t, err, name)
@@ -578,7 +578,7 @@ func TestNATSJetStream(t *testing.T) {
 			return wk.JS.DeleteStream(ctx, contracts.StreamName)
 		}},
 		{wk, "worker creates a consumer", "$JS.API.CONSUMER.CREATE.SLUICE_JOBS.thief.sluice.jobs.due", func(ctx context.Context) error {
-			_, err := wk.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, bus.ConsumerConfig("thief", contracts.SubjectDue, time.Second))
+			_, err := wk.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, bus.ConsumerConfig("thief", time.Second, contracts.SubjectDue))
 			return err
 		}},
 		{wk, "worker pulls due messages", "$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due", func(ctx context.Context) error {
@@ -589,7 +589,7 @@ func TestNATSJetStream(t *testing.T) {
 			return bus.Publish(ctx, rp.JS, contracts.SubjectDue, contracts.Due{JobID: "x"}, "")
 		}},
 		{rp, "reaper creates a consumer", "$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue.sluice.jobs.requeue", func(ctx context.Context) error {
-			_, err := rp.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, bus.ConsumerConfig(contracts.ConsumerRequeue, contracts.SubjectRequeue, time.Second))
+			_, err := rp.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, bus.ConsumerConfig(contracts.ConsumerRequeue, time.Second, contracts.SubjectRequeue))
 			return err
 		}},
 		{gw, "gateway updates the stream", "$JS.API.STREAM.UPDATE.SLUICE_JOBS", func(ctx context.Context) error {

@@ -129,7 +129,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	consumer := func(name, subject string, conc int, h consume.Handler) {
 		g.Go(func() error {
 			return consume.Run(gctx, s.deps.JS, consume.Options{
-				Config: bus.ConsumerConfig(name, subject, s.cfg.AckWait), Concurrency: conc,
+				Config: bus.ConsumerConfig(name, s.cfg.AckWait, subject), Concurrency: conc,
 				DrainTimeout: s.cfg.ShutdownTimeout, Log: s.deps.Log,
 			}, h)
 		})

@@ -181,7 +181,7 @@ func (b *bundle) consumer(name, subject string) jetstream.Consumer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	c, err := bus.EnsureConsumer(ctx, b.js, bus.ConsumerConfig(name, subject, 30*time.Second))
+	c, err := bus.EnsureConsumer(ctx, b.js, bus.ConsumerConfig(name, 30*time.Second, subject))
 	require.NoError(b.t, err)
 	b.consumers[name] = c
 	return c

@@ -8,6 +8,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +64,7 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, h Handler) erro
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
 	}
-	log := o.Log.With().Str("consumer", o.Config.Durable).Str(observe.FieldSubject, o.Config.FilterSubject).Logger()
+	log := o.Log.With().Str("consumer", o.Config.Durable).Str(observe.FieldSubject, strings.Join(bus.Filters(o.Config), " ")).Logger()
 	sem := make(chan struct{}, o.Concurrency)
 	hctx, cancelHandlers := observe.DrainContext(ctx, o.DrainTimeout)
 	defer cancelHandlers()

@@ -46,7 +46,7 @@ func (b *bundle) run(conc int, h Handler) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, b.js, Options{
-			Config:      bus.ConsumerConfig(contracts.ConsumerDue, contracts.SubjectDue, 5*time.Second),
+			Config:      bus.ConsumerConfig(contracts.ConsumerDue, 5*time.Second, contracts.SubjectDue),
 			Concurrency: conc, Log: zerolog.Nop(),
 		}, h)
 	}()
@@ -155,7 +155,7 @@ func TestHandlersInFlightDrainWithinTheTimeout(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				done <- Run(ctx, b.js, Options{
-					Config:      bus.ConsumerConfig(contracts.ConsumerDue, contracts.SubjectDue, 5*time.Second),
+					Config:      bus.ConsumerConfig(contracts.ConsumerDue, 5*time.Second, contracts.SubjectDue),
 					Concurrency: 1, DrainTimeout: tc.drain, Log: zerolog.Nop(),
 				}, func(hctx context.Context, _ []byte, _ func()) Settle {
 					close(started)
