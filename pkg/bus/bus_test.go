@@ -206,7 +206,7 @@ func TestPublishRecreatesDeletedStream(t *testing.T) {
 	_, err = js.Stream(ctx, contracts.StreamName)
 	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
 
-	require.NoError(t, bus.Publish(ctx, js, contracts.SubjectResult, contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}, ""))
+	require.NoError(t, bus.Publish(ctx, js, contracts.ResultSubject("w1"), contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}, ""))
 
 	s, err := js.Stream(ctx, contracts.StreamName)
 	require.NoError(t, err)
@@ -214,7 +214,7 @@ func TestPublishRecreatesDeletedStream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), info.State.Msgs)
 	assert.Equal(t, jetstream.WorkQueuePolicy, info.Config.Retention)
-	raw, err := s.GetLastMsgForSubject(ctx, contracts.SubjectResult)
+	raw, err := s.GetLastMsgForSubject(ctx, contracts.ResultSubject("w1"))
 	require.NoError(t, err)
 	res, err := contracts.DecodeResult(raw.Data)
 	require.NoError(t, err)

@@ -165,16 +165,3 @@ func ConsumerSubjects(consumer string) []string {
 	}
 	return nil
 }
-
-// The shared report subjects of the releases before per-worker subjects,
-// kept until every service uses its worker's own.
-const (
-	// SubjectHeartbeat is HeartbeatSubject's shared predecessor.
-	SubjectHeartbeat = "sluice.heartbeat"
-	// SubjectAnnounce is AnnounceSubject's shared predecessor.
-	SubjectAnnounce = "sluice.worker.announce"
-	// SubjectProgress is ProgressSubject's shared predecessor.
-	SubjectProgress = "sluice.progress"
-	// SubjectResult is LegacySubjectResult.
-	SubjectResult = LegacySubjectResult
-)
