@@ -515,6 +515,35 @@ func TestReportingWorker(t *testing.T) {
 	}
 }
 
+// FuzzReportingWorker checks that whatever worker ReportingWorker finds
+// in a subject is a valid worker id whose own report subject is exactly
+// that subject: a subject names one worker, and only through its own
+// subjects.
+func FuzzReportingWorker(f *testing.F) {
+	for _, s := range []string{"sluice.heartbeat.w1", "sluice.jobs.result.w-1_x", "sluice.jobs.result", "sluice.jobs.requeue.",
+		"sluice.worker.announce.a.b", "sluice.progress.*", "sluice.worker.offer.w1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, subject string) {
+		id, ok := ReportingWorker(subject)
+		if !ok {
+			return
+		}
+		if !ValidWorkerID(id) {
+			t.Fatalf("ReportingWorker(%q) = %q, not a worker id", subject, id)
+		}
+		own := 0
+		for _, s := range []string{HeartbeatSubject(id), ProgressSubject(id), AnnounceSubject(id), ResultSubject(id), WorkerRequeueSubject(id)} {
+			if s == subject {
+				own++
+			}
+		}
+		if own != 1 {
+			t.Fatalf("ReportingWorker(%q) = %q, but the subject is not one of that worker's report subjects", subject, id)
+		}
+	})
+}
+
 func TestConsumerSubjects(t *testing.T) {
 	t.Parallel()
 	prefix := strings.TrimSuffix(StreamSubjects, ">")

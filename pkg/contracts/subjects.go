@@ -132,16 +132,13 @@ func ResultSubject(workerID string) string { return resultPrefix + workerID }
 // into the job stream.
 func WorkerRequeueSubject(workerID string) string { return workerRequeuePrefix + workerID }
 
-// reportPrefixes are the prefixes of the subjects a worker reports on.
-var reportPrefixes = [...]string{heartbeatPrefix, progressPrefix, announcePrefix, resultPrefix, workerRequeuePrefix}
-
 // ReportingWorker returns the worker a report subject names: the id that
 // ends a HeartbeatSubject, ProgressSubject, AnnounceSubject, ResultSubject
 // or WorkerRequeueSubject. It is false for any other subject (the legacy
 // and reaper subjects among them) and for an id that is not a valid
 // worker id.
 func ReportingWorker(subject string) (string, bool) {
-	for _, p := range reportPrefixes {
+	for _, p := range [...]string{heartbeatPrefix, progressPrefix, announcePrefix, resultPrefix, workerRequeuePrefix} {
 		if id, ok := strings.CutPrefix(subject, p); ok {
 			return id, ValidWorkerID(id)
 		}
