@@ -14,8 +14,9 @@ import (
 // Progress applies a worker's progress report on subject. It applies only
 // while the job is running the report's claim on the worker the subject
 // names, and the report names that worker too; anything else (a malformed
-// report, an old claim, a job ending) is dropped and counted, and a report
-// that does not speak for the job's worker is refused (CheckReport). A report that applies is published at once as
+// report, an old claim, a job ending) is dropped and counted, and a
+// report that does not speak for the job's worker is refused
+// (CheckReport). A report that applies is published at once as
 // a progress event; the store gets it later: the newest report of each
 // claim is written at the next flush (at most once per
 // Config.ProgressFlush per job, see Run), and a job's last report is

@@ -18,8 +18,9 @@ import (
 // shut down mid-job (its contracts.WorkerRequeueSubject: shutdown). The
 // event only applies while the job is still at the event's state and
 // attempt, and its reason is checked again here; a worker's applies only
-// to a job running on that worker (CheckRequeue), and a shutdown requeue
-// on the reaper's subject, which names no worker, never applies.
+// to a job running on that worker (CheckRequeueSubject, CheckReport), and
+// a shutdown requeue on the reaper's subject, which names no worker, never
+// applies.
 func (a *Applier) Requeue(ctx context.Context, subject string, data []byte, _ func()) consume.Settle {
 	rq, err := contracts.DecodeRequeue(data)
 	if err != nil {
