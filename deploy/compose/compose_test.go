@@ -34,25 +34,40 @@ const (
 	natsURL     = "nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222"
 )
 
-// sluiceServices maps each Sluice service of compose.yaml to its Config
-// type, its replica count and whether it uses the store.
+// sluiceServices maps each Sluice service of compose.yaml to its binary
+// (services/<binary>), its Config type, its replica count and whether it
+// uses the store. Each worker is a service of its own: its NATS user may
+// use its own worker id's subjects alone.
 var sluiceServices = map[string]struct {
+	binary   string
 	config   any
 	replicas int
 	store    bool
 }{
-	"gateway":   {gateway.Config{}, 1, true},
-	"scheduler": {scheduler.Config{}, 2, true},
-	"worker":    {worker.Config{}, 3, false},
-	"reaper":    {reaper.Config{}, 1, true},
+	"gateway":   {"gateway", gateway.Config{}, 1, true},
+	"scheduler": {"scheduler", scheduler.Config{}, 2, true},
+	"worker-1":  {"worker", worker.Config{}, 1, false},
+	"worker-2":  {"worker", worker.Config{}, 1, false},
+	"worker-3":  {"worker", worker.Config{}, 1, false},
+	"reaper":    {"reaper", reaper.Config{}, 1, true},
 }
+
+// workers are the worker services of compose.yaml; each one's NATS user
+// and worker id are its name.
+var workers = []string{"worker-1", "worker-2", "worker-3"}
 
 // natsNodes are the NATS cluster's services.
 var natsNodes = []string{"nats-1", "nats-2", "nats-3"}
 
-// natsUsers are the users of nats.conf: one per service, plus "client" for
-// callers of the NATS API.
-var natsUsers = []string{"gateway", "scheduler", "worker", "reaper", "client"}
+// natsUsers are the users of nats.conf: one per service (one per worker),
+// plus "client" for callers of the NATS API.
+var natsUsers = []string{"gateway", "scheduler", "worker-1", "worker-2", "worker-3", "reaper", "client"}
+
+// passwordVar is the variable nats.conf reads user's password from:
+// NATS_<USER>_PASSWORD, upper case, '-' written '_'.
+func passwordVar(user string) string {
+	return "NATS_" + strings.ToUpper(strings.ReplaceAll(user, "-", "_")) + "_PASSWORD"
+}
 
 // defaultProject is compose.yaml loaded with an empty environment, so
 // every ${VAR:-default} takes its default; loaded once by TestMain.
@@ -157,7 +172,7 @@ func TestComposeServices(t *testing.T) {
 	t.Parallel()
 	p := defaultProject
 	require.Equal(t, "sluice", p.Name)
-	want := []string{"gateway", "mongo", "nats-1", "nats-2", "nats-3", "reaper", "scheduler", "worker"}
+	want := []string{"gateway", "mongo", "nats-1", "nats-2", "nats-3", "reaper", "scheduler", "worker-1", "worker-2", "worker-3"}
 	require.Equal(t, want, slices.Sorted(maps.Keys(p.Services)))
 
 	for name, svc := range sluiceServices {
@@ -165,7 +180,7 @@ func TestComposeServices(t *testing.T) {
 			t.Parallel()
 			s := p.Services[name]
 			require.Equal(t, svc.replicas, s.GetScale(), "replicas")
-			require.Equal(t, types.ShellCommand{"/usr/local/bin/" + name}, s.Command)
+			require.Equal(t, types.ShellCommand{"/usr/local/bin/" + svc.binary}, s.Command)
 			require.NotNil(t, s.Build, "built from deploy/compose/Dockerfile")
 			require.Equal(t, "deploy/compose/Dockerfile", filepath.ToSlash(s.Build.Dockerfile))
 			abs, err := filepath.Abs("../..")
@@ -188,15 +203,18 @@ func TestComposeServices(t *testing.T) {
 			require.Equal(t, natsURL, env["SLUICE_NATS_URL"])
 			require.Equal(t, name, env["SLUICE_NATS_USER"], "one NATS user per service")
 			require.NotEmpty(t, env["SLUICE_NATS_PASSWORD"])
-			require.Equal(t, environment(p.Services[natsNodes[0]])["NATS_"+strings.ToUpper(name)+"_PASSWORD"],
+			require.Equal(t, environment(p.Services[natsNodes[0]])[passwordVar(name)],
 				env["SLUICE_NATS_PASSWORD"], "the password NATS expects")
+			if svc.binary == "worker" {
+				require.Equal(t, name, env["SLUICE_WORKER_ID"], "a fixed worker id, its NATS user's")
+			}
 			if svc.store {
 				require.Equal(t, mongoStore, env["SLUICE_STORE"])
 			}
 
 			// The service accepts this environment as it is.
 			var lerr error
-			switch name {
+			switch svc.binary {
 			case "gateway":
 				_, lerr = gateway.LoadConfig(env)
 			case "scheduler":
@@ -227,7 +245,7 @@ func TestComposeServices(t *testing.T) {
 			require.NotNil(t, s.HealthCheck)
 			require.Equal(t, "/usr/local/bin/healthprobe", s.HealthCheck.Test[1])
 			port := "9090"
-			addrVar := "SLUICE_" + strings.ToUpper(name) + "_HTTP_ADDR"
+			addrVar := "SLUICE_" + strings.ToUpper(svc.binary) + "_HTTP_ADDR"
 			if name == "gateway" {
 				port, addrVar = "8080", "SLUICE_HTTP_ADDR"
 			}
@@ -243,7 +261,7 @@ func TestComposeGatewayPort(t *testing.T) {
 	require.Len(t, ports, 1)
 	require.Equal(t, uint32(8080), ports[0].Target)
 	require.Equal(t, "8080", ports[0].Published)
-	for _, name := range []string{"scheduler", "worker", "reaper", "mongo"} {
+	for _, name := range append([]string{"scheduler", "reaper", "mongo"}, workers...) {
 		require.Empty(t, defaultProject.Services[name].Ports, "%s publishes no port", name)
 	}
 }
@@ -253,7 +271,7 @@ func TestComposeNATS(t *testing.T) {
 	raw, err := os.ReadFile(natsConf)
 	require.NoError(t, err)
 	for _, u := range natsUsers {
-		require.Contains(t, string(raw), "$NATS_"+strings.ToUpper(u)+"_PASSWORD")
+		require.Contains(t, string(raw), "$"+passwordVar(u))
 	}
 	for i, name := range natsNodes {
 		s := defaultProject.Services[name]
@@ -287,9 +305,9 @@ func TestComposeNATS(t *testing.T) {
 		// name; the container gets them all.
 		env := environment(s)
 		for _, u := range natsUsers {
-			require.NotEmpty(t, env["NATS_"+strings.ToUpper(u)+"_PASSWORD"], u)
-			require.Equal(t, environment(defaultProject.Services[natsNodes[0]])["NATS_"+strings.ToUpper(u)+"_PASSWORD"],
-				env["NATS_"+strings.ToUpper(u)+"_PASSWORD"], "%s: the same users on every node", name)
+			require.NotEmpty(t, env[passwordVar(u)], u)
+			require.Equal(t, environment(defaultProject.Services[natsNodes[0]])[passwordVar(u)],
+				env[passwordVar(u)], "%s: the same users on every node", name)
 		}
 		require.Equal(t, name, env["NATS_SERVER_NAME"])
 		// Each node routes to every node by its service name.
@@ -324,13 +342,14 @@ func TestComposeMongo(t *testing.T) {
 func TestComposePasswordsFromEnvironment(t *testing.T) {
 	t.Parallel()
 	p, err := loadProject(t.Context(), map[string]string{
-		"SLUICE_NATS_WORKER_PASSWORD":  "s3cret-w",
-		"SLUICE_NATS_GATEWAY_PASSWORD": "s3cret-g",
+		"SLUICE_NATS_WORKER_2_PASSWORD": "s3cret-w",
+		"SLUICE_NATS_GATEWAY_PASSWORD":  "s3cret-g",
 	})
 	require.NoError(t, err)
 	nats := environment(p.Services[natsNodes[0]])
-	require.Equal(t, "s3cret-w", nats["NATS_WORKER_PASSWORD"])
-	require.Equal(t, "s3cret-w", environment(p.Services["worker"])["SLUICE_NATS_PASSWORD"])
+	require.Equal(t, "s3cret-w", nats["NATS_WORKER_2_PASSWORD"])
+	require.Equal(t, "s3cret-w", environment(p.Services["worker-2"])["SLUICE_NATS_PASSWORD"])
+	require.NotEqual(t, "s3cret-w", environment(p.Services["worker-1"])["SLUICE_NATS_PASSWORD"], "each worker has its own")
 	require.Equal(t, "s3cret-g", nats["NATS_GATEWAY_PASSWORD"])
 	require.Equal(t, "s3cret-g", environment(p.Services["gateway"])["SLUICE_NATS_PASSWORD"])
 	require.Equal(t, environment(defaultProject.Services["reaper"])["SLUICE_NATS_PASSWORD"],
@@ -358,7 +377,7 @@ func TestComposeFormerNames(t *testing.T) {
 	require.Equal(t, 500, g.TenantMaxItems)
 	require.Len(t, g.Deprecated, 1, "a warning for the former name only")
 	require.Equal(t, "SLUICE_GATEWAY_TENANT_MAX_ITEMS", g.Deprecated[0].New)
-	w, err := worker.LoadConfig(environment(p.Services["worker"]))
+	w, err := worker.LoadConfig(environment(p.Services["worker-1"]))
 	require.NoError(t, err)
 	require.Equal(t, 5, w.MaxConcurrent)
 	require.Empty(t, w.Deprecated)
@@ -369,7 +388,7 @@ func TestComposeFormerNames(t *testing.T) {
 	require.Equal(t, gateway.DefaultConfig().MaxActive, g.MaxActive)
 	require.Empty(t, g.APITokens)
 	require.Empty(t, g.Deprecated)
-	w, err = worker.LoadConfig(environment(defaultProject.Services["worker"]))
+	w, err = worker.LoadConfig(environment(defaultProject.Services["worker-1"]))
 	require.NoError(t, err)
 	require.Equal(t, 2, w.MaxConcurrent)
 }
@@ -407,10 +426,10 @@ func TestDockerfile(t *testing.T) {
 	require.Equal(t, []string{"nonroot:nonroot"}, users)
 	body := text.String()
 	require.Contains(t, body, "CGO_ENABLED=0")
-	for name := range sluiceServices {
-		require.Contains(t, body, name)
-		require.DirExists(t, filepath.Join("../../services", name))
-		require.FileExists(t, filepath.Join("../../services", name, "main.go"))
+	for _, svc := range sluiceServices {
+		require.Contains(t, body, svc.binary)
+		require.DirExists(t, filepath.Join("../../services", svc.binary))
+		require.FileExists(t, filepath.Join("../../services", svc.binary, "main.go"))
 	}
 	require.Contains(t, body, "for s in gateway scheduler worker reaper; do")
 	require.Contains(t, body, "-o /out/$s ./services/$s")

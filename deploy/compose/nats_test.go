@@ -46,7 +46,7 @@ func startNATSCluster(t *testing.T) *bustest.Cluster {
 // password is the password compose.yaml gives user (its default).
 func password(t *testing.T, user string) string {
 	t.Helper()
-	pw := environment(defaultProject.Services[natsNodes[0]])["NATS_"+strings.ToUpper(user)+"_PASSWORD"]
+	pw := environment(defaultProject.Services[natsNodes[0]])[passwordVar(user)]
 	require.NotEmpty(t, pw, user)
 	return pw
 }
@@ -160,80 +160,103 @@ func othersInboxes(user string) []sub {
 	return out
 }
 
-// accessOf is the permission model of nats.conf, user by user. Worker id
-// "w1" is the worker's own, "w2" another worker's.
-var accessOf = map[string]access{
-	"gateway": {
-		pub: []string{contracts.SubjectDue, "sluice.worker.cancel.w1", contracts.SubjectDiscover, contracts.SubjectRateUsage,
-			"$JS.API.STREAM.INFO.SLUICE_JOBS", contracts.EventSubject("acme", "j1"), "$JS.API.STREAM.INFO.SLUICE_EVENTS",
-			"$JS.API.CONSUMER.CREATE.SLUICE_EVENTS.abc.sluice.events.acme.j1"},
-		noPub: []string{contracts.SubjectRequeue, contracts.SubjectResult, "sluice.worker.offer.w1", contracts.SubjectProgress,
-			"$JS.API.STREAM.DELETE.SLUICE_EVENTS", "$JS.API.STREAM.PURGE.SLUICE_EVENTS",
-			contracts.SubjectAnnounce, contracts.SubjectHeartbeat, contracts.SubjectSubmit,
-			"$JS.API.STREAM.UPDATE.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.PURGE.SLUICE_JOBS",
-			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-due.sluice.jobs.due",
-			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due",
-			"$JS.ACK.SLUICE_JOBS.sluice-scheduler-due.1.1.1.1.0", "_INBOX.someone.else"},
-		sub: []sub{{contracts.SubjectSubmit, "q"}, {"$SRV.PING", ""}, {"$SRV.INFO.sluice-api", ""},
-			{"$SRV.STATS.sluice-api.abc", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectRateUsage, ""}, {"_SLUICE_INBOX.gateway.abc.*", ""}},
-		noSub: append([]sub{{contracts.SubjectDue, ""}, {"sluice.jobs.>", ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
-			{"sluice.worker.offer.w1", ""}, {"sluice.worker.cancel.w1", ""}, {"$SRV.PING.other", ""}, {">", ""}}, othersInboxes("gateway")...),
-	},
-	"scheduler": {
-		pub: []string{contracts.SubjectDue, "sluice.worker.offer.w1", "sluice.worker.cancel.w1",
-			contracts.SubjectDiscover, "$JS.API.STREAM.INFO.SLUICE_JOBS",
-			"$JS.API.CONSUMER.INFO.SLUICE_JOBS.sluice-scheduler-due", contracts.EventSubject("acme", "j1")},
-		noPub: []string{contracts.SubjectResult, contracts.SubjectProgress, "$JS.API.STREAM.DELETE.SLUICE_EVENTS", contracts.SubjectRequeue, contracts.SubjectSubmit,
-			contracts.SubjectRateUsage,
-			contracts.SubjectHeartbeat, contracts.SubjectAnnounce,
-			"$JS.API.STREAM.UPDATE.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.PURGE.SLUICE_JOBS",
-			"$JS.API.STREAM.CREATE.OTHER",
-			"$JS.API.CONSUMER.DELETE.SLUICE_JOBS.sluice-scheduler-due",
-			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.other.sluice.jobs.due", "_INBOX.someone.else"},
-		sub: []sub{{contracts.SubjectHeartbeat, contracts.QueueScheduler}, {contracts.SubjectProgress, contracts.QueueScheduler},
-			{contracts.SubjectAnnounce, ""}, {"_SLUICE_INBOX.scheduler.abc.*", ""}},
-		noSub: append([]sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectProgress, ""}, {"sluice.events.>", ""}, {contracts.SubjectHeartbeat, "other"}, {contracts.SubjectSubmit, "q"},
-			{"sluice.worker.offer.w1", ""}, {"sluice.jobs.>", ""}}, othersInboxes("scheduler")...),
-	},
-	"worker": {
-		pub: []string{contracts.SubjectHeartbeat, contracts.SubjectAnnounce, contracts.SubjectResult, contracts.SubjectRequeue,
-			contracts.SubjectProgress},
-		noPub: []string{contracts.SubjectDue, contracts.EventSubject("acme", "j1"), contracts.SubjectSubmit, "sluice.worker.offer.w2", "sluice.worker.cancel.w2",
+// workerAccess is what worker id's user must be allowed and refused;
+// other is another worker's id.
+func workerAccess(id, other string) access {
+	return access{
+		pub: []string{contracts.HeartbeatSubject(id), contracts.AnnounceSubject(id), contracts.ResultSubject(id),
+			contracts.WorkerRequeueSubject(id), contracts.ProgressSubject(id)},
+		noPub: []string{contracts.SubjectDue, contracts.EventSubject("acme", "j1"), contracts.SubjectSubmit,
+			contracts.WorkerOfferSubject(id), contracts.WorkerOfferSubject(other), contracts.WorkerCancelSubject(other),
+			// Another worker's report subjects: one worker's password cannot
+			// report (end, renew, requeue) another's jobs.
+			contracts.HeartbeatSubject(other), contracts.ProgressSubject(other), contracts.AnnounceSubject(other),
+			contracts.ResultSubject(other), contracts.WorkerRequeueSubject(other),
+			// The shared subjects of earlier releases, and the reaper's.
+			contracts.LegacySubjectResult, "sluice.heartbeat", "sluice.progress", "sluice.worker.announce", contracts.SubjectRequeue,
 			contracts.SubjectRateUsage,
 			contracts.SubjectDiscover, "$JS.API.STREAM.CREATE.SLUICE_JOBS", "$JS.API.STREAM.UPDATE.SLUICE_JOBS",
 			"$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.INFO.SLUICE_JOBS",
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-due.sluice.jobs.due",
+			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-result",
 			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due",
 			"$JS.ACK.SLUICE_JOBS.sluice-scheduler-due.1.1.1.1.0", "_INBOX.someone.else"},
-		sub: []sub{{"sluice.worker.offer.w1", ""}, {"sluice.worker.cancel.w1", ""}, {contracts.SubjectDiscover, ""},
-			{"_SLUICE_INBOX.worker.abc.*", ""},
-			// The limit of a static configuration: worker ids are dynamic,
-			// so one worker's credentials can listen to another's offers.
-			{"sluice.worker.offer.w2", ""}},
-		noSub: append([]sub{{contracts.SubjectHeartbeat, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
+		sub: []sub{{contracts.WorkerOfferSubject(id), ""}, {contracts.WorkerCancelSubject(id), ""}, {contracts.SubjectDiscover, ""},
+			{contracts.ServiceInboxPrefix(id, "abc") + ".*", ""}},
+		// Never another worker's offers or cancels, each or all.
+		noSub: append([]sub{{contracts.WorkerOfferSubject(other), ""}, {contracts.WorkerCancelSubject(other), ""},
+			{"sluice.worker.offer.*", ""}, {"sluice.worker.cancel.*", ""}, {"sluice.worker.>", ""},
+			{contracts.HeartbeatSubjects, ""}, {contracts.HeartbeatSubjects, contracts.QueueScheduler},
 			{contracts.SubjectSubmit, "q"}, {contracts.SubjectDue, ""}, {"sluice.jobs.>", ""},
-			{contracts.SubjectAnnounce, ""}, {"$SRV.PING", ""}}, othersInboxes("worker")...),
+			{contracts.AnnounceSubjects, ""}, {contracts.AnnounceSubject(other), ""}, {"$SRV.PING", ""}}, othersInboxes(id)...),
+	}
+}
+
+// accessOf is the permission model of nats.conf, user by user. Worker id
+// "worker-1" is a worker's own, "worker-2" another's.
+var accessOf = map[string]access{
+	"gateway": {
+		pub: []string{contracts.SubjectDue, "sluice.worker.cancel.worker-1", contracts.SubjectDiscover, contracts.SubjectRateUsage,
+			"$JS.API.STREAM.INFO.SLUICE_JOBS", contracts.EventSubject("acme", "j1"), "$JS.API.STREAM.INFO.SLUICE_EVENTS",
+			"$JS.API.CONSUMER.CREATE.SLUICE_EVENTS.abc.sluice.events.acme.j1"},
+		noPub: []string{contracts.SubjectRequeue, contracts.LegacySubjectResult, contracts.ResultSubject("worker-1"),
+			"sluice.worker.offer.worker-1", contracts.ProgressSubject("worker-1"),
+			"$JS.API.STREAM.DELETE.SLUICE_EVENTS", "$JS.API.STREAM.PURGE.SLUICE_EVENTS",
+			contracts.AnnounceSubject("worker-1"), contracts.HeartbeatSubject("worker-1"), contracts.SubjectSubmit,
+			"$JS.API.STREAM.UPDATE.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.PURGE.SLUICE_JOBS",
+			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-due.sluice.jobs.due",
+			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-result",
+			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due",
+			"$JS.ACK.SLUICE_JOBS.sluice-scheduler-due.1.1.1.1.0", "_INBOX.someone.else"},
+		sub: []sub{{contracts.SubjectSubmit, "q"}, {"$SRV.PING", ""}, {"$SRV.INFO.sluice-api", ""},
+			{"$SRV.STATS.sluice-api.abc", ""}, {contracts.AnnounceSubjects, ""}, {contracts.SubjectRateUsage, ""}, {"_SLUICE_INBOX.gateway.abc.*", ""}},
+		noSub: append([]sub{{contracts.SubjectDue, ""}, {"sluice.jobs.>", ""}, {contracts.HeartbeatSubjects, contracts.QueueScheduler},
+			{"sluice.worker.offer.worker-1", ""}, {"sluice.worker.cancel.worker-1", ""}, {"$SRV.PING.other", ""}, {">", ""}}, othersInboxes("gateway")...),
 	},
+	"scheduler": {
+		pub: []string{contracts.SubjectDue, "sluice.worker.offer.worker-1", "sluice.worker.cancel.worker-1",
+			contracts.SubjectDiscover, "$JS.API.STREAM.INFO.SLUICE_JOBS",
+			"$JS.API.CONSUMER.INFO.SLUICE_JOBS.sluice-scheduler-due", contracts.EventSubject("acme", "j1")},
+		noPub: []string{contracts.LegacySubjectResult, contracts.ResultSubject("worker-1"), contracts.ProgressSubject("worker-1"),
+			"$JS.API.STREAM.DELETE.SLUICE_EVENTS", contracts.SubjectRequeue, contracts.WorkerRequeueSubject("worker-1"), contracts.SubjectSubmit,
+			contracts.SubjectRateUsage,
+			contracts.HeartbeatSubject("worker-1"), contracts.AnnounceSubject("worker-1"),
+			"$JS.API.STREAM.UPDATE.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS", "$JS.API.STREAM.PURGE.SLUICE_JOBS",
+			"$JS.API.STREAM.CREATE.OTHER",
+			"$JS.API.CONSUMER.DELETE.SLUICE_JOBS.sluice-scheduler-due",
+			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.other.sluice.jobs.due", "$JS.API.CONSUMER.CREATE.SLUICE_JOBS.other",
+			"_INBOX.someone.else"},
+		sub: []sub{{contracts.HeartbeatSubjects, contracts.QueueScheduler}, {contracts.ProgressSubjects, contracts.QueueScheduler},
+			{contracts.AnnounceSubjects, ""}, {"_SLUICE_INBOX.scheduler.abc.*", ""}},
+		noSub: append([]sub{{contracts.HeartbeatSubjects, ""}, {contracts.ProgressSubjects, ""}, {"sluice.events.>", ""},
+			{contracts.HeartbeatSubjects, "other"}, {contracts.SubjectSubmit, "q"},
+			{"sluice.worker.offer.worker-1", ""}, {"sluice.jobs.>", ""}}, othersInboxes("scheduler")...),
+	},
+	"worker-1": workerAccess("worker-1", "worker-2"),
+	"worker-2": workerAccess("worker-2", "worker-3"),
+	"worker-3": workerAccess("worker-3", "worker-1"),
 	"reaper": {
 		pub: []string{contracts.SubjectRequeue, "$JS.API.STREAM.INFO.SLUICE_JOBS"},
-		noPub: []string{contracts.SubjectDue, contracts.SubjectResult, "sluice.worker.cancel.w1", "sluice.worker.offer.w1",
-			contracts.SubjectHeartbeat, contracts.SubjectSubmit, "$JS.API.STREAM.UPDATE.SLUICE_JOBS",
+		noPub: []string{contracts.SubjectDue, contracts.LegacySubjectResult, contracts.ResultSubject("worker-1"),
+			contracts.WorkerRequeueSubject("worker-1"), "sluice.worker.cancel.worker-1", "sluice.worker.offer.worker-1",
+			contracts.HeartbeatSubject("worker-1"), contracts.SubjectSubmit, "$JS.API.STREAM.UPDATE.SLUICE_JOBS",
 			"$JS.API.STREAM.DELETE.SLUICE_JOBS",
+			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue",
 			"$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue.sluice.jobs.requeue",
 			"$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-requeue"},
 		sub: []sub{{"_SLUICE_INBOX.reaper.abc.*", ""}},
-		noSub: append([]sub{{"sluice.jobs.>", ""}, {contracts.SubjectAnnounce, ""}, {contracts.SubjectHeartbeat, contracts.QueueScheduler},
+		noSub: append([]sub{{"sluice.jobs.>", ""}, {contracts.AnnounceSubjects, ""}, {contracts.HeartbeatSubjects, contracts.QueueScheduler},
 			{"sluice.events.>", ""}}, othersInboxes("reaper")...),
 	},
 	"client": {
 		pub: []string{contracts.SubjectSubmit, contracts.SubjectSubmitBatch},
-		noPub: []string{contracts.SubjectDue, contracts.SubjectResult, contracts.SubjectRequeue, "sluice.worker.offer.w1",
-			"sluice.worker.cancel.w1", contracts.SubjectHeartbeat, contracts.SubjectAnnounce,
+		noPub: []string{contracts.SubjectDue, contracts.ResultSubject("worker-1"), contracts.SubjectRequeue, "sluice.worker.offer.worker-1",
+			"sluice.worker.cancel.worker-1", contracts.HeartbeatSubject("worker-1"), contracts.AnnounceSubject("worker-1"),
 			"$JS.API.STREAM.INFO.SLUICE_JOBS", "$JS.API.STREAM.DELETE.SLUICE_JOBS",
 			// discovery: the gateway answers it at any reply subject
 			"$SRV.PING", "$SRV.INFO.sluice-api", "_INBOX_client.someone"},
 		sub: []sub{{"_INBOX_client.abc.*", ""}},
-		noSub: append([]sub{{contracts.SubjectSubmit, "q"}, {contracts.SubjectAnnounce, ""}, {"sluice.jobs.>", ""},
+		noSub: append([]sub{{contracts.SubjectSubmit, "q"}, {contracts.AnnounceSubjects, ""}, {"sluice.jobs.>", ""},
 			{"sluice.events.>", ""}, {"$SRV.>", ""}}, othersInboxes("client")...),
 	},
 }
@@ -265,10 +288,14 @@ func TestNATSAuthentication(t *testing.T) {
 	url := startNATS(t)
 	_, err := nats.Connect(url, nats.MaxReconnects(0))
 	require.ErrorIs(t, err, nats.ErrAuthorization, "no anonymous connections")
-	_, err = nats.Connect(url, nats.UserInfo("worker", "wrong"), nats.MaxReconnects(0))
+	_, err = nats.Connect(url, nats.UserInfo("worker-1", "wrong"), nats.MaxReconnects(0))
 	require.ErrorIs(t, err, nats.ErrAuthorization)
-	_, err = nats.Connect(url, nats.UserInfo("worker", password(t, "gateway")), nats.MaxReconnects(0))
+	_, err = nats.Connect(url, nats.UserInfo("worker-1", password(t, "gateway")), nats.MaxReconnects(0))
 	require.ErrorIs(t, err, nats.ErrAuthorization, "a service's password is its own")
+	_, err = nats.Connect(url, nats.UserInfo("worker-1", password(t, "worker-2")), nats.MaxReconnects(0))
+	require.ErrorIs(t, err, nats.ErrAuthorization, "a worker's password is its own")
+	_, err = nats.Connect(url, nats.UserInfo("worker", "worker-local-only"), nats.MaxReconnects(0))
+	require.ErrorIs(t, err, nats.ErrAuthorization, "no shared worker user")
 	for _, u := range natsUsers {
 		connect(t, url, u)
 	}
@@ -306,35 +333,44 @@ func TestNATSPermissions(t *testing.T) {
 }
 
 // TestNATSRequestReply runs the core NATS conversations between the
-// services, each as its own user.
+// services, each as its own user, and what another worker's user may not
+// do: listen to a worker's offers or report on its subjects.
 func TestNATSRequestReply(t *testing.T) {
 	t.Parallel()
 	url := startNATS(t)
 	gw, sched, wk, caller := connect(t, url, "gateway"), connect(t, url, "scheduler"),
-		connect(t, url, "worker"), connect(t, url, "client")
+		connect(t, url, "worker-1"), connect(t, url, "client")
+	other := connect(t, url, "worker-2")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 
-	// The worker listens on its own subjects and discovery.
+	// The worker listens on its own subjects and discovery; another
+	// worker's user tries to listen to its offers and cancels.
 	offers := make(chan *nats.Msg, 4)
 	cancels := make(chan *nats.Msg, 1)
 	discovers := make(chan *nats.Msg, 2)
 	for subj, ch := range map[string]chan *nats.Msg{
-		contracts.WorkerOfferSubject("w1"): offers, contracts.WorkerCancelSubject("w1"): cancels,
+		contracts.WorkerOfferSubject("worker-1"): offers, contracts.WorkerCancelSubject("worker-1"): cancels,
 		contracts.SubjectDiscover: discovers,
 	} {
 		_, err := wk.nc.ChanSubscribe(subj, ch)
 		require.NoError(t, err)
 	}
-	// The scheduler answers heartbeats in its queue group; it and the
-	// gateway keep the roster from announcements.
-	_, err := sched.nc.QueueSubscribe(contracts.SubjectHeartbeat, contracts.QueueScheduler, func(m *nats.Msg) {
-		_ = m.Respond([]byte(`{}`))
+	stolen := make(chan *nats.Msg, 4)
+	for _, subj := range []string{contracts.WorkerOfferSubject("worker-1"), contracts.WorkerCancelSubject("worker-1")} {
+		_, err := other.nc.ChanSubscribe(subj, stolen)
+		require.NoError(t, err)
+	}
+	// The scheduler answers heartbeats in its queue group, with the
+	// worker its subject names; it and the gateway keep the roster from
+	// announcements.
+	_, err := sched.nc.QueueSubscribe(contracts.HeartbeatSubjects, contracts.QueueScheduler, func(m *nats.Msg) {
+		_ = m.Respond([]byte(m.Subject))
 	})
 	require.NoError(t, err)
 	announced := make(chan *nats.Msg, 2)
 	for _, c := range []*client{gw, sched} {
-		_, err := c.nc.ChanSubscribe(contracts.SubjectAnnounce, announced)
+		_, err := c.nc.ChanSubscribe(contracts.AnnounceSubjects, announced)
 		require.NoError(t, err)
 	}
 	// The gateway's NATS API is a micro service.
@@ -344,7 +380,7 @@ func TestNATSRequestReply(t *testing.T) {
 	require.NoError(t, svc.AddEndpoint("submit", micro.HandlerFunc(func(r micro.Request) {
 		_ = r.Respond([]byte(`{"status":202}`))
 	}), micro.WithEndpointSubject(contracts.SubjectSubmit)))
-	for _, c := range []*client{gw, sched, wk} {
+	for _, c := range []*client{gw, sched, wk, other} {
 		require.NoError(t, c.nc.Flush())
 	}
 
@@ -356,18 +392,18 @@ func TestNATSRequestReply(t *testing.T) {
 		_ = m.Respond([]byte(`{"status":"accepted"}`))
 		_ = m.Respond([]byte(`{"status":"accepted"}`)) // one answer only: refused
 	}()
-	reply, err := sched.nc.RequestWithContext(ctx, contracts.WorkerOfferSubject("w1"), []byte(`{}`))
+	reply, err := sched.nc.RequestWithContext(ctx, contracts.WorkerOfferSubject("worker-1"), []byte(`{"job":"payload"}`))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"status":"accepted"}`, string(reply.Data))
 	inbox := <-offerReply
 
-	// Heartbeat: worker → scheduler.
-	reply, err = wk.nc.RequestWithContext(ctx, contracts.SubjectHeartbeat, []byte(`{"worker_id":"w1"}`))
+	// Heartbeat: worker → scheduler, on the worker's own subject.
+	reply, err = wk.nc.RequestWithContext(ctx, contracts.HeartbeatSubject("worker-1"), []byte(`{"worker_id":"worker-1"}`))
 	require.NoError(t, err)
-	require.Equal(t, "{}", string(reply.Data))
+	require.Equal(t, contracts.HeartbeatSubject("worker-1"), string(reply.Data))
 
 	// Announce: worker → gateway and scheduler; discover and cancel → worker.
-	require.NoError(t, wk.nc.Publish(contracts.SubjectAnnounce, []byte(`{"worker_id":"w1"}`)))
+	require.NoError(t, wk.nc.Publish(contracts.AnnounceSubject("worker-1"), []byte(`{"worker_id":"worker-1"}`)))
 	for range 2 {
 		requireMsg(t, announced)
 	}
@@ -375,8 +411,16 @@ func TestNATSRequestReply(t *testing.T) {
 	require.NoError(t, gw.nc.Publish(contracts.SubjectDiscover, nil))
 	requireMsg(t, discovers)
 	requireMsg(t, discovers)
-	require.NoError(t, gw.nc.Publish(contracts.WorkerCancelSubject("w1"), []byte(`{"job_id":"j"}`)))
+	require.NoError(t, gw.nc.Publish(contracts.WorkerCancelSubject("worker-1"), []byte(`{"job_id":"j"}`)))
 	requireMsg(t, cancels)
+
+	// Another worker's user reports as worker-1: refused by the server,
+	// heard by nobody.
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	_, err = other.nc.RequestWithContext(sctx, contracts.HeartbeatSubject("worker-1"), []byte(`{"worker_id":"worker-1"}`))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NoError(t, other.nc.Publish(contracts.AnnounceSubject("worker-1"), []byte(`{"worker_id":"worker-1","leaving":true}`)))
 
 	// Submit: client → gateway, answered in the client's own inbox.
 	reply, err = caller.nc.RequestWithContext(ctx, contracts.SubjectSubmit, []byte(`{"kind":"sleep"}`))
@@ -385,9 +429,9 @@ func TestNATSRequestReply(t *testing.T) {
 	require.True(t, strings.HasPrefix(reply.Subject, contracts.TenantInboxPrefix("client")+"."), reply.Subject)
 
 	// A worker cannot submit (the request is dropped: no answer).
-	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer scancel()
-	_, err = wk.nc.RequestWithContext(sctx, contracts.SubjectSubmit, nil)
+	sctx2, scancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel2()
+	_, err = wk.nc.RequestWithContext(sctx2, contracts.SubjectSubmit, nil)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	require.Empty(t, gw.violations(t))
@@ -399,6 +443,14 @@ func TestNATSRequestReply(t *testing.T) {
 		fmt.Sprintf("Publish to %q", inbox), // the second answer to the offer
 		fmt.Sprintf("Publish to %q", contracts.SubjectSubmit),
 	}, wk.violations(t))
+	require.ElementsMatch(t, []string{
+		fmt.Sprintf("Subscription to %q", contracts.WorkerOfferSubject("worker-1")),
+		fmt.Sprintf("Subscription to %q", contracts.WorkerCancelSubject("worker-1")),
+		fmt.Sprintf("Publish to %q", contracts.HeartbeatSubject("worker-1")),
+		fmt.Sprintf("Publish to %q", contracts.AnnounceSubject("worker-1")),
+	}, other.violations(t))
+	require.Empty(t, stolen, "worker-2 received nothing of worker-1's offer or cancel")
+	require.Empty(t, announced, "nobody heard the forged announcement")
 }
 
 func requireMsg(t *testing.T, ch <-chan *nats.Msg) *nats.Msg {
@@ -451,7 +503,7 @@ func TestNATSJetStream(t *testing.T) {
 	defer cancel()
 	gw, gwLog := link(t, url, "gateway")
 	sched, schedLog := link(t, url, "scheduler")
-	wk, wkLog := link(t, url, "worker")
+	wk, wkLog := link(t, url, "worker-1")
 	rp, rpLog := link(t, url, "reaper")
 
 	// Gateway: ensures the stream at startup (creating it: the cluster is
@@ -473,7 +525,7 @@ func TestNATSJetStream(t *testing.T) {
 	})
 	follow, err := events.Follow(ctx, gw.JS, contracts.TenantEventSubjects("acme"), 0)
 	require.NoError(t, err)
-	progress, err := sched.Conn.QueueSubscribeSync(contracts.SubjectProgress, contracts.QueueScheduler)
+	progress, err := sched.Conn.QueueSubscribeSync(contracts.ProgressSubjects, contracts.QueueScheduler)
 	require.NoError(t, err)
 	events.NewPublisher(sched.Conn).State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateRunning, Claim: 1})
 	events.NewPublisher(gw.Conn).State(contracts.Job{ID: "j1", Tenant: "acme", State: contracts.StateCancelled, Claim: 1})
@@ -488,20 +540,27 @@ func TestNATSJetStream(t *testing.T) {
 	}
 	require.ElementsMatch(t, []contracts.JobState{contracts.StateRunning, contracts.StateCancelled}, got)
 	follow.Close()
-	require.NoError(t, wk.Conn.Publish(contracts.SubjectProgress, []byte(`{}`)))
+	require.NoError(t, wk.Conn.Publish(contracts.ProgressSubject("worker-1"), []byte(`{}`)))
 	_, err = progress.NextMsg(5 * time.Second)
 	require.NoError(t, err)
 
 	// Scheduler: the stream and its three durable consumers; "due" again.
+	// The result consumer is found as a release before the per-worker
+	// subjects left it, reading the shared result subject alone, and is
+	// moved to what this release reads (the upgrade of a deployment whose
+	// JetStream volume is kept).
+	old := bus.ConsumerConfig(contracts.ConsumerResult, 5*time.Second)
+	old.FilterSubjects = []string{contracts.LegacySubjectResult}
+	_, err = sched.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, old)
+	require.NoError(t, err, "the scheduler may update its own consumer's filter")
 	consumers := map[string]jetstream.Consumer{}
-	for name, subject := range map[string]string{
-		contracts.ConsumerDue: contracts.SubjectDue, contracts.ConsumerRequeue: contracts.SubjectRequeue,
-		contracts.ConsumerResult: contracts.SubjectResult,
-	} {
-		c, err := bus.EnsureConsumer(ctx, sched.JS, bus.ConsumerConfig(name, subject, 5*time.Second))
+	for _, name := range []string{contracts.ConsumerDue, contracts.ConsumerRequeue, contracts.ConsumerResult} {
+		cfg := bus.ConsumerConfig(name, 5*time.Second, contracts.ConsumerSubjects(name)...)
+		c, err := bus.EnsureConsumer(ctx, sched.JS, cfg)
 		require.NoError(t, err, name)
-		_, err = c.Info(ctx)
+		info, err := c.Info(ctx)
 		require.NoError(t, err, name)
+		require.Equal(t, bus.Filters(cfg), bus.Filters(info.Config), name)
 		consumers[name] = c
 	}
 	require.NoError(t, bus.Publish(ctx, sched.JS, contracts.SubjectDue, contracts.Due{JobID: "j2"}, ""))
@@ -518,8 +577,8 @@ func TestNATSJetStream(t *testing.T) {
 
 	// Worker: results and shutdown requeues. Reaper: requeues, readiness,
 	// and the stream again.
-	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.SubjectResult, contracts.Result{JobID: "j1", Claim: 1}, "result-j1-1"))
-	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.SubjectRequeue, contracts.Requeue{JobID: "j3", Claim: 1}, ""))
+	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.ResultSubject("worker-1"), contracts.Result{JobID: "j1", Claim: 1}, "result-j1-1"))
+	require.NoError(t, bus.Publish(ctx, wk.JS, contracts.WorkerRequeueSubject("worker-1"), contracts.Requeue{JobID: "j3", Claim: 1}, ""))
 	require.NoError(t, bus.Publish(ctx, rp.JS, contracts.SubjectRequeue, contracts.Requeue{JobID: "j4", Claim: 1}, ""))
 	require.NoError(t, bus.Check(ctx, rp.Conn, rp.JS))
 	_, err = bus.EnsureStream(ctx, rp.JS)
@@ -578,18 +637,31 @@ func TestNATSJetStream(t *testing.T) {
 			return wk.JS.DeleteStream(ctx, contracts.StreamName)
 		}},
 		{wk, "worker creates a consumer", "$JS.API.CONSUMER.CREATE.SLUICE_JOBS.thief.sluice.jobs.due", func(ctx context.Context) error {
-			_, err := wk.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, bus.ConsumerConfig("thief", contracts.SubjectDue, time.Second))
+			_, err := wk.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, bus.ConsumerConfig("thief", time.Second, contracts.SubjectDue))
 			return err
 		}},
 		{wk, "worker pulls due messages", "$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due", func(ctx context.Context) error {
 			_, err := wk.Conn.RequestWithContext(ctx, "$JS.API.CONSUMER.MSG.NEXT.SLUICE_JOBS.sluice-scheduler-due", []byte(`{"batch":1}`))
 			return err
 		}},
+		{wk, "worker reports a result as another worker", contracts.ResultSubject("worker-2"), func(ctx context.Context) error {
+			_, err := wk.JS.Publish(ctx, contracts.ResultSubject("worker-2"), []byte(`{"job_id":"x","attempt":1,"worker_id":"worker-2","state":"succeeded"}`))
+			return err
+		}},
+		{wk, "worker requeues as another worker", contracts.WorkerRequeueSubject("worker-2"), func(ctx context.Context) error {
+			_, err := wk.JS.Publish(ctx, contracts.WorkerRequeueSubject("worker-2"), []byte(`{"job_id":"x","attempt":1,"state":"running","reason":"shutdown"}`))
+			return err
+		}},
+		{wk, "worker reports on the shared result subject", contracts.LegacySubjectResult, func(ctx context.Context) error {
+			_, err := wk.JS.Publish(ctx, contracts.LegacySubjectResult, []byte(`{"job_id":"x","attempt":1,"worker_id":"worker-1","state":"succeeded"}`))
+			return err
+		}},
 		{rp, "reaper publishes due", contracts.SubjectDue, func(ctx context.Context) error {
 			return bus.Publish(ctx, rp.JS, contracts.SubjectDue, contracts.Due{JobID: "x"}, "")
 		}},
-		{rp, "reaper creates a consumer", "$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue.sluice.jobs.requeue", func(ctx context.Context) error {
-			_, err := rp.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName, bus.ConsumerConfig(contracts.ConsumerRequeue, contracts.SubjectRequeue, time.Second))
+		{rp, "reaper creates a consumer", "$JS.API.CONSUMER.CREATE.SLUICE_JOBS.sluice-scheduler-requeue", func(ctx context.Context) error {
+			_, err := rp.JS.CreateOrUpdateConsumer(ctx, contracts.StreamName,
+				bus.ConsumerConfig(contracts.ConsumerRequeue, time.Second, contracts.ConsumerSubjects(contracts.ConsumerRequeue)...))
 			return err
 		}},
 		{gw, "gateway updates the stream", "$JS.API.STREAM.UPDATE.SLUICE_JOBS", func(ctx context.Context) error {
@@ -599,8 +671,8 @@ func TestNATSJetStream(t *testing.T) {
 		{gw, "gateway deletes the stream", "$JS.API.STREAM.DELETE.SLUICE_JOBS", func(ctx context.Context) error {
 			return gw.JS.DeleteStream(ctx, contracts.StreamName)
 		}},
-		{gw, "gateway publishes a result", contracts.SubjectResult, func(ctx context.Context) error {
-			return bus.Publish(ctx, gw.JS, contracts.SubjectResult, contracts.Result{JobID: "x"}, "")
+		{gw, "gateway publishes a result", contracts.ResultSubject("worker-1"), func(ctx context.Context) error {
+			return bus.Publish(ctx, gw.JS, contracts.ResultSubject("worker-1"), contracts.Result{JobID: "x"}, "")
 		}},
 		{sched, "scheduler purges the stream", "$JS.API.STREAM.PURGE.SLUICE_JOBS", func(ctx context.Context) error {
 			s, err := sched.JS.Stream(ctx, contracts.StreamName)

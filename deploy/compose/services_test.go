@@ -102,10 +102,10 @@ func TestServicesUnderTheirUsers(t *testing.T) {
 		schedulers = append(schedulers, s)
 		run("scheduler", s.Run)
 	}
-	for range 2 {
-		wcfg, err := worker.LoadConfig(serviceEnv("worker", url, dataDir)) // a generated id each
+	for _, name := range workers[:2] {
+		wcfg, err := worker.LoadConfig(serviceEnv(name, url, dataDir)) // its fixed id, its own user
 		require.NoError(t, err)
-		l, buf := link(t, url, "worker")
+		l, buf := link(t, url, name)
 		logs = append(logs, buf)
 		w, err := worker.New(wcfg, worker.Deps{NC: l.Conn, JS: l.JS, Log: zerolog.New(buf)})
 		require.NoError(t, err)

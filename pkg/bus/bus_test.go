@@ -44,14 +44,64 @@ func TestStreamConfig(t *testing.T) {
 
 func TestConsumerConfig(t *testing.T) {
 	t.Parallel()
-	cfg := bus.ConsumerConfig(contracts.ConsumerDue, contracts.SubjectDue, 30*time.Second)
+	cfg := bus.ConsumerConfig(contracts.ConsumerDue, 30*time.Second, contracts.SubjectDue)
 	assert.Equal(t, contracts.ConsumerDue, cfg.Durable)
 	assert.Equal(t, contracts.SubjectDue, cfg.FilterSubject)
+	assert.Empty(t, cfg.FilterSubjects)
+	assert.Equal(t, []string{contracts.SubjectDue}, bus.Filters(cfg))
 	assert.Equal(t, jetstream.AckExplicitPolicy, cfg.AckPolicy)
 	assert.Equal(t, 30*time.Second, cfg.AckWait)
 	assert.Equal(t, -1, cfg.MaxDeliver)
 	assert.Equal(t, -1, cfg.MaxAckPending)
 	assert.Equal(t, jetstream.DeliverAllPolicy, cfg.DeliverPolicy)
+
+	// Several subjects: FilterSubjects.
+	cfg = bus.ConsumerConfig(contracts.ConsumerResult, time.Second, contracts.ConsumerSubjects(contracts.ConsumerResult)...)
+	assert.Empty(t, cfg.FilterSubject)
+	assert.Equal(t, []string{contracts.ResultSubjects, contracts.LegacySubjectResult}, cfg.FilterSubjects)
+	assert.Equal(t, []string{contracts.LegacySubjectResult, contracts.ResultSubjects}, bus.Filters(cfg), "sorted")
+}
+
+// TestEnsureConsumerMovesAnOldFilter: a deployment upgraded from a release
+// whose result consumer read the shared result subject alone keeps its
+// durable consumer and the messages waiting in it; EnsureConsumer moves
+// its filter to the per-worker subjects (and the shared one), and leaves a
+// consumer that already reads them as it is.
+func TestEnsureConsumerMovesAnOldFilter(t *testing.T) {
+	t.Parallel()
+	_, _, js := startNATS(t)
+	ctx := t.Context()
+	_, err := bus.EnsureStream(ctx, js)
+	require.NoError(t, err)
+	old := bus.ConsumerConfig(contracts.ConsumerResult, 30*time.Second, contracts.LegacySubjectResult)
+	_, err = js.CreateOrUpdateConsumer(ctx, contracts.StreamName, old)
+	require.NoError(t, err)
+	require.NoError(t, bus.Publish(ctx, js, contracts.LegacySubjectResult, contracts.Result{JobID: "old", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}, ""))
+
+	cfg := bus.ConsumerConfig(contracts.ConsumerResult, 30*time.Second, contracts.ConsumerSubjects(contracts.ConsumerResult)...)
+	c, err := bus.EnsureConsumer(ctx, js, cfg)
+	require.NoError(t, err)
+	info, err := c.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, bus.Filters(cfg), bus.Filters(info.Config), "the filter moved")
+	require.Equal(t, uint64(1), info.NumPending, "the waiting message stayed")
+
+	require.NoError(t, bus.Publish(ctx, js, contracts.ResultSubject("w1"), contracts.Result{JobID: "new", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}, ""))
+	batch, err := c.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	var subjects []string
+	for m := range batch.Messages() {
+		subjects = append(subjects, m.Subject())
+		require.NoError(t, m.DoubleAck(ctx))
+	}
+	require.NoError(t, batch.Error())
+	require.Equal(t, []string{contracts.LegacySubjectResult, contracts.ResultSubject("w1")}, subjects)
+
+	// Already moved: left as it is (no update, same consumer).
+	again, err := bus.EnsureConsumer(ctx, js, cfg)
+	require.NoError(t, err)
+	require.Equal(t, info.Created, again.CachedInfo().Created)
+	require.Equal(t, bus.Filters(cfg), bus.Filters(again.CachedInfo().Config))
 }
 
 func TestStartEmbeddedOptions(t *testing.T) {
@@ -108,7 +158,7 @@ func TestPublishRoundTrip(t *testing.T) {
 	_, err = bus.EnsureStream(ctx, js)
 	require.NoError(t, err)
 
-	c, err := bus.EnsureConsumer(ctx, js, bus.ConsumerConfig(contracts.ConsumerDue, contracts.SubjectDue, 30*time.Second))
+	c, err := bus.EnsureConsumer(ctx, js, bus.ConsumerConfig(contracts.ConsumerDue, 30*time.Second, contracts.SubjectDue))
 	require.NoError(t, err)
 	cinfo, err := c.Info(ctx)
 	require.NoError(t, err)
@@ -156,7 +206,7 @@ func TestPublishRecreatesDeletedStream(t *testing.T) {
 	_, err = js.Stream(ctx, contracts.StreamName)
 	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
 
-	require.NoError(t, bus.Publish(ctx, js, contracts.SubjectResult, contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}, ""))
+	require.NoError(t, bus.Publish(ctx, js, contracts.ResultSubject("w1"), contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}, ""))
 
 	s, err := js.Stream(ctx, contracts.StreamName)
 	require.NoError(t, err)
@@ -164,7 +214,7 @@ func TestPublishRecreatesDeletedStream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), info.State.Msgs)
 	assert.Equal(t, jetstream.WorkQueuePolicy, info.Config.Retention)
-	raw, err := s.GetLastMsgForSubject(ctx, contracts.SubjectResult)
+	raw, err := s.GetLastMsgForSubject(ctx, contracts.ResultSubject("w1"))
 	require.NoError(t, err)
 	res, err := contracts.DecodeResult(raw.Data)
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,21 +31,36 @@ func StreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// ConsumerConfig is the durable pull consumer named name reading subject.
-// It never gives up on a message (MaxDeliver -1: a nak is a delivery, and
-// overflow naks a due message many times) and allows any number of
-// outstanding messages, because a job waiting for capacity stays
-// outstanding until its delayed redelivery.
-func ConsumerConfig(name, subject string, ackWait time.Duration) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
+// ConsumerConfig is the durable pull consumer named name reading
+// subjects (FilterSubject for one, FilterSubjects for more; see
+// contracts.ConsumerSubjects). It never gives up on a message (MaxDeliver
+// -1: a nak is a delivery, and overflow naks a due message many times) and
+// allows any number of outstanding messages, because a job waiting for
+// capacity stays outstanding until its delayed redelivery.
+func ConsumerConfig(name string, ackWait time.Duration, subjects ...string) jetstream.ConsumerConfig {
+	cfg := jetstream.ConsumerConfig{
 		Durable:       name,
-		FilterSubject: subject,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       ackWait,
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
+	if len(subjects) == 1 {
+		cfg.FilterSubject = subjects[0]
+	} else {
+		cfg.FilterSubjects = slices.Clone(subjects)
+	}
+	return cfg
+}
+
+// Filters are the subjects cfg reads: its FilterSubject, or its
+// FilterSubjects, sorted.
+func Filters(cfg jetstream.ConsumerConfig) []string {
+	if cfg.FilterSubject != "" {
+		return []string{cfg.FilterSubject}
+	}
+	return slices.Sorted(slices.Values(cfg.FilterSubjects))
 }
 
 // EnsureStream returns the job stream, creating it when it is missing. An
@@ -102,13 +118,16 @@ func EnsureStreamConfig(ctx context.Context, js jetstream.JetStream, cfg jetstre
 }
 
 // EnsureConsumer creates the stream if needed and then the durable
-// consumer, leaving an existing consumer as it is.
+// consumer. An existing consumer is left as it is, unless it reads other
+// subjects than cfg (one declared by an earlier release, before the
+// per-worker report subjects): it is then updated to cfg, which moves its
+// filter without losing its place or the messages it holds.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	if _, err := EnsureStream(ctx, js); err != nil {
 		return nil, err
 	}
 	c, err := js.Consumer(ctx, contracts.StreamName, cfg.Durable)
-	if err == nil {
+	if err == nil && slices.Equal(Filters(c.CachedInfo().Config), Filters(cfg)) {
 		return c, nil
 	}
 	c, err = js.CreateOrUpdateConsumer(ctx, contracts.StreamName, cfg)

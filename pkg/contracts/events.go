@@ -23,10 +23,6 @@ const (
 	EventStreamSubjects = "sluice.events.>"
 
 	eventPrefix = "sluice.events."
-
-	// SubjectProgress takes a worker's ProgressReport (fire and forget);
-	// the scheduler records it on the job and publishes a progress event.
-	SubjectProgress = "sluice.progress"
 )
 
 // Event types, as the "event:" field of the Server-Sent Events stream.
@@ -120,6 +116,7 @@ type ProgressReport struct {
 	// WireClaim (WireClaimNext is read too).
 	Claim int64 `json:"attempt"`
 	claimNext
+	// WorkerID must be the worker whose ProgressSubject carries it.
 	WorkerID string   `json:"worker_id"`
 	Progress Progress `json:"progress"`
 }

@@ -35,7 +35,8 @@ var RequeueReasons = []RequeueReason{ReasonStale, ReasonLost, ReasonTimeout, Rea
 func (r RequeueReason) Valid() bool { return slices.Contains(RequeueReasons, r) }
 
 // Requeue asks the scheduler to take a claim back and dispatch the job
-// again. It applies only while the job is still at State and Claim.
+// again. It applies only while the job is still at State and Claim, and
+// one on a WorkerRequeueSubject only for a job running on that worker.
 type Requeue struct {
 	JobID string `json:"job_id"`
 	// Claim is the job's claim (Job.Claim); wire name WireClaim, and
@@ -53,6 +54,7 @@ type Result struct {
 	// WireClaimNext is read too.
 	Claim int64 `json:"attempt"`
 	claimNext
+	// WorkerID must be the worker whose ResultSubject carries the result.
 	WorkerID string          `json:"worker_id"`
 	State    JobState        `json:"state"`
 	Error    string          `json:"error,omitempty"`
@@ -145,6 +147,7 @@ type OfferReply struct {
 // (sent right after "accepted", before the handler starts) also records the
 // job as running.
 type Heartbeat struct {
+	// WorkerID must be the worker whose HeartbeatSubject carries it.
 	WorkerID string  `json:"worker_id"`
 	Leases   []Lease `json:"leases"`
 }
@@ -161,6 +164,7 @@ type HeartbeatAck struct {
 
 // Announce is a worker telling everyone it is alive and how loaded it is.
 type Announce struct {
+	// WorkerID must be the worker whose AnnounceSubject carries it.
 	WorkerID string   `json:"worker_id"`
 	Kinds    []string `json:"kinds"`
 	Capacity int      `json:"capacity"` // 0 = no limit
@@ -376,7 +380,7 @@ func checkResult(m Result) error {
 const MaxResultsPerBatch = 1000
 
 // ResultBatch carries the results a worker delivers together, on
-// SubjectResult like a single Result.
+// a ResultSubject like a single Result.
 type ResultBatch struct {
 	Results []Result `json:"results"`
 }
@@ -428,7 +432,7 @@ func appendBatch(dst []byte, field string, items [][]byte) []byte {
 	return append(dst, "]}"...)
 }
 
-// DecodeResults decodes and checks a message on SubjectResult: a
+// DecodeResults decodes and checks a message on a ResultSubject: a
 // ResultBatch of 1 to MaxResultsPerBatch results, or one Result.
 func DecodeResults(data []byte) ([]Result, error) {
 	var b ResultBatch

@@ -415,43 +415,178 @@ func TestValidIDs(t *testing.T) {
 func TestWorkerSubjects(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		id, offer, cancel string
+		id                                                   string
+		offer, cancel, announce, heartbeat, progress, result string
+		requeue                                              string
 	}{
-		{"w1", "sluice.worker.offer.w1", "sluice.worker.cancel.w1"},
-		{"host-7_a", "sluice.worker.offer.host-7_a", "sluice.worker.cancel.host-7_a"},
+		{"w1", "sluice.worker.offer.w1", "sluice.worker.cancel.w1", "sluice.worker.announce.w1", "sluice.heartbeat.w1",
+			"sluice.progress.w1", "sluice.jobs.result.w1", "sluice.jobs.requeue.w1"},
+		{"host-7_a", "sluice.worker.offer.host-7_a", "sluice.worker.cancel.host-7_a", "sluice.worker.announce.host-7_a",
+			"sluice.heartbeat.host-7_a", "sluice.progress.host-7_a", "sluice.jobs.result.host-7_a", "sluice.jobs.requeue.host-7_a"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
 			t.Parallel()
-			if got := WorkerOfferSubject(tt.id); got != tt.offer {
-				t.Errorf("WorkerOfferSubject(%q) = %q, want %q", tt.id, got, tt.offer)
+			for _, c := range []struct{ name, got, want string }{
+				{"WorkerOfferSubject", WorkerOfferSubject(tt.id), tt.offer},
+				{"WorkerCancelSubject", WorkerCancelSubject(tt.id), tt.cancel},
+				{"AnnounceSubject", AnnounceSubject(tt.id), tt.announce},
+				{"HeartbeatSubject", HeartbeatSubject(tt.id), tt.heartbeat},
+				{"ProgressSubject", ProgressSubject(tt.id), tt.progress},
+				{"ResultSubject", ResultSubject(tt.id), tt.result},
+				{"WorkerRequeueSubject", WorkerRequeueSubject(tt.id), tt.requeue},
+			} {
+				if c.got != c.want {
+					t.Errorf("%s(%q) = %q, want %q", c.name, tt.id, c.got, c.want)
+				}
 			}
-			if got := WorkerCancelSubject(tt.id); got != tt.cancel {
-				t.Errorf("WorkerCancelSubject(%q) = %q, want %q", tt.id, got, tt.cancel)
-			}
-			// A worker's subjects are outside the durable job stream and
-			// distinct from the shared worker subjects.
-			for _, s := range []string{WorkerOfferSubject(tt.id), WorkerCancelSubject(tt.id)} {
-				if strings.HasPrefix(s, strings.TrimSuffix(StreamSubjects, ">")) {
+			// A worker's offer, cancel, announce, heartbeat and progress
+			// subjects are outside the durable job stream and distinct
+			// from the shared worker subjects; its results and requeues
+			// are in it.
+			stream := strings.TrimSuffix(StreamSubjects, ">")
+			for _, s := range []string{tt.offer, tt.cancel, tt.announce, tt.heartbeat, tt.progress} {
+				if strings.HasPrefix(s, stream) {
 					t.Errorf("%q falls inside the job stream %q", s, StreamSubjects)
 				}
-				if s == SubjectAnnounce || s == SubjectDiscover {
+				if s == SubjectDiscover {
 					t.Errorf("%q collides with a shared worker subject", s)
+				}
+			}
+			for _, s := range []string{tt.result, tt.requeue} {
+				if !strings.HasPrefix(s, stream) {
+					t.Errorf("%q is not in the job stream %q", s, StreamSubjects)
+				}
+			}
+			// Each report subject names its worker, and only its own.
+			for _, s := range []string{tt.announce, tt.heartbeat, tt.progress, tt.result, tt.requeue} {
+				if id, ok := ReportingWorker(s); !ok || id != tt.id {
+					t.Errorf("ReportingWorker(%q) = %q, %v; want %q", s, id, ok, tt.id)
+				}
+			}
+			// The subjects a worker receives on report nobody.
+			for _, s := range []string{tt.offer, tt.cancel} {
+				if id, ok := ReportingWorker(s); ok {
+					t.Errorf("ReportingWorker(%q) = %q, want none", s, id)
 				}
 			}
 		})
 	}
 }
 
+func TestReportingWorker(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		subject, id string
+		ok          bool
+	}{
+		{"sluice.heartbeat.w1", "w1", true},
+		{"sluice.progress.w-2_x", "w-2_x", true},
+		{"sluice.worker.announce.w1", "w1", true},
+		{"sluice.jobs.result.w1", "w1", true},
+		{"sluice.jobs.requeue.w1", "w1", true},
+		// The legacy and the reaper's subjects name no worker.
+		{LegacySubjectResult, "", false},
+		{SubjectRequeue, "", false},
+		{"sluice.heartbeat", "", false},
+		{"sluice.progress", "", false},
+		{"sluice.worker.announce", "", false},
+		// Nor does anything else, or a token that is not a worker id.
+		{SubjectDue, "", false},
+		{SubjectDiscover, "", false},
+		{"sluice.worker.offer.w1", "", false},
+		{"sluice.heartbeat.", "", false},
+		{"sluice.heartbeat.*", "*", false},
+		{"sluice.heartbeat.>", ">", false},
+		{"sluice.heartbeat.w1.x", "w1.x", false},
+		{"sluice.jobs.result.w1.w2", "w1.w2", false},
+		{"sluice.heartbeat." + strings.Repeat("a", 65), strings.Repeat("a", 65), false},
+		{"xsluice.heartbeat.w1", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.subject, func(t *testing.T) {
+			t.Parallel()
+			id, ok := ReportingWorker(tt.subject)
+			if ok != tt.ok || (ok && id != tt.id) {
+				t.Errorf("ReportingWorker(%q) = %q, %v; want %q, %v", tt.subject, id, ok, tt.id, tt.ok)
+			}
+		})
+	}
+}
+
+// FuzzReportingWorker checks that whatever worker ReportingWorker finds
+// in a subject is a valid worker id whose own report subject is exactly
+// that subject: a subject names one worker, and only through its own
+// subjects.
+func FuzzReportingWorker(f *testing.F) {
+	for _, s := range []string{"sluice.heartbeat.w1", "sluice.jobs.result.w-1_x", "sluice.jobs.result", "sluice.jobs.requeue.",
+		"sluice.worker.announce.a.b", "sluice.progress.*", "sluice.worker.offer.w1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, subject string) {
+		id, ok := ReportingWorker(subject)
+		if !ok {
+			return
+		}
+		if !ValidWorkerID(id) {
+			t.Fatalf("ReportingWorker(%q) = %q, not a worker id", subject, id)
+		}
+		own := 0
+		for _, s := range []string{HeartbeatSubject(id), ProgressSubject(id), AnnounceSubject(id), ResultSubject(id), WorkerRequeueSubject(id)} {
+			if s == subject {
+				own++
+			}
+		}
+		if own != 1 {
+			t.Fatalf("ReportingWorker(%q) = %q, but the subject is not one of that worker's report subjects", subject, id)
+		}
+	})
+}
+
+func TestConsumerSubjects(t *testing.T) {
+	t.Parallel()
+	prefix := strings.TrimSuffix(StreamSubjects, ">")
+	seen := map[string]string{}
+	for _, c := range []string{ConsumerDue, ConsumerResult, ConsumerRequeue} {
+		subjects := ConsumerSubjects(c)
+		if len(subjects) == 0 {
+			t.Fatalf("consumer %s reads nothing", c)
+		}
+		for _, s := range subjects {
+			if !strings.HasPrefix(s, prefix) {
+				t.Errorf("%s reads %q, outside stream %s (%s)", c, s, StreamName, StreamSubjects)
+			}
+			if other, dup := seen[s]; dup {
+				t.Errorf("%q is read by %s and %s: a work queue takes one consumer per subject", s, c, other)
+			}
+			seen[s] = c
+		}
+	}
+	if ConsumerSubjects("other") != nil {
+		t.Error("an unknown consumer reads something")
+	}
+	want := map[string][]string{
+		ConsumerDue:     {SubjectDue},
+		ConsumerResult:  {ResultSubjects, LegacySubjectResult},
+		ConsumerRequeue: {WorkerRequeueSubjects, SubjectRequeue},
+	}
+	for c, w := range want {
+		if got := ConsumerSubjects(c); strings.Join(got, " ") != strings.Join(w, " ") {
+			t.Errorf("ConsumerSubjects(%s) = %v, want %v", c, got, w)
+		}
+	}
+}
+
 func TestStreamSubjectsCoverJobSubjects(t *testing.T) {
 	t.Parallel()
 	prefix := strings.TrimSuffix(StreamSubjects, ">")
-	for _, s := range []string{SubjectDue, SubjectRequeue, SubjectResult} {
+	for _, s := range []string{SubjectDue, SubjectRequeue, LegacySubjectResult, ResultSubject("w1"), WorkerRequeueSubject("w1")} {
 		if !strings.HasPrefix(s, prefix) {
 			t.Errorf("subject %q is not in stream %s (%s)", s, StreamName, StreamSubjects)
 		}
 	}
-	for _, s := range []string{SubjectSubmit, SubjectHeartbeat, SubjectAnnounce, SubjectDiscover} {
+	for _, s := range []string{SubjectSubmit, HeartbeatSubject("w1"), ProgressSubject("w1"), AnnounceSubject("w1"), SubjectDiscover} {
 		if strings.HasPrefix(s, prefix) {
 			t.Errorf("core subject %q would be captured by stream %s", s, StreamName)
 		}

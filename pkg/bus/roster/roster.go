@@ -301,18 +301,25 @@ func (d *decoded) keyOf(b []byte) (key []byte, seq uint64, numbered bool) {
 }
 
 // Subscribe feeds the roster from announcements on nc and asks every worker
-// to announce itself now. The subscription lives until ctx ends.
+// to announce itself now. The subscription lives until ctx ends. Each
+// worker announces on its own subject (contracts.AnnounceSubject); an
+// announcement that names another worker than its subject is ignored, so
+// that one worker's NATS identity cannot announce, drain or remove
+// another.
 func (r *Roster) Subscribe(ctx context.Context, nc *nats.Conn) error {
 	var seen decoded
-	sub, err := nc.Subscribe(contracts.SubjectAnnounce, func(m *nats.Msg) {
+	sub, err := nc.Subscribe(contracts.AnnounceSubjects, func(m *nats.Msg) {
 		a, err := seen.decode(m.Data)
 		if err != nil {
 			return // a malformed announcement changes nothing
 		}
+		if id, ok := contracts.ReportingWorker(m.Subject); !ok || id != a.WorkerID {
+			return // not its own subject: another worker's identity
+		}
 		r.Observe(a)
 	})
 	if err != nil {
-		return fmt.Errorf("roster: subscribe %s: %w", contracts.SubjectAnnounce, err)
+		return fmt.Errorf("roster: subscribe %s: %w", contracts.AnnounceSubjects, err)
 	}
 	if err := nc.Publish(contracts.SubjectDiscover, nil); err != nil {
 		_ = sub.Unsubscribe()

@@ -348,7 +348,9 @@ func connect(t *testing.T, ns *server.Server) *nats.Conn {
 	return nc
 }
 
-func publish(t *testing.T, nc *nats.Conn, v any) {
+// publish publishes v (encoded unless it is []byte) on worker's announce
+// subject.
+func publish(t *testing.T, nc *nats.Conn, worker string, v any) {
 	t.Helper()
 	data, ok := v.([]byte)
 	if !ok {
@@ -356,7 +358,7 @@ func publish(t *testing.T, nc *nats.Conn, v any) {
 		data, err = json.Marshal(v)
 		require.NoError(t, err)
 	}
-	require.NoError(t, nc.Publish(contracts.SubjectAnnounce, data))
+	require.NoError(t, nc.Publish(contracts.AnnounceSubject(worker), data))
 	require.NoError(t, nc.Flush())
 }
 
@@ -392,7 +394,7 @@ func TestSubscribe(t *testing.T) {
 
 	// A valid announcement appears in the roster.
 	ch := r.Changed()
-	publish(t, worker, contracts.Announce{WorkerID: "w1", Kinds: []string{"email"}, Capacity: 4, InFlight: 1, IntervalMS: 60_000})
+	publish(t, worker, "w1", contracts.Announce{WorkerID: "w1", Kinds: []string{"email"}, Capacity: 4, InFlight: 1, IntervalMS: 60_000})
 	waitChanged(t, ch)
 	got, ok := r.Get("w1")
 	require.True(t, ok)
@@ -403,26 +405,33 @@ func TestSubscribe(t *testing.T) {
 	// Malformed announcements are ignored. Messages from one connection
 	// arrive in order, so once w2 is in, the bad ones were handled.
 	ch = r.Changed()
-	publish(t, worker, []byte(`not json`))
-	publish(t, worker, []byte(`{"worker_id":"bad id","capacity":1}`))
-	publish(t, worker, []byte(`{"worker_id":"w9","capacity":-1}`))
-	publish(t, worker, []byte(`{"worker_id":"w8","surprise":true}`))
-	publish(t, worker, []byte(`{"worker_id":"w1","leaving":true}]`))
-	publish(t, worker, contracts.Announce{WorkerID: "w2", IntervalMS: 60_000})
+	publish(t, worker, "w1", []byte(`not json`))
+	publish(t, worker, "w1", []byte(`{"worker_id":"bad id","capacity":1}`))
+	publish(t, worker, "w9", []byte(`{"worker_id":"w9","capacity":-1}`))
+	publish(t, worker, "w8", []byte(`{"worker_id":"w8","surprise":true}`))
+	// Announcements on another worker's subject, or on the shared subject
+	// of earlier releases, name nobody: ignored.
+	publish(t, worker, "w2", contracts.Announce{WorkerID: "w1", Leaving: true})
+	publish(t, worker, "w2", contracts.Announce{WorkerID: "w7", IntervalMS: 60_000})
+	shared, err := json.Marshal(contracts.Announce{WorkerID: "w6", IntervalMS: 60_000})
+	require.NoError(t, err)
+	require.NoError(t, worker.Publish("sluice.worker.announce", shared))
+	publish(t, worker, "w1", []byte(`{"worker_id":"w1","leaving":true}]`))
+	publish(t, worker, "w2", contracts.Announce{WorkerID: "w2", IntervalMS: 60_000})
 	waitChanged(t, ch)
 	require.Eventually(t, func() bool { _, ok := r.Get("w2"); return ok }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, []string{"w1", "w2"}, ids(r.Workers()))
 
 	// A leaving announcement removes the worker.
 	ch = r.Changed()
-	publish(t, worker, contracts.Announce{WorkerID: "w1", Leaving: true})
+	publish(t, worker, "w1", contracts.Announce{WorkerID: "w1", Leaving: true})
 	waitChanged(t, ch)
 	assert.Equal(t, []string{"w2"}, ids(r.Workers()))
 
 	// Cancelling ctx ends the subscription.
 	cancel()
 	require.Eventually(t, func() bool { return nc.NumSubscriptions() == 0 }, 5*time.Second, time.Millisecond)
-	publish(t, worker, contracts.Announce{WorkerID: "w3", IntervalMS: 60_000})
+	publish(t, worker, "w3", contracts.Announce{WorkerID: "w3", IntervalMS: 60_000})
 	require.NoError(t, nc.Flush())
 	_, ok = r.Get("w3")
 	assert.False(t, ok)

@@ -54,7 +54,7 @@ func TestHostileRequests(t *testing.T) {
 		Resources: &contracts.Resources{CPU: 2, Memory: 4 << 30}, FreeResources: &contracts.Resources{CPU: 2, Memory: 4 << 30}})
 	require.NoError(t, err)
 	waitUntil(t, func() bool {
-		require.NoError(t, b.nc.Publish(contracts.SubjectAnnounce, ann))
+		require.NoError(t, b.nc.Publish(contracts.AnnounceSubject("w-big"), ann))
 		return b.submit(tokenA, `{"kind":"big","resources":{"cpu":3}}`).status == http.StatusUnprocessableEntity
 	})
 
@@ -372,7 +372,7 @@ func TestHostileNATSReplySubjects(t *testing.T) {
 	rows := []hostileReply{
 		tok("internal requeue subject", tokenA, contracts.SubjectRequeue),
 		tok("internal due subject", tokenA, contracts.SubjectDue),
-		tok("internal result subject", tokenA, contracts.SubjectResult),
+		tok("internal result subject", tokenA, contracts.ResultSubject("w1")),
 		tok("a worker's offer subject", tokenA, contracts.WorkerOfferSubject("w-1")),
 		tok("the JetStream API", tokenA, "$JS.API.STREAM.PURGE."+contracts.StreamName),
 		tok("another tenant's inbox", tokenA, contracts.TenantInboxPrefix(tenantB)+".r1"),

@@ -161,7 +161,7 @@ func TestStats(t *testing.T) {
 	require.NoError(t, err)
 	var st contracts.Stats
 	waitUntil(t, func() bool {
-		require.NoError(t, b.nc.Publish(contracts.SubjectAnnounce, ann))
+		require.NoError(t, b.nc.Publish(contracts.AnnounceSubject("w-1"), ann))
 		r := b.do(req{method: http.MethodGet, path: "/v1/stats", token: tokenA})
 		require.Equal(t, http.StatusOK, r.status, string(r.body))
 		st = contracts.Stats{}

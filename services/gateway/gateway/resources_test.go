@@ -43,7 +43,7 @@ func TestSubmitResources(t *testing.T) {
 		Resources: &contracts.Resources{CPU: 2, Memory: 2 << 30}, FreeResources: &contracts.Resources{CPU: 2, Memory: 2 << 30}})
 	require.NoError(t, err)
 	waitUntil(t, func() bool {
-		require.NoError(t, b.nc.Publish(contracts.SubjectAnnounce, ann))
+		require.NoError(t, b.nc.Publish(contracts.AnnounceSubject("w-1"), ann))
 		return b.submit(tokenA, `{"kind":"enc","resources":{"cpu":64}}`).status == http.StatusUnprocessableEntity
 	})
 	require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"enc","resources":{"cpu":2,"memory":"2GiB"}}`).status,

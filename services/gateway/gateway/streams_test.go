@@ -185,7 +185,7 @@ func TestStatsOperatorSeesAll(t *testing.T) {
 	require.NoError(t, err)
 	var st contracts.Stats
 	waitUntil(t, func() bool {
-		require.NoError(t, b.nc.Publish(contracts.SubjectAnnounce, ann))
+		require.NoError(t, b.nc.Publish(contracts.AnnounceSubject("w-1"), ann))
 		require.NoError(t, b.nc.Publish(contracts.SubjectScaleRequest, scale))
 		st = b.stats(tokenB)
 		return len(st.Workers) == 1 && len(st.RecentScaleRequests) > 0

@@ -36,7 +36,7 @@ func TestRunStartsAndDrains(t *testing.T) {
 	caller, _ := srv.Connect("worker")
 	var ack contracts.HeartbeatAck
 	require.Eventually(t, func() bool {
-		msg, err := caller.Request(contracts.SubjectHeartbeat, []byte(`{"worker_id":"w1","leases":[{"job_id":"j1","attempt":1}]}`), time.Second)
+		msg, err := caller.Request(contracts.HeartbeatSubject("w1"), []byte(`{"worker_id":"w1","leases":[{"job_id":"j1","attempt":1}]}`), time.Second)
 		if err != nil {
 			return false
 		}

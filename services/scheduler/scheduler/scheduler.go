@@ -126,10 +126,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer func() { _ = wake.Unsubscribe() }()
 	s.deps.Log.Info().Msg("scheduler started")
 	g, gctx := errgroup.WithContext(ctx)
-	consumer := func(name, subject string, conc int, h consume.Handler) {
+	// Each consumer reads the subjects contracts.ConsumerSubjects names;
+	// one declared by an earlier release with another filter is moved to
+	// them (bus.EnsureConsumer).
+	consumer := func(name string, conc int, h consume.Handler) {
 		g.Go(func() error {
 			return consume.Run(gctx, s.deps.JS, consume.Options{
-				Config: bus.ConsumerConfig(name, subject, s.cfg.AckWait), Concurrency: conc,
+				Config: bus.ConsumerConfig(name, s.cfg.AckWait, contracts.ConsumerSubjects(name)...), Concurrency: conc,
 				DrainTimeout: s.cfg.ShutdownTimeout, Log: s.deps.Log,
 			}, h)
 		})
@@ -138,17 +141,19 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	g.Go(func() error { return s.parents.Run(gctx) })
 	g.Go(func() error { return s.spawn.Run(gctx) })
 	g.Go(func() error { return s.apply.Run(gctx) })
-	consumer(contracts.ConsumerDue, contracts.SubjectDue, s.cfg.MaxConcurrent, s.dispatch.Handle)
-	consumer(contracts.ConsumerResult, contracts.SubjectResult, s.cfg.MaxConcurrent, s.wakeAfter(s.apply.Result))
-	consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue, 8, s.wakeAfter(s.apply.Requeue))
+	consumer(contracts.ConsumerDue, s.cfg.MaxConcurrent, s.dispatch.Handle)
+	consumer(contracts.ConsumerResult, s.cfg.MaxConcurrent, s.wakeAfter(s.apply.Result))
+	consumer(contracts.ConsumerRequeue, 8, s.wakeAfter(s.apply.Requeue))
+	// Heartbeats and progress reports come on each worker's own subject,
+	// which names the worker they speak for.
 	g.Go(func() error {
-		return s.serveQueue(gctx, contracts.SubjectHeartbeat, heartbeatWorkers, heartbeatBuffer, nil, func(ctx context.Context, m *nats.Msg) {
-			_ = m.Respond(s.apply.Heartbeat(ctx, m.Data))
+		return s.serveQueue(gctx, contracts.HeartbeatSubjects, heartbeatWorkers, heartbeatBuffer, nil, func(ctx context.Context, m *nats.Msg) {
+			_ = m.Respond(s.apply.Heartbeat(ctx, m.Subject, m.Data))
 		})
 	})
 	g.Go(func() error {
-		return s.serveQueue(gctx, contracts.SubjectProgress, progressWorkers, progressBuffer, laneOf, func(ctx context.Context, m *nats.Msg) {
-			s.apply.Progress(ctx, m.Data)
+		return s.serveQueue(gctx, contracts.ProgressSubjects, progressWorkers, progressBuffer, laneOf, func(ctx context.Context, m *nats.Msg) {
+			s.apply.Progress(ctx, m.Subject, m.Data)
 		})
 	})
 	g.Go(func() error { return s.probe.Serve(gctx, s.cfg.HTTPAddr) })
@@ -271,8 +276,8 @@ func (n notifier) Cancel(workerID string, l contracts.Lease) error {
 // the runs the store shows on it, so the room a worker announced may only
 // now be claimable.
 func (s *Scheduler) wakeAfter(h consume.Handler) consume.Handler {
-	return func(ctx context.Context, data []byte, progress func()) consume.Settle {
-		settle := h(ctx, data, progress)
+	return func(ctx context.Context, subject string, data []byte, progress func()) consume.Settle {
+		settle := h(ctx, subject, data, progress)
 		s.dispatch.Wake()
 		return settle
 	}

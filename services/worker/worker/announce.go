@@ -72,9 +72,9 @@ func (w *Worker) announce(leaving bool) {
 	}
 	data, err := json.Marshal(a)
 	if err == nil {
-		err = w.nc.Publish(contracts.SubjectAnnounce, data)
+		err = w.nc.Publish(contracts.AnnounceSubject(w.cfg.WorkerID), data)
 	}
 	if err != nil {
-		w.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectAnnounce).Msg("announce failed")
+		w.log.Warn().Err(err).Str(observe.FieldSubject, contracts.AnnounceSubject(w.cfg.WorkerID)).Msg("announce failed")
 	}
 }

@@ -181,7 +181,7 @@ func (b *bundle) consumer(name, subject string) jetstream.Consumer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	c, err := bus.EnsureConsumer(ctx, b.js, bus.ConsumerConfig(name, subject, 30*time.Second))
+	c, err := bus.EnsureConsumer(ctx, b.js, bus.ConsumerConfig(name, 30*time.Second, subject))
 	require.NoError(b.t, err)
 	b.consumers[name] = c
 	return c
@@ -204,11 +204,14 @@ func (b *bundle) next(c jetstream.Consumer, wait time.Duration) (jetstream.Msg, 
 func (b *bundle) nextResult() contracts.Result {
 	b.t.Helper()
 	if len(b.results) == 0 {
-		msg, ok := b.next(b.consumer(contracts.ConsumerResult, contracts.SubjectResult), waitFor)
+		msg, ok := b.next(b.consumer(contracts.ConsumerResult, contracts.ResultSubjects), waitFor)
 		require.True(b.t, ok, "no result arrived")
 		var err error
 		b.results, err = contracts.DecodeResults(msg.Data())
 		require.NoError(b.t, err)
+		for _, r := range b.results {
+			require.Equal(b.t, contracts.ResultSubject(r.WorkerID), msg.Subject(), "a worker reports on its own subject")
+		}
 	}
 	res := b.results[0]
 	b.results = b.results[1:]
@@ -219,7 +222,7 @@ func (b *bundle) nextResult() contracts.Result {
 func (b *bundle) noResult(wait time.Duration) {
 	b.t.Helper()
 	require.Empty(b.t, b.results, "unexpected results")
-	msg, ok := b.next(b.consumer(contracts.ConsumerResult, contracts.SubjectResult), wait)
+	msg, ok := b.next(b.consumer(contracts.ConsumerResult, contracts.ResultSubjects), wait)
 	if ok {
 		b.t.Fatalf("unexpected result: %s", msg.Data())
 	}
@@ -228,8 +231,10 @@ func (b *bundle) noResult(wait time.Duration) {
 // nextRequeue waits for the next requeue on the stream.
 func (b *bundle) nextRequeue() contracts.Requeue {
 	b.t.Helper()
-	msg, ok := b.next(b.consumer(contracts.ConsumerRequeue, contracts.SubjectRequeue), waitFor)
+	msg, ok := b.next(b.consumer(contracts.ConsumerRequeue, contracts.WorkerRequeueSubjects), waitFor)
 	require.True(b.t, ok, "no requeue arrived")
+	_, own := contracts.ReportingWorker(msg.Subject())
+	require.True(b.t, own, "a worker requeues on its own subject: %s", msg.Subject())
 	rq, err := contracts.DecodeRequeue(msg.Data())
 	require.NoError(b.t, err)
 	return rq
@@ -286,13 +291,16 @@ type fakeScheduler struct {
 func newFakeScheduler(t *testing.T, nc *nats.Conn) *fakeScheduler {
 	t.Helper()
 	f := &fakeScheduler{t: t, acked: map[contracts.Lease]int{}}
-	_, err := nc.QueueSubscribe(contracts.SubjectHeartbeat, contracts.QueueScheduler, f.onHeartbeat)
+	_, err := nc.QueueSubscribe(contracts.HeartbeatSubjects, contracts.QueueScheduler, f.onHeartbeat)
 	require.NoError(t, err)
-	_, err = nc.Subscribe(contracts.SubjectAnnounce, func(m *nats.Msg) {
+	_, err = nc.Subscribe(contracts.AnnounceSubjects, func(m *nats.Msg) {
 		a, err := contracts.DecodeAnnounce(m.Data)
 		if err != nil {
 			t.Errorf("bad announce %s: %v", m.Data, err)
 			return
+		}
+		if m.Subject != contracts.AnnounceSubject(a.WorkerID) {
+			t.Errorf("worker %s announced on %s", a.WorkerID, m.Subject)
 		}
 		f.mu.Lock()
 		f.announces = append(f.announces, a)
@@ -308,6 +316,9 @@ func (f *fakeScheduler) onHeartbeat(m *nats.Msg) {
 	if err != nil {
 		f.t.Errorf("bad heartbeat %s: %v", m.Data, err)
 		return
+	}
+	if m.Subject != contracts.HeartbeatSubject(hb.WorkerID) {
+		f.t.Errorf("worker %s sent a heartbeat on %s", hb.WorkerID, m.Subject)
 	}
 	f.mu.Lock()
 	answer := f.answer

@@ -4,7 +4,11 @@
 // running through an acknowledged start heartbeat before its handler runs,
 // renews its leases with periodic heartbeats, fences itself when a lease is
 // lost or goes unacknowledged, obeys cancel requests, and delivers every
-// outcome durably through JetStream.
+// outcome durably through JetStream. It receives and reports only on
+// subjects of its own worker id (contracts.WorkerOfferSubject,
+// contracts.HeartbeatSubject, contracts.ResultSubject, …), so that its NATS
+// user may be granted those alone (bus.WorkerPermissions): the schedulers
+// take the reporting worker from the subject.
 //
 // Other Go services embed a worker by building a Config (LoadConfig reads
 // the SLUICE_* environment, DefaultConfig gives the defaults), calling New

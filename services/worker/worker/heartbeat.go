@@ -67,7 +67,7 @@ func (w *Worker) heartbeatTick(ctx context.Context) {
 		ack, err := w.requestHeartbeat(ctx, batch, timeout)
 		if err != nil {
 			if ctx.Err() == nil {
-				w.log.Warn().Err(err).Int("leases", len(batch)).Str(observe.FieldSubject, contracts.SubjectHeartbeat).
+				w.log.Warn().Err(err).Int("leases", len(batch)).Str(observe.FieldSubject, contracts.HeartbeatSubject(w.cfg.WorkerID)).
 					Msg("heartbeat not acknowledged")
 			}
 			continue
@@ -94,7 +94,7 @@ func (w *Worker) doHeartbeat(ctx context.Context, leases []contracts.Lease, time
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	msg, err := w.nc.RequestWithContext(rctx, contracts.SubjectHeartbeat, data)
+	msg, err := w.nc.RequestWithContext(rctx, contracts.HeartbeatSubject(w.cfg.WorkerID), data)
 	if err != nil {
 		return contracts.HeartbeatAck{}, fmt.Errorf("heartbeat: %w", err)
 	}

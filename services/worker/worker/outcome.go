@@ -14,8 +14,8 @@ type report int
 
 const (
 	reportNothing report = iota // fenced: another attempt owns the job
-	reportResult                // a Result on SubjectResult
-	reportRequeue               // a Requeue on SubjectRequeue (shutdown)
+	reportResult                // a Result on its ResultSubject
+	reportRequeue               // a Requeue on its WorkerRequeueSubject (shutdown)
 )
 
 // verdict is the outcome of an attempt.

@@ -27,7 +27,7 @@ func (w *Worker) progressSender(t *task) func(contracts.Progress) {
 			JobID: t.lease.JobID, Claim: t.lease.Claim, WorkerID: w.cfg.WorkerID, Progress: p,
 		})
 		if err == nil {
-			err = w.nc.Publish(contracts.SubjectProgress, data)
+			err = w.nc.Publish(contracts.ProgressSubject(w.cfg.WorkerID), data)
 		}
 		if err != nil {
 			w.m.progress.WithLabelValues("dropped").Inc()

@@ -17,7 +17,7 @@ func TestHandlerProgressIsThrottledAndFenced(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	reports := make(chan *nats.Msg, 100)
-	sub, err := b.nc.ChanSubscribe(contracts.SubjectProgress, reports)
+	sub, err := b.nc.ChanSubscribe(contracts.ProgressSubject("w-progress"), reports)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	require.NoError(t, b.nc.Flush())

@@ -24,7 +24,7 @@ func (w *Worker) report(deliverCtx context.Context, t *task, v verdict, res Resu
 	case reportRequeue:
 		w.m.jobs.WithLabelValues(jobRequeued).Inc()
 		rq := contracts.Requeue{JobID: id, Claim: t.lease.Claim, State: contracts.StateRunning, Reason: contracts.ReasonShutdown}
-		if w.deliver(deliverCtx, t, contracts.SubjectRequeue, rq, "requeue-"+id+"-"+claim) {
+		if w.deliver(deliverCtx, t, contracts.WorkerRequeueSubject(w.cfg.WorkerID), rq, "requeue-"+id+"-"+claim) {
 			t.log.Info().Msg("job requeued on shutdown")
 		}
 	case reportResult:

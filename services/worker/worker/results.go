@@ -99,7 +99,7 @@ func (w *Worker) deliverResult(deliverCtx context.Context, t *task, res contract
 // is dropped as a duplicate.
 func (w *Worker) deliverBatch(ctx context.Context, batch []resultReq) bool {
 	first := batch[0].res
-	m := bus.Message{Subject: contracts.SubjectResult, Data: batch[0].data,
+	m := bus.Message{Subject: contracts.ResultSubject(w.cfg.WorkerID), Data: batch[0].data,
 		ID: "result-" + first.JobID + "-" + strconv.FormatInt(first.Claim, 10)}
 	if len(batch) > 1 {
 		items := make([][]byte, len(batch))

@@ -71,7 +71,7 @@ func TestResultsWaitingGoTogether(t *testing.T) {
 	cancel()
 	<-done
 
-	cons, err := js.CreateConsumer(t.Context(), contracts.StreamName, jetstream.ConsumerConfig{FilterSubject: contracts.SubjectResult})
+	cons, err := js.CreateConsumer(t.Context(), contracts.StreamName, jetstream.ConsumerConfig{FilterSubject: contracts.ResultSubject("w1")})
 	require.NoError(t, err)
 	batch, err := cons.Fetch(10, jetstream.FetchMaxWait(time.Second))
 	require.NoError(t, err)

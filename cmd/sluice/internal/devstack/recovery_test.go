@@ -141,7 +141,7 @@ func TestOrphanRecovery(t *testing.T) {
 	require.NoError(t, err)
 	late := contracts.Result{JobID: j.ID, Claim: running.Claim, WorkerID: "worker-00",
 		State: contracts.StateFailed, Error: contracts.JobError(contracts.ClassHandler, "late")}
-	require.NoError(t, bus.Publish(context.Background(), js, contracts.SubjectResult, late, ""))
+	require.NoError(t, bus.Publish(context.Background(), js, contracts.ResultSubject(late.WorkerID), late, ""))
 	// And a heartbeat for it is told the lease is lost.
 	ack := heartbeat(t, nc, "worker-00", contracts.Lease{JobID: j.ID, Claim: running.Claim})
 	require.Equal(t, []contracts.Lease{{JobID: j.ID, Claim: running.Claim}}, ack.Lost)
@@ -164,7 +164,7 @@ func heartbeat(t *testing.T, nc *nats.Conn, workerID string, leases ...contracts
 	t.Helper()
 	data, err := json.Marshal(contracts.Heartbeat{WorkerID: workerID, Leases: leases})
 	require.NoError(t, err)
-	msg, err := nc.Request(contracts.SubjectHeartbeat, data, 2*time.Second)
+	msg, err := nc.Request(contracts.HeartbeatSubject(workerID), data, 2*time.Second)
 	require.NoError(t, err)
 	ack, err := contracts.DecodeHeartbeatAck(msg.Data)
 	require.NoError(t, err)

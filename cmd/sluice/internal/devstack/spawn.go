@@ -21,9 +21,11 @@ import (
 // like any other, so the pool grows with the load and shrinks when idle;
 // the schedulers bound how many are live (SLUICE_SCHEDULER_MAX_SPAWNED).
 type devSpawner struct {
-	cfg     worker.Config
-	nc      *nats.Conn
-	connect func(name string) (*nats.Conn, jetstream.JetStream, error)
+	cfg worker.Config
+	nc  *nats.Conn
+	// connect opens a worker's own connection (its own NATS user in token
+	// mode), by worker id.
+	connect func(id string) (*nats.Conn, jetstream.JetStream, error)
 
 	mu      sync.Mutex
 	n       int
@@ -82,7 +84,7 @@ func (d *devSpawner) newWorkerLocked() (*worker.Worker, error) {
 	c := d.cfg
 	c.WorkerID = fmt.Sprintf("spawned-%02d", d.n)
 	c.Spawned = true
-	nc, js, err := d.connect("sluice-" + c.WorkerID)
+	nc, js, err := d.connect(c.WorkerID)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,9 @@ type Stack struct {
 	conns []*nats.Conn
 	ln    net.Listener
 	opts  Options
+	// auth closes the embedded server in token mode (nil otherwise): the
+	// services connect as its internal user, each worker as its own.
+	auth *bus.EmbeddedAuth
 	// spawner starts workers on scale requests (SLUICE_SCHEDULER_SPAWN=dev).
 	spawner *devSpawner
 }
@@ -128,12 +131,15 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			MaxPayload: gcfg.NATSMaxPayload()}
 		if tenant := gcfg.TokenAuth(); tenant != nil {
 			// Token mode: outside clients need a tenant's token; the
-			// services here connect as the internal user.
+			// services here connect as the internal user, and each
+			// worker as its own user with its own password
+			// (WorkerCredentials), which may use its own subjects only.
 			pw, err := bus.NewInternalPassword()
 			if err != nil {
 				return nil, err
 			}
-			eo.Auth = &bus.EmbeddedAuth{InternalPassword: pw, Tenant: tenant}
+			s.auth = &bus.EmbeddedAuth{InternalPassword: pw, Tenant: tenant}
+			eo.Auth = s.auth
 			natsUser, natsPassword = bus.InternalUser, pw
 		}
 		s.NATS, err = bus.StartEmbedded(eo)
@@ -149,8 +155,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err = service.RegisterStoreWrites(s.Registry, s.Store); err != nil {
 		return nil, fmt.Errorf("register the store's write counts: %w", err)
 	}
-	connect := func(name string) (*nats.Conn, jetstream.JetStream, error) {
-		co := bus.ConnectOptions{URL: s.NATSURL, Name: name, User: natsUser, Password: natsPassword, Notify: service.LogNotices(o.Log)}
+	connectAs := func(name, user, password string) (*nats.Conn, jetstream.JetStream, error) {
+		co := bus.ConnectOptions{URL: s.NATSURL, Name: name, User: user, Password: password, Notify: service.LogNotices(o.Log)}
 		if s.NATS != nil {
 			co.InProcess = s.NATS
 		}
@@ -164,6 +170,16 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			return nil, nil, fmt.Errorf("jetstream: %w", err)
 		}
 		return nc, js, nil
+	}
+	connect := func(name string) (*nats.Conn, jetstream.JetStream, error) {
+		return connectAs(name, natsUser, natsPassword)
+	}
+	// A worker connects as itself in token mode, else as the services do.
+	connectWorker := func(id string) (*nats.Conn, jetstream.JetStream, error) {
+		if user, password := s.WorkerCredentials(id); user != "" {
+			return connectAs("sluice-"+id, user, password)
+		}
+		return connect("sluice-" + id)
 	}
 	if _, js, err := connect("sluice-dev-setup"); err != nil {
 		return nil, err
@@ -202,13 +218,13 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		s.Schedulers = append(s.Schedulers, sc)
 	}
 	for i := range max(o.Workers, 0) {
-		nc, js, err := connect(fmt.Sprintf("sluice-worker-%d", i+1))
-		if err != nil {
-			return nil, err
-		}
 		c := wcfg
 		if !explicitWorkerID(o.Environ) || o.Workers > 1 {
 			c.WorkerID = fmt.Sprintf("worker-%02d", i+1)
+		}
+		nc, js, err := connectWorker(c.WorkerID)
+		if err != nil {
+			return nil, err
 		}
 		// The workers' metrics show on the gateway's /metrics too.
 		w, err := worker.New(c, worker.Deps{NC: nc, JS: js, Log: svcLog(o.Log, "worker"), Registry: s.Registry})
@@ -227,7 +243,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		s.spawner = &devSpawner{cfg: wcfg, nc: nc, connect: connect}
+		s.spawner = &devSpawner{cfg: wcfg, nc: nc, connect: connectWorker}
 	}
 	if !o.NoReaper {
 		nc, js, err := connect("sluice-reaper")
@@ -240,6 +256,19 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// WorkerCredentials are the NATS user and password a worker named id
+// connects to the stack's embedded server with in token mode: its own
+// (bus.WorkerUser, bus.EmbeddedAuth.WorkerPassword), good for its own
+// subjects only. A worker process the stack's owner starts gets them in
+// SLUICE_NATS_USER and SLUICE_NATS_PASSWORD. Both are empty in open mode
+// and with an outside server, whose own configuration names the users.
+func (s *Stack) WorkerCredentials(id string) (user, password string) {
+	if s.auth == nil {
+		return "", ""
+	}
+	return bus.WorkerUser(id), s.auth.WorkerPassword(id)
 }
 
 // explicitWorkerID reports whether SLUICE_WORKER_ID was set; otherwise the

@@ -211,7 +211,7 @@ func swarmCounters(b *testing.B, s *Stack) (staleRequeues, dropped float64) {
 					staleRequeues += m.GetCounter().GetValue()
 				}
 			case "sluice_scheduler_dropped_messages_total":
-				if labels["subject"] == contracts.SubjectHeartbeat {
+				if labels["subject"] == contracts.HeartbeatSubjects {
 					dropped += m.GetCounter().GetValue()
 				}
 			}

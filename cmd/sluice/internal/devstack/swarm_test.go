@@ -41,7 +41,7 @@ type swarm struct {
 
 	fenced, lost, accepted, busy, completed, hbErrors atomic.Int64
 
-	results chan []byte // finished runs' results, waiting for a batch
+	results chan simResult // finished runs' results, waiting for a batch
 	wg      sync.WaitGroup
 	stop    chan struct{}
 }
@@ -56,6 +56,12 @@ type simWorker struct {
 	leases map[string]*simLease // by job id
 }
 
+// simResult is one finished run's result, encoded, and its worker.
+type simResult struct {
+	worker string
+	data   []byte
+}
+
 // simLease is one run a simulated worker holds.
 type simLease struct {
 	lease   contracts.Lease
@@ -68,7 +74,7 @@ type simLease struct {
 // newSwarm connects conns connections to url.
 func newSwarm(url string, conns int, interval, fenceAfter time.Duration) (*swarm, error) {
 	s := &swarm{interval: interval, fenceAfter: fenceAfter, kinds: []string{"sleep"},
-		results: make(chan []byte, 1<<16), stop: make(chan struct{})}
+		results: make(chan simResult, 1<<16), stop: make(chan struct{})}
 	for i := range conns {
 		nc, err := nats.Connect(url, nats.Name(fmt.Sprintf("swarm-%d", i)), nats.ReconnectBufSize(64<<20))
 		if err != nil {
@@ -137,7 +143,7 @@ func (s *swarm) announceAll(added []*simWorker, spread time.Duration) {
 	step := spread / time.Duration(max(n, 1))
 	start := time.Now()
 	for i, w := range added {
-		_ = s.conns[w.conn].Publish(contracts.SubjectAnnounce, msgs[i])
+		_ = s.conns[w.conn].Publish(contracts.AnnounceSubject(w.id), msgs[i])
 		if step > 0 {
 			if d := time.Until(start.Add(time.Duration(i) * step)); d > 0 {
 				time.Sleep(d)
@@ -152,7 +158,7 @@ func (s *swarm) announceAll(added []*simWorker, spread time.Duration) {
 
 // announce publishes w's state.
 func (s *swarm) announce(w *simWorker) {
-	_ = s.conns[w.conn].Publish(contracts.SubjectAnnounce, s.announcement(w))
+	_ = s.conns[w.conn].Publish(contracts.AnnounceSubject(w.id), s.announcement(w))
 }
 
 // announcement is w's state as an Announce.
@@ -285,7 +291,7 @@ func (s *swarm) heartbeat(w *simWorker, leases []contracts.Lease, start bool) {
 	nc := s.conns[w.conn]
 	s.wg.Go(func() {
 		sent := time.Now()
-		msg, err := nc.Request(contracts.SubjectHeartbeat, b, 10*time.Second)
+		msg, err := nc.Request(contracts.HeartbeatSubject(w.id), b, 10*time.Second)
 		rtt := time.Since(sent)
 		if err != nil {
 			s.hbErrors.Add(1)
@@ -338,27 +344,47 @@ func (s *swarm) finish(w *simWorker, l *simLease) {
 	w.mu.Unlock()
 	b, _ := json.Marshal(contracts.Result{JobID: l.lease.JobID, Claim: l.lease.Claim, WorkerID: w.id,
 		State: contracts.StateSucceeded})
-	s.results <- b
+	s.results <- simResult{worker: w.id, data: b}
 	s.completed.Add(1)
 	s.announce(w) // a free slot: tell the schedulers, as a real worker does
 }
 
-// deliverResults publishes the results of connection conn's workers in
-// batches of up to 256, as soon as one is waiting.
+// deliverResults publishes the results waiting, up to 256 at a time, as
+// soon as one is: each worker's together, as one message on its own
+// result subject (as a real worker batches its own), all of them in
+// flight at once on connection conn.
 func (s *swarm) deliverResults(conn int) {
-	var batch [][]byte
+	var batch []simResult
 	flush := func() {
 		if len(batch) == 0 {
 			return
 		}
-		data := contracts.EncodeResultBatch(batch)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		for ctx.Err() == nil {
-			if err := bus.PublishMessage(ctx, s.js[conn], bus.Message{Subject: contracts.SubjectResult, Data: data,
-				ID: "swarm-" + strconv.Itoa(conn) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}); err == nil {
-				break
+		byWorker := map[string][][]byte{}
+		var order []string
+		for _, r := range batch {
+			if _, seen := byWorker[r.worker]; !seen {
+				order = append(order, r.worker)
 			}
-			time.Sleep(50 * time.Millisecond)
+			byWorker[r.worker] = append(byWorker[r.worker], r.data)
+		}
+		stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+		msgs := make([]bus.Message, len(order))
+		for i, w := range order {
+			msgs[i] = bus.Message{Subject: contracts.ResultSubject(w), Data: contracts.EncodeResultBatch(byWorker[w]),
+				ID: "swarm-" + strconv.Itoa(conn) + "-" + stamp + "-" + strconv.Itoa(i)}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		for ctx.Err() == nil && len(msgs) > 0 {
+			errs := bus.PublishAll(ctx, s.js[conn], msgs)
+			var again []bus.Message
+			for i, err := range errs {
+				if err != nil {
+					again = append(again, msgs[i])
+				}
+			}
+			if msgs = again; len(msgs) > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
 		}
 		cancel()
 		batch = batch[:0]
@@ -368,7 +394,7 @@ func (s *swarm) deliverResults(conn int) {
 		case <-s.stop:
 			return
 		case r := <-s.results:
-			// Any connection may carry any worker's result.
+			// Any connection may carry any worker's results.
 			batch = append(batch, r)
 		more:
 			for len(batch) < 256 {

@@ -87,27 +87,13 @@ func enc(t *testing.T, v any) []byte {
 	return data
 }
 
-func TestCurrent(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		job     contracts.Job
-		attempt int64
-		worker  string
-		want    bool
-	}{
-		{"running, same attempt and worker", contracts.Job{State: contracts.StateRunning, Claim: 2, Worker: "w"}, 2, "w", true},
-		{"running, other worker", contracts.Job{State: contracts.StateRunning, Claim: 2, Worker: "w"}, 2, "x", false},
-		{"running, old attempt", contracts.Job{State: contracts.StateRunning, Claim: 3, Worker: "w"}, 2, "w", false},
-		{"pending claim at that attempt", contracts.Job{State: contracts.StatePending, Claim: 2}, 2, "w", true},
-		{"finished", contracts.Job{State: contracts.StateSucceeded, Claim: 2, Worker: "w"}, 2, "w", false},
+// requeueSubject is where rq comes from: a shutdown requeue from worker
+// w1, the other reasons from the reaper.
+func requeueSubject(rq contracts.Requeue) string {
+	if rq.Reason == contracts.ReasonShutdown {
+		return contracts.WorkerRequeueSubject("w1")
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			require.Equal(t, tc.want, Current(tc.job, tc.attempt, tc.worker))
-		})
-	}
+	return contracts.SubjectRequeue
 }
 
 func TestResultAppliedOnce(t *testing.T) {
@@ -115,14 +101,14 @@ func TestResultAppliedOnce(t *testing.T) {
 	b := setup(t)
 	b.running("j1", "w1", 3)
 	res := contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded, Result: json.RawMessage(`{"ok":true}`)}
-	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject(res.WorkerID), enc(t, res), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StateSucceeded, got.State)
 	require.JSONEq(t, `{"ok":true}`, string(got.Result))
 
 	// A duplicate delivery changes nothing.
 	res.State, res.Error = contracts.StateFailed, "handler: boom"
-	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject(res.WorkerID), enc(t, res), nil))
 	require.Equal(t, contracts.StateSucceeded, b.get("j1").State)
 }
 
@@ -142,16 +128,16 @@ func TestResultBatchAppliesEach(t *testing.T) {
 		{JobID: "j3", Claim: 7, WorkerID: "w1", State: contracts.StateSucceeded},
 		{JobID: "gone", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded},
 	}}
-	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, batch), nil))
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject("w1"), enc(t, batch), nil))
 	require.Equal(t, contracts.StateSucceeded, b.get("j1").State)
 	require.Equal(t, contracts.StateFailed, b.get("j2").State, "max_attempts 1: no retry")
 	require.Equal(t, contracts.StateRunning, b.get("j3").State, "an old attempt's result is stale")
 
-	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, batch), nil), "redelivered whole")
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject("w1"), enc(t, batch), nil), "redelivered whole")
 	require.Equal(t, contracts.StateSucceeded, b.get("j1").State)
 
 	batch.Results[3].State = contracts.StateRunning
-	require.Equal(t, consume.Poison(), b.a.Result(context.Background(), enc(t, batch), nil))
+	require.Equal(t, consume.Poison(), b.a.Result(context.Background(), contracts.ResultSubject("w1"), enc(t, batch), nil))
 	require.Equal(t, contracts.StateRunning, b.get("j3").State)
 }
 
@@ -165,7 +151,7 @@ func TestResultBatchComesBackWhenTheStoreIsDown(t *testing.T) {
 		{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded},
 	}}
 	require.NoError(t, b.store.Close())
-	got := b.a.Result(context.Background(), enc(t, batch), nil)
+	got := b.a.Result(context.Background(), contracts.ResultSubject("w1"), enc(t, batch), nil)
 	require.True(t, got.Retry)
 	require.Positive(t, got.Delay)
 }
@@ -179,10 +165,10 @@ func TestResultFromWrongAttemptOrWorkerIgnored(t *testing.T) {
 		{JobID: "j1", Claim: 1, WorkerID: "w2", State: contracts.StateSucceeded},
 		{JobID: "missing", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded},
 	} {
-		require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+		require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject(res.WorkerID), enc(t, res), nil))
 	}
 	require.Equal(t, contracts.StateRunning, b.get("j1").State)
-	require.Equal(t, consume.Poison(), b.a.Result(context.Background(), []byte(`{"job_id":"j1"}`), nil))
+	require.Equal(t, consume.Poison(), b.a.Result(context.Background(), contracts.ResultSubject("w1"), []byte(`{"job_id":"j1"}`), nil))
 }
 
 func TestRequeueStaleRunning(t *testing.T) {
@@ -192,11 +178,11 @@ func TestRequeueStaleRunning(t *testing.T) {
 	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
 
 	// Not stale yet: the event is checked again and ignored.
-	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), requeueSubject(rq), enc(t, rq), nil))
 	require.Equal(t, contracts.StateRunning, b.get("j1").State)
 
 	b.now = b.now.Add(2 * time.Second)
-	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), requeueSubject(rq), enc(t, rq), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StatePending, got.State)
 	require.Equal(t, int64(2), got.Claim)
@@ -209,7 +195,7 @@ func TestRequeueStaleRunning(t *testing.T) {
 	require.Len(t, out.Lost, 1)
 
 	// Applying the same event again does nothing.
-	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), requeueSubject(rq), enc(t, rq), nil))
 	require.Equal(t, int64(2), b.get("j1").Claim)
 }
 
@@ -219,7 +205,7 @@ func TestRequeueStaleAtMaxAttemptsFails(t *testing.T) {
 	b.running("j1", "w1", 1)
 	b.now = b.now.Add(2 * time.Second)
 	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
-	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), requeueSubject(rq), enc(t, rq), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StateFailed, got.State)
 	require.Equal(t, contracts.ClassStale, contracts.ClassOf(got.Error))
@@ -231,7 +217,7 @@ func TestRequeueTimeoutFailsAndCancels(t *testing.T) {
 	b.running("j1", "w1", 3)
 	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonTimeout}
 	b.now = b.now.Add(2 * time.Hour)
-	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), requeueSubject(rq), enc(t, rq), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StateFailed, got.State)
 	require.Equal(t, contracts.ClassTimeout, contracts.ClassOf(got.Error))
@@ -256,7 +242,7 @@ func TestRequeueOfACancelRequestedJobCancels(t *testing.T) {
 				require.NoError(t, err)
 				b.now = b.now.Add(2 * time.Hour) // stale and past the maximum runtime
 				rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: reason}
-				require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+				require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), requeueSubject(rq), enc(t, rq), nil))
 				got := b.get("j1")
 				require.Equal(t, contracts.StateCancelled, got.State)
 				require.Equal(t, contracts.CancelledByRequest, got.Error)
@@ -276,11 +262,11 @@ func TestRequeueLostPendingRedelivers(t *testing.T) {
 	_, _, err := b.store.Admit(context.Background(), j, store.Caps{})
 	require.NoError(t, err)
 	rq := contracts.Requeue{JobID: "p1", Claim: 0, State: contracts.StatePending, Reason: contracts.ReasonLost}
-	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), requeueSubject(rq), enc(t, rq), nil))
 	require.Equal(t, []string{"p1"}, b.n.due)
 	// A stale event (the job moved on) is dropped.
 	rq.Claim = 7
-	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(context.Background(), requeueSubject(rq), enc(t, rq), nil))
 	require.Len(t, b.n.due, 1)
 }
 
@@ -288,12 +274,12 @@ func TestHeartbeatReplies(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.running("j1", "w1", 3)
-	ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(context.Background(), enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "j1", Claim: 1}, {JobID: "gone", Claim: 1}}})))
+	ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(context.Background(), contracts.HeartbeatSubject("w1"), enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "j1", Claim: 1}, {JobID: "gone", Claim: 1}}})))
 	require.NoError(t, err)
 	require.Equal(t, []contracts.Lease{{JobID: "gone", Claim: 1}}, ack.Lost)
 	require.Empty(t, ack.Error)
 
-	ack, err = contracts.DecodeHeartbeatAck(b.a.Heartbeat(context.Background(), []byte(`{"worker_id":"bad id"}`)))
+	ack, err = contracts.DecodeHeartbeatAck(b.a.Heartbeat(context.Background(), contracts.HeartbeatSubject("w1"), []byte(`{"worker_id":"bad id"}`)))
 	require.NoError(t, err)
 	require.Contains(t, ack.Error, "malformed heartbeat")
 }
@@ -307,7 +293,7 @@ func TestResultStoresUsage(t *testing.T) {
 	used := &contracts.Usage{Mechanism: contracts.LimitCgroupV1, PeakMemory: 64 << 20, CPUSeconds: 0.25}
 	res := contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateFailed,
 		Error: "resources: memory went past its limit of 64MiB", Usage: used}
-	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject(res.WorkerID), enc(t, res), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StatePending, got.State, "retried")
 	require.Equal(t, used, got.Usage)

@@ -77,9 +77,9 @@ func TestHeartbeatPromotionObservesQueueWait(t *testing.T) {
 	require.NoError(t, err)
 
 	hb := enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "q1", Claim: 1}}})
-	b.a.Heartbeat(ctx, hb) // promotes: submit → running took 1.5s
+	b.a.Heartbeat(ctx, contracts.HeartbeatSubject("w1"), hb) // promotes: submit → running took 1.5s
 	b.now = b.now.Add(time.Second)
-	b.a.Heartbeat(ctx, hb) // renews: no second observation
+	b.a.Heartbeat(ctx, contracts.HeartbeatSubject("w1"), hb) // renews: no second observation
 
 	requireSeries(t, reg, 1, "sluice_scheduler_queue_wait_seconds", nil)
 	mfs, err := reg.Gather()
@@ -119,7 +119,7 @@ func TestHeartbeatKeptWithoutWriteIsCounted(t *testing.T) {
 				store.Change{Now: b.now, State: contracts.StateRunning, CancelRequested: new(true)})
 			require.NoError(t, err)
 		}
-		ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(ctx, hb))
+		ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(ctx, contracts.HeartbeatSubject("w1"), hb))
 		require.NoError(t, err)
 		require.Empty(t, ack.Lost)
 		if i >= 2 {
@@ -143,10 +143,10 @@ func TestAppliedResultObservesRunTimeByState(t *testing.T) {
 	b.running("r2", "w1", 3)
 	b.now = b.now.Add(2 * time.Second)
 	ok := contracts.Result{JobID: "r1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}
-	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, ok), nil))
-	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, ok), nil)) // duplicate: stale
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject(ok.WorkerID), enc(t, ok), nil))
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject(ok.WorkerID), enc(t, ok), nil)) // duplicate: stale
 	cancelled := contracts.Result{JobID: "r2", Claim: 1, WorkerID: "w1", State: contracts.StateCancelled, Error: "cancelled: by request"}
-	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, cancelled), nil))
+	require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject(cancelled.WorkerID), enc(t, cancelled), nil))
 
 	requireSeries(t, reg, 1, "sluice_scheduler_run_duration_seconds", map[string]string{"state": "succeeded"})
 	requireSeries(t, reg, 1, "sluice_scheduler_run_duration_seconds", map[string]string{"state": "cancelled"})
@@ -184,7 +184,7 @@ func TestRequeuesCountedByReasonAndOutcome(t *testing.T) {
 		{JobID: "lost", Claim: 0, State: contracts.StatePending, Reason: contracts.ReasonLost},
 		{JobID: "stale", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}, // moved on: not counted
 	} {
-		require.Equal(t, consume.Ack(), b.a.Requeue(ctx, enc(t, rq), nil))
+		require.Equal(t, consume.Ack(), b.a.Requeue(ctx, requeueSubject(rq), enc(t, rq), nil))
 	}
 	const name = "sluice_scheduler_requeues_total"
 	requireSeries(t, reg, 1, name, map[string]string{"reason": "stale", "outcome": metrics.RequeueRequeued})

@@ -11,10 +11,12 @@ import (
 	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
-// Progress applies a worker's progress report. It applies only while the
-// job is running the report's claim on the report's worker; anything
-// else (a malformed report, an old claim, another worker, a job ending)
-// is dropped and counted. A report that applies is published at once as
+// Progress applies a worker's progress report on subject. It applies only
+// while the job is running the report's claim on the worker the subject
+// names, and the report names that worker too; anything else (a malformed
+// report, an old claim, a job ending) is dropped and counted, and a
+// report that does not speak for the job's worker is refused
+// (CheckReport). A report that applies is published at once as
 // a progress event; the store gets it later: the newest report of each
 // claim is written at the next flush (at most once per
 // Config.ProgressFlush per job, see Run), and a job's last report is
@@ -25,15 +27,20 @@ import (
 // The first report of a claim reads the job (its claim, worker and the
 // fields of the event); the next ones are checked against what that
 // read found, and the write's compare-and-set checks them again.
-func (a *Applier) Progress(ctx context.Context, data []byte) {
+func (a *Applier) Progress(ctx context.Context, subject string, data []byte) {
 	rep, err := contracts.DecodeProgressReport(data)
 	if err != nil {
 		a.m.Progress.WithLabelValues(metrics.ProgressMalformed).Inc()
-		a.log.Debug().Err(err).Str(observe.FieldSubject, contracts.SubjectProgress).Msg("malformed progress report dropped")
+		a.log.Debug().Err(err).Str(observe.FieldSubject, subject).Msg("malformed progress report dropped")
 		return
 	}
+	if _, v := Reporter(subject, rep.WorkerID); v != VerdictApplies {
+		a.refuse(metrics.ReportProgress, v, refusal{subject: subject, jobID: rep.JobID, claim: rep.Claim, named: rep.WorkerID})
+		return
+	}
+	// From here rep.WorkerID is the subject's worker.
 	if a.cfg.ProgressFlush <= 0 {
-		a.writeProgress(ctx, rep)
+		a.writeProgress(ctx, subject, rep)
 		return
 	}
 	now := a.now()
@@ -42,10 +49,13 @@ func (a *Applier) Progress(ctx context.Context, data []byte) {
 	case noteStale:
 		a.m.Progress.WithLabelValues(metrics.ProgressStale).Inc()
 		return
+	case noteForeign:
+		a.refuseProgress(subject, rep, job.Worker)
+		return
 	case noteUnknown:
 		var outcome string
-		if job, outcome = a.currentJob(ctx, rep); outcome != "" {
-			a.m.Progress.WithLabelValues(outcome).Inc()
+		if job, outcome = a.currentJob(ctx, subject, rep); outcome != "" {
+			a.countProgress(subject, rep, job, outcome)
 			return
 		}
 		added, lost := a.book.add(job, rep, now)
@@ -64,25 +74,47 @@ func (a *Applier) Progress(ctx context.Context, data []byte) {
 	a.publishProgress(job, rep.Progress)
 }
 
-// currentJob reads the job of rep and returns it when rep speaks for it
-// (running at rep's claim on rep's worker); otherwise the outcome to
-// count.
-func (a *Applier) currentJob(ctx context.Context, rep contracts.ProgressReport) (contracts.Job, string) {
+// currentJob reads the job of rep, which came on subject, and returns it
+// when rep speaks for it (running at rep's claim on the subject's worker);
+// otherwise the outcome to count (VerdictForeign when the job at that
+// claim is another worker's).
+func (a *Applier) currentJob(ctx context.Context, subject string, rep contracts.ProgressReport) (contracts.Job, string) {
 	job, err := a.jobs.Get(ctx, rep.JobID)
 	if err != nil {
 		return job, outcomeOf(err)
 	}
-	if job.State != contracts.StateRunning || !Current(job, rep.Claim, rep.WorkerID) {
+	switch v := CheckReport(job, rep.Claim, subject, rep.WorkerID); {
+	case v.Refused():
+		return job, string(v)
+	case v != VerdictApplies || job.State != contracts.StateRunning:
 		return job, metrics.ProgressStale
 	}
 	return job, ""
 }
 
-// writeProgress writes rep at once (flush period 0) and publishes it.
-func (a *Applier) writeProgress(ctx context.Context, rep contracts.ProgressReport) {
-	job, outcome := a.currentJob(ctx, rep)
+// countProgress counts a report currentJob did not take: refused when
+// the job at its claim is another worker's, else by outcome.
+func (a *Applier) countProgress(subject string, rep contracts.ProgressReport, job contracts.Job, outcome string) {
+	if outcome == string(VerdictForeign) {
+		a.refuseProgress(subject, rep, job.Worker)
+		return
+	}
+	a.m.Progress.WithLabelValues(outcome).Inc()
+}
+
+// refuseProgress refuses rep, which came on subject, for a job whose
+// claim is holder's.
+func (a *Applier) refuseProgress(subject string, rep contracts.ProgressReport, holder string) {
+	a.refuse(metrics.ReportProgress, VerdictForeign, refusal{subject: subject, jobID: rep.JobID, claim: rep.Claim,
+		named: rep.WorkerID, holder: holder})
+}
+
+// writeProgress writes rep, which came on subject, at once (flush period
+// 0) and publishes it.
+func (a *Applier) writeProgress(ctx context.Context, subject string, rep contracts.ProgressReport) {
+	job, outcome := a.currentJob(ctx, subject, rep)
 	if outcome != "" {
-		a.m.Progress.WithLabelValues(outcome).Inc()
+		a.countProgress(subject, rep, job, outcome)
 		return
 	}
 	p := rep.Progress

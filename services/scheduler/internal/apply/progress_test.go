@@ -26,7 +26,7 @@ func TestProgressRecordedOnlyForTheRunningAttempt(t *testing.T) {
 	ctx := context.Background()
 	p := contracts.Progress{Percent: 40, Stage: "copy", Message: "4 of 10"}
 
-	b.a.Progress(ctx, enc(t, contracts.ProgressReport{JobID: "j1", Claim: 1, WorkerID: "w1", Progress: p}))
+	b.a.Progress(ctx, contracts.ProgressSubject("w1"), enc(t, contracts.ProgressReport{JobID: "j1", Claim: 1, WorkerID: "w1", Progress: p}))
 	got := b.get("j1")
 	require.Equal(t, &p, got.Progress)
 	require.Equal(t, contracts.StateRunning, got.State)
@@ -41,14 +41,14 @@ func TestProgressRecordedOnlyForTheRunningAttempt(t *testing.T) {
 		[]byte(`{"job_id":"j1","attempt":1,"worker_id":"w1","progress":{"percent":250}}`),
 		[]byte(`not json`),
 	} {
-		b.a.Progress(ctx, rep)
+		b.a.Progress(ctx, contracts.ProgressSubject("w1"), rep)
 	}
 	require.Equal(t, &p, b.get("j1").Progress)
 
 	// A finished job takes no more progress.
 	res := contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}
-	b.a.Result(ctx, enc(t, res), nil)
-	b.a.Progress(ctx, enc(t, contracts.ProgressReport{JobID: "j1", Claim: 1, WorkerID: "w1", Progress: other}))
+	b.a.Result(ctx, contracts.ResultSubject(res.WorkerID), enc(t, res), nil)
+	b.a.Progress(ctx, contracts.ProgressSubject("w1"), enc(t, contracts.ProgressReport{JobID: "j1", Claim: 1, WorkerID: "w1", Progress: other}))
 	require.Equal(t, &p, b.get("j1").Progress)
 }
 
@@ -90,8 +90,8 @@ func TestProgressCoalescedToOneWritePerFlush(t *testing.T) {
 	ctx := context.Background()
 	before := b.writes()
 	for pct := range 10 {
-		b.a.Progress(ctx, report(t, "j1", 1, "w1", float64(pct*10)))
-		b.a.Progress(ctx, report(t, "j2", 1, "w1", float64(pct)))
+		b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", float64(pct*10)))
+		b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j2", 1, "w1", float64(pct)))
 		b.now = b.now.Add(400 * time.Millisecond)
 	}
 	require.Nil(t, b.get("j1").Progress, "nothing written before the flush")
@@ -111,7 +111,7 @@ func TestProgressCoalescedToOneWritePerFlush(t *testing.T) {
 	require.Zero(t, b.a.book.len(), "jobs that reported nothing for a period are forgotten")
 
 	// A later report starts again from a read, and is written at the next flush.
-	b.a.Progress(ctx, report(t, "j1", 1, "w1", 95))
+	b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 95))
 	b.a.flushProgress(ctx)
 	require.Equal(t, 95.0, b.get("j1").Progress.Percent)
 	require.Equal(t, before+2, b.writes())
@@ -129,24 +129,24 @@ func TestProgressStoredWithTheResult(t *testing.T) {
 			flushing(b, time.Hour)
 			b.running("j1", "w1", 3)
 			ctx := context.Background()
-			b.a.Progress(ctx, report(t, "j1", 1, "w1", 10))
+			b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 10))
 			b.a.flushProgress(ctx)
-			b.a.Progress(ctx, report(t, "j1", 1, "w1", 60))
-			b.a.Progress(ctx, report(t, "j1", 1, "w1", 70))
+			b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 60))
+			b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 70))
 			before := b.writes()
 
 			res := contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: st}
 			if st == contracts.StateFailed {
 				res.Error = "handler: boom" // runs again: the failed run's progress is kept
 			}
-			require.Equal(t, consume.Ack(), b.a.Result(ctx, enc(t, res), nil))
+			require.Equal(t, consume.Ack(), b.a.Result(ctx, contracts.ResultSubject(res.WorkerID), enc(t, res), nil))
 			require.Equal(t, before+1, b.writes(), "the result's write alone")
 			got := b.get("j1")
 			require.Equal(t, 70.0, got.Progress.Percent)
 			require.Zero(t, b.a.book.len(), "forgotten at the job's end")
 			require.Equal(t, 2.0, b.progressCount(metrics.ProgressCoalesced), "60 replaced; 70 stored with the result")
 
-			b.a.Progress(ctx, report(t, "j1", 1, "w1", 99))
+			b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 99))
 			b.a.flushProgress(ctx)
 			require.Equal(t, 70.0, b.get("j1").Progress.Percent)
 			require.Equal(t, 1.0, b.progressCount(metrics.ProgressStale))
@@ -165,27 +165,30 @@ func TestProgressOfAnOldClaimDropped(t *testing.T) {
 	flushing(b, time.Hour)
 	b.running("j1", "w1", 3)
 	ctx := context.Background()
-	b.a.Progress(ctx, report(t, "j1", 1, "w1", 40)) // kept, not written
+	b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 40)) // kept, not written
 
 	// Another scheduler requeues the job (claim 2) and runs it on w2 (claim 3).
 	b.now = b.now.Add(2 * time.Second)
 	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
-	require.Equal(t, consume.Ack(), b.a.Requeue(ctx, enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(ctx, requeueSubject(rq), enc(t, rq), nil))
 	b.claimAgain("j1", "w2")
 	require.Equal(t, int64(3), b.get("j1").Claim)
 
 	// The old worker's reports still come, kept as its claim's newest.
-	b.a.Progress(ctx, report(t, "j1", 1, "w1", 50))
+	b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 50))
 	b.a.flushProgress(ctx)
 	require.Nil(t, b.get("j1").Progress, "the flush's compare-and-set misses: nothing written")
 	require.Zero(t, b.a.book.len(), "the lost claim is forgotten")
 
 	// The new claim's report is kept; the old claim's are now stale at once.
-	b.a.Progress(ctx, report(t, "j1", 3, "w2", 5))
+	b.a.Progress(ctx, contracts.ProgressSubject("w2"), report(t, "j1", 3, "w2", 5))
 	stale := b.progressCount(metrics.ProgressStale)
-	b.a.Progress(ctx, report(t, "j1", 1, "w1", 60))
-	b.a.Progress(ctx, report(t, "j1", 3, "w1", 60)) // the right claim from another worker
-	require.Equal(t, stale+2, b.progressCount(metrics.ProgressStale))
+	b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 60))
+	require.Equal(t, stale+1, b.progressCount(metrics.ProgressStale))
+	// The right claim from another worker is refused: the claim is w2's.
+	b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 3, "w1", 60))
+	require.Equal(t, stale+1, b.progressCount(metrics.ProgressStale))
+	require.Equal(t, 1.0, testutil.ToFloat64(b.a.m.Refused.WithLabelValues(metrics.ReportProgress, metrics.RefusedForeign)))
 	b.a.flushProgress(ctx)
 	got := b.get("j1")
 	require.Equal(t, 5.0, got.Progress.Percent)
@@ -200,13 +203,13 @@ func TestProgressForgottenWhenTheClaimIsLost(t *testing.T) {
 	flushing(b, time.Hour)
 	b.running("j1", "w1", 3)
 	ctx := context.Background()
-	b.a.Progress(ctx, report(t, "j1", 1, "w1", 40))
+	b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 40))
 	require.Equal(t, 1, b.a.book.len())
 	b.now = b.now.Add(2 * time.Second)
 	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
-	require.Equal(t, consume.Ack(), b.a.Requeue(ctx, enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(ctx, requeueSubject(rq), enc(t, rq), nil))
 
-	ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(ctx, enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "j1", Claim: 1}}})))
+	ack, err := contracts.DecodeHeartbeatAck(b.a.Heartbeat(ctx, contracts.HeartbeatSubject("w1"), enc(t, contracts.Heartbeat{WorkerID: "w1", Leases: []contracts.Lease{{JobID: "j1", Claim: 1}}})))
 	require.NoError(t, err)
 	require.Len(t, ack.Lost, 1)
 	require.Zero(t, b.a.book.len())
@@ -221,7 +224,7 @@ func TestProgressFlushedWhenRunStops(t *testing.T) {
 	flushing(b, time.Hour)
 	b.a.cfg.ShutdownTimeout = time.Minute
 	b.running("j1", "w1", 3)
-	b.a.Progress(context.Background(), report(t, "j1", 1, "w1", 33))
+	b.a.Progress(context.Background(), contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 33))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, b.a.Run(ctx))
@@ -256,13 +259,13 @@ func TestProgressOfANewClaimReplacesTheOld(t *testing.T) {
 	flushing(b, time.Hour)
 	b.running("j1", "w1", 3)
 	ctx := context.Background()
-	b.a.Progress(ctx, report(t, "j1", 1, "w1", 80)) // kept, not written
+	b.a.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 80)) // kept, not written
 	b.now = b.now.Add(2 * time.Second)
 	rq := contracts.Requeue{JobID: "j1", Claim: 1, State: contracts.StateRunning, Reason: contracts.ReasonStale}
-	require.Equal(t, consume.Ack(), b.a.Requeue(ctx, enc(t, rq), nil))
+	require.Equal(t, consume.Ack(), b.a.Requeue(ctx, requeueSubject(rq), enc(t, rq), nil))
 	b.claimAgain("j1", "w2")
 
-	b.a.Progress(ctx, report(t, "j1", 3, "w2", 5))
+	b.a.Progress(ctx, contracts.ProgressSubject("w2"), report(t, "j1", 3, "w2", 5))
 	require.Equal(t, 1.0, b.progressCount(metrics.ProgressStale), "the former claim's 80 %")
 	require.Equal(t, 1, b.a.book.len())
 	b.a.flushProgress(ctx)
@@ -285,15 +288,15 @@ func TestProgressWithTwoSchedulers(t *testing.T) {
 	b.running("j1", "w1", 3)
 	ctx := context.Background()
 
-	a1.Progress(ctx, report(t, "j1", 1, "w1", 10))
+	a1.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 10))
 	a1.flushProgress(ctx)
-	a2.Progress(ctx, report(t, "j1", 1, "w1", 20))
+	a2.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 20))
 	a2.flushProgress(ctx)
 	require.Equal(t, 20.0, b.get("j1").Progress.Percent)
-	a2.Progress(ctx, report(t, "j1", 1, "w1", 30)) // kept by a2 alone
+	a2.Progress(ctx, contracts.ProgressSubject("w1"), report(t, "j1", 1, "w1", 30)) // kept by a2 alone
 
 	res := contracts.Result{JobID: "j1", Claim: 1, WorkerID: "w1", State: contracts.StateSucceeded}
-	require.Equal(t, consume.Ack(), a1.Result(ctx, enc(t, res), nil))
+	require.Equal(t, consume.Ack(), a1.Result(ctx, contracts.ResultSubject(res.WorkerID), enc(t, res), nil))
 	got := b.get("j1")
 	require.Equal(t, contracts.StateSucceeded, got.State)
 	require.Equal(t, 20.0, got.Progress.Percent, "a1's 10 %, written already, does not go back over a2's 20 %")

@@ -63,6 +63,9 @@ const (
 	// noteStale: the report's claim is not the one the book holds, or
 	// the job is ending; drop it.
 	noteStale
+	// noteForeign: the book holds the report's claim for another worker;
+	// refuse it.
+	noteForeign
 )
 
 func newProgressBook() *progressBook {
@@ -70,7 +73,8 @@ func newProgressBook() *progressBook {
 }
 
 // note keeps rep as the newest report of its claim when the book holds
-// that claim, and returns the job as read at the claim's first report.
+// that claim for rep's worker, and returns the job as read at the claim's
+// first report (also for noteForeign: whose the claim is).
 // replaced says a report not yet written was replaced by rep.
 func (b *progressBook) note(rep contracts.ProgressReport, now time.Time) (job contracts.Job, out noteOutcome, replaced bool) {
 	b.mu.Lock()
@@ -79,8 +83,10 @@ func (b *progressBook) note(rep contracts.ProgressReport, now time.Time) (job co
 	switch {
 	case !ok || e.job.Claim < rep.Claim:
 		return contracts.Job{}, noteUnknown, false
-	case e.job.Claim > rep.Claim || e.job.Worker != rep.WorkerID || e.ended:
+	case e.job.Claim > rep.Claim || e.ended:
 		return contracts.Job{}, noteStale, false
+	case e.job.Worker != rep.WorkerID:
+		return e.job, noteForeign, false
 	}
 	replaced = e.dirty
 	e.progress, e.dirty, e.seen = rep.Progress, true, now

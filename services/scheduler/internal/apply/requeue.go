@@ -13,14 +13,23 @@ import (
 	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
-// Requeue applies a requeue event from the reaper (or a worker that shut
-// down mid-job). The event only applies while the job is still at the
-// event's state and attempt, and its reason is checked again here.
-func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Settle {
+// Requeue applies a requeue event on subject: from the reaper
+// (contracts.SubjectRequeue: stale, lost, timeout) or from a worker that
+// shut down mid-job (its contracts.WorkerRequeueSubject: shutdown). The
+// event only applies while the job is still at the event's state and
+// attempt, and its reason is checked again here; a worker's applies only
+// to a job running on that worker (CheckRequeueSubject, CheckReport), and
+// a shutdown requeue on the reaper's subject, which names no worker, never
+// applies.
+func (a *Applier) Requeue(ctx context.Context, subject string, data []byte, _ func()) consume.Settle {
 	rq, err := contracts.DecodeRequeue(data)
 	if err != nil {
-		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectRequeue).Msg("malformed requeue dropped")
+		a.log.Warn().Err(err).Str(observe.FieldSubject, subject).Msg("malformed requeue dropped")
 		return consume.Poison()
+	}
+	if v := CheckRequeueSubject(subject, rq.Reason); v.Refused() {
+		a.refuse(metrics.ReportRequeue, v, refusal{subject: subject, jobID: rq.JobID, claim: rq.Claim})
+		return consume.Ack()
 	}
 	log := a.log.With().Str(observe.FieldJobID, rq.JobID).Int64(observe.FieldClaim, rq.Claim).Str("reason", string(rq.Reason)).Logger()
 	job, err := a.jobs.Get(ctx, rq.JobID)
@@ -30,6 +39,12 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 	if err != nil {
 		log.Warn().Err(err).Msg("store unavailable; requeue retried")
 		return consume.RetryIn(storeRetry)
+	}
+	if rq.Reason == contracts.ReasonShutdown {
+		if v := CheckReport(job, rq.Claim, subject, ""); v.Refused() {
+			a.refuse(metrics.ReportRequeue, v, refusal{subject: subject, jobID: rq.JobID, claim: rq.Claim, holder: job.Worker})
+			return consume.Ack()
+		}
 	}
 	d := a.staleRule().DecideRequeue(job, rq, a.now())
 	switch d.Action {
@@ -41,6 +56,27 @@ func (a *Applier) Requeue(ctx context.Context, data []byte, _ func()) consume.Se
 		return a.end(ctx, job, d.Change, rq.Reason, log)
 	}
 	return consume.Ack() // the job moved on, or the reason no longer holds
+}
+
+// CheckRequeueSubject decides whether a requeue of reason may come on
+// subject at all: a shutdown requeue only on the subject of a worker (the
+// worker that stopped: CheckReport then checks the job is its), the
+// reaper's reasons (stale, lost, timeout, which the scheduler checks
+// against the store whoever sent them) only on the reaper's
+// (contracts.SubjectRequeue). It returns VerdictUnbound for a shutdown
+// requeue on a subject naming no worker, VerdictMismatch for a reaper's
+// reason on any other subject, and VerdictApplies otherwise.
+func CheckRequeueSubject(subject string, reason contracts.RequeueReason) Verdict {
+	if reason == contracts.ReasonShutdown {
+		if _, named := contracts.ReportingWorker(subject); !named {
+			return VerdictUnbound
+		}
+		return VerdictApplies
+	}
+	if subject != contracts.SubjectRequeue {
+		return VerdictMismatch
+	}
+	return VerdictApplies
 }
 
 // staleRule is the stale-requeue rule with the scheduler's thresholds.

@@ -13,21 +13,33 @@ import (
 	"github.com/sluicehq/sluice/services/scheduler/internal/metrics"
 )
 
-// Result applies a message of worker results: one Result or a batch
-// (contracts.DecodeResults), all in one store call (UpdateEach), each
-// result decided on its own. When the store fails, or any result must be
-// tried again, the whole message comes back, and the results already
-// applied are then stale and skipped.
-func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Settle {
+// Result applies a message of worker results on subject: one Result or a
+// batch (contracts.DecodeResults), all in one store call (UpdateEach), each
+// result decided on its own. A result applies only for the worker the
+// subject names, when it names itself and holds the job at the result's
+// claim (CheckReport, on the job the store call reads anyway: no read of
+// its own); any other is refused. A message whose subject names no worker
+// (the shared result subject of an earlier release) is refused whole,
+// without a store call. When the store fails, or any result must be tried
+// again, the whole message comes back, and the results already applied are
+// then stale and skipped.
+func (a *Applier) Result(ctx context.Context, subject string, data []byte, _ func()) consume.Settle {
 	results, err := contracts.DecodeResults(data)
 	if err != nil {
-		a.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectResult).Msg("malformed result dropped")
+		a.log.Warn().Err(err).Str(observe.FieldSubject, subject).Msg("malformed result dropped")
 		return consume.Poison()
 	}
+	if _, v := Reporter(subject, ""); v != VerdictApplies {
+		for _, res := range results {
+			a.refuse(metrics.ReportResult, v, refusal{subject: subject, jobID: res.JobID, claim: res.Claim, named: res.WorkerID})
+		}
+		return consume.Ack()
+	}
 	var (
-		ids     = make([]string, len(results))
-		befores = make([]contracts.Job, len(results))
-		changes = make([]store.Change, len(results))
+		ids      = make([]string, len(results))
+		befores  = make([]contracts.Job, len(results))
+		changes  = make([]store.Change, len(results))
+		verdicts = make([]Verdict, len(results))
 	)
 	for i, res := range results {
 		ids[i] = res.JobID
@@ -35,7 +47,10 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 	updated, err := a.jobs.UpdateEach(ctx, ids, func(i int, job contracts.Job) (store.Change, error) {
 		res := results[i]
 		befores[i] = job
-		if !Current(job, res.Claim, res.WorkerID) {
+		switch verdicts[i] = CheckReport(job, res.Claim, subject, res.WorkerID); {
+		case verdicts[i].Refused():
+			return store.Change{}, errRefused
+		case verdicts[i] != VerdictApplies:
 			return store.Change{}, errStale
 		}
 		changes[i] = a.resultChange(job, res)
@@ -52,6 +67,13 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 	}
 	out := consume.Ack()
 	for i, res := range results {
+		if errors.Is(updated[i].Err, errRefused) {
+			// Nothing of the job is touched, its kept progress included:
+			// that is its own worker's.
+			a.refuse(metrics.ReportResult, verdicts[i], refusal{subject: subject, jobID: res.JobID, claim: res.Claim,
+				named: res.WorkerID, holder: befores[i].Worker})
+			continue
+		}
 		s := a.settleResult(ctx, res, befores[i], changes[i], updated[i])
 		if s.Retry && (!out.Retry || s.Delay > out.Delay) {
 			out = s
@@ -63,7 +85,8 @@ func (a *Applier) Result(ctx context.Context, data []byte, _ func()) consume.Set
 // settleResult reports what applying one result did: the job before
 // (what decide saw), the change decided and the store's outcome. A result
 // is ignored (and counted as stale) unless the job was still active at the
-// result's attempt and, once running, on the result's worker.
+// result's claim; one for another worker's job was refused before (see
+// Result).
 func (a *Applier) settleResult(ctx context.Context, res contracts.Result, before contracts.Job, ch store.Change, u store.Updated) consume.Settle {
 	// The result's fields go on each event: no child logger per result.
 	fields := func(e *zerolog.Event) *zerolog.Event {
@@ -112,21 +135,14 @@ func (a *Applier) forgetProgress(res contracts.Result, outcome string) {
 // errStale is the decision on a result that no longer speaks for its job.
 var errStale = errors.New("result for an old claim")
 
+// errRefused is the decision on a result that does not speak for the
+// worker that holds its job (CheckReport).
+var errRefused = errors.New("result refused: not the job's worker")
+
 // resultChange is the change a current result makes to job: the retry
 // rule (store.ResultChange) with the configured backoff (RetryDelay).
 func (a *Applier) resultChange(job contracts.Job, res contracts.Result) store.Change {
 	return store.ResultChange(job, res, a.now(), func(runs int) time.Duration {
 		return RetryDelay(runs, a.cfg.RetryBackoff, a.cfg.RetryBackoffMax)
 	})
-}
-
-// Current reports whether a report for attempt from workerID still speaks
-// for the job: the job is active at that attempt and, when it is running,
-// on that worker. (A pending job at that attempt holds the dispatch claim
-// the worker accepted; its start heartbeat has not landed yet.)
-func Current(job contracts.Job, attempt int64, workerID string) bool {
-	if !job.State.Active() || job.Claim != attempt {
-		return false
-	}
-	return job.State == contracts.StatePending || job.Worker == workerID
 }

@@ -48,7 +48,7 @@ func setupRetry(t *testing.T) *bundle {
 func (b *bundle) fail(j contracts.Job, w, msg string, permanent bool) contracts.Job {
 	b.t.Helper()
 	res := contracts.Result{JobID: j.ID, Claim: j.Claim, WorkerID: w, State: contracts.StateFailed, Error: msg, Permanent: permanent}
-	require.Equal(b.t, consume.Ack(), b.a.Result(context.Background(), enc(b.t, res), nil))
+	require.Equal(b.t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject(res.WorkerID), enc(b.t, res), nil))
 	return b.get(j.ID)
 }
 
@@ -118,7 +118,7 @@ func TestAFailedRunOfACancelRequestedJobCancels(t *testing.T) {
 		if want == contracts.StateCancelled {
 			res.State, res.Error = contracts.StateFailed, "handler: exit status 143"
 		}
-		require.Equal(t, consume.Ack(), b.a.Result(context.Background(), enc(t, res), nil))
+		require.Equal(t, consume.Ack(), b.a.Result(context.Background(), contracts.ResultSubject(res.WorkerID), enc(t, res), nil))
 		j = b.get(id)
 		require.Equal(t, want, j.State, id)
 		require.Equal(t, 1, j.Attempt)

@@ -8,6 +8,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,9 +43,10 @@ func RetryIn(d time.Duration) Settle {
 // Poison terminates a message that can never be processed.
 func Poison() Settle { return Settle{Term: true} }
 
-// Handler processes one message. progress tells JetStream the message is
-// still being worked on (resets its ack timer).
-type Handler func(ctx context.Context, data []byte, progress func()) Settle
+// Handler processes one message: its subject (which names the worker that
+// sent it, for the per-worker report subjects) and its data. progress tells
+// JetStream the message is still being worked on (resets its ack timer).
+type Handler func(ctx context.Context, subject string, data []byte, progress func()) Settle
 
 // Options configure a consumer loop.
 type Options struct {
@@ -63,7 +65,7 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, h Handler) erro
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
 	}
-	log := o.Log.With().Str("consumer", o.Config.Durable).Str(observe.FieldSubject, o.Config.FilterSubject).Logger()
+	log := o.Log.With().Str("consumer", o.Config.Durable).Str(observe.FieldSubject, strings.Join(bus.Filters(o.Config), " ")).Logger()
 	sem := make(chan struct{}, o.Concurrency)
 	hctx, cancelHandlers := observe.DrainContext(ctx, o.DrainTimeout)
 	defer cancelHandlers()
@@ -79,7 +81,7 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options, h Handler) erro
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s := h(hctx, m.Data(), func() { _ = m.InProgress() })
+			s := h(hctx, m.Subject(), m.Data(), func() { _ = m.InProgress() })
 			var err error
 			switch {
 			case s.Term:

@@ -46,7 +46,7 @@ func (b *bundle) run(conc int, h Handler) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, b.js, Options{
-			Config:      bus.ConsumerConfig(contracts.ConsumerDue, contracts.SubjectDue, 5*time.Second),
+			Config:      bus.ConsumerConfig(contracts.ConsumerDue, 5*time.Second, contracts.SubjectDue),
 			Concurrency: conc, Log: zerolog.Nop(),
 		}, h)
 	}()
@@ -61,7 +61,7 @@ func TestSettleAckRetryAndPoison(t *testing.T) {
 	b := setup(t)
 	var mu sync.Mutex
 	seen := map[string]int{}
-	b.run(4, func(_ context.Context, data []byte, _ func()) Settle {
+	b.run(4, func(_ context.Context, _ string, data []byte, _ func()) Settle {
 		due, err := contracts.DecodeDue(data)
 		if err != nil {
 			return Poison()
@@ -96,7 +96,7 @@ func TestConcurrencyIsBounded(t *testing.T) {
 	b := setup(t)
 	var running, peak, total atomic.Int64
 	release := make(chan struct{})
-	b.run(3, func(context.Context, []byte, func()) Settle {
+	b.run(3, func(context.Context, string, []byte, func()) Settle {
 		n := running.Add(1)
 		for {
 			p := peak.Load()
@@ -121,7 +121,7 @@ func TestConsumerComesBackAfterTheStreamIsDeleted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var got atomic.Int64
-	b.run(2, func(context.Context, []byte, func()) Settle {
+	b.run(2, func(context.Context, string, []byte, func()) Settle {
 		got.Add(1)
 		return Ack()
 	})
@@ -155,9 +155,9 @@ func TestHandlersInFlightDrainWithinTheTimeout(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				done <- Run(ctx, b.js, Options{
-					Config:      bus.ConsumerConfig(contracts.ConsumerDue, contracts.SubjectDue, 5*time.Second),
+					Config:      bus.ConsumerConfig(contracts.ConsumerDue, 5*time.Second, contracts.SubjectDue),
 					Concurrency: 1, DrainTimeout: tc.drain, Log: zerolog.Nop(),
-				}, func(hctx context.Context, _ []byte, _ func()) Settle {
+				}, func(hctx context.Context, _ string, _ []byte, _ func()) Settle {
 					close(started)
 					<-release
 					select {

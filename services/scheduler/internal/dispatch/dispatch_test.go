@@ -198,7 +198,7 @@ func (b *bundle) admitWith(deadline time.Duration, edit func(*contracts.Job)) co
 func (b *bundle) handle(j contracts.Job) consume.Settle {
 	data, err := json.Marshal(contracts.Due{JobID: j.ID})
 	require.NoError(b.t, err)
-	return b.d.Handle(context.Background(), data, func() {})
+	return b.d.Handle(context.Background(), contracts.SubjectDue, data, func() {})
 }
 
 func (b *bundle) get(id string) contracts.Job {
@@ -385,10 +385,10 @@ func TestMalformedDueIsPoison(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for _, data := range []string{``, `{`, `{"job_id":"../x"}`, `{"job_id":"a","extra":1}`} {
-		require.Equal(t, consume.Poison(), b.d.Handle(context.Background(), []byte(data), func() {}), data)
+		require.Equal(t, consume.Poison(), b.d.Handle(context.Background(), contracts.SubjectDue, []byte(data), func() {}), data)
 	}
 	// An unknown job is simply acknowledged.
-	require.Equal(t, consume.Ack(), b.d.Handle(context.Background(), []byte(`{"job_id":"nope"}`), func() {}))
+	require.Equal(t, consume.Ack(), b.d.Handle(context.Background(), contracts.SubjectDue, []byte(`{"job_id":"nope"}`), func() {}))
 }
 
 func TestDispatchesByPriorityWhenWorkersAreScarce(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // dispatch deadline passed, that is too large for the bus, or whose kind
 // no worker has run for NoWorkerGrace; and drops it once the job is
 // dispatched or finished. The job itself waits in the store, not here.
-func (d *Dispatcher) Handle(ctx context.Context, data []byte, _ func()) consume.Settle {
+func (d *Dispatcher) Handle(ctx context.Context, _ string, data []byte, _ func()) consume.Settle {
 	due, err := contracts.DecodeDue(data)
 	if err != nil {
 		d.log.Warn().Err(err).Str(observe.FieldSubject, contracts.SubjectDue).Msg("malformed due message dropped")

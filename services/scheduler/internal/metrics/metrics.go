@@ -98,6 +98,32 @@ const (
 	RequeueCancelled = "cancelled"
 )
 
+// Report label values of sluice_scheduler_refused_reports_total: the kind
+// of worker report refused.
+const (
+	ReportResult    = "result"
+	ReportHeartbeat = "heartbeat"
+	ReportProgress  = "progress"
+	ReportRequeue   = "requeue"
+)
+
+// Refusal outcome label values of sluice_scheduler_refused_reports_total:
+// why a worker's report was ignored. A report speaks for a job only when
+// its subject names a worker (contracts.ReportingWorker), the message
+// names the same one, and the job at the report's claim is assigned to
+// that worker.
+const (
+	// RefusedUnbound: the subject names no worker where one is needed (a
+	// result on the shared subject of earlier releases, a shutdown
+	// requeue on the reaper's subject, a token that is no worker id).
+	RefusedUnbound = "unbound"
+	// RefusedMismatch: the message names another worker than its subject
+	// (worker_id), or is a requeue only the reaper sends.
+	RefusedMismatch = "mismatch"
+	// RefusedForeign: the job at the report's claim is another worker's.
+	RefusedForeign = "foreign"
+)
+
 // Scheduler holds every collector the scheduler updates.
 type Scheduler struct {
 	// Evictions counts workers dropped from the view after repeated failures.
@@ -123,6 +149,10 @@ type Scheduler struct {
 	// Dropped counts the heartbeats and progress reports the scheduler
 	// dropped because its buffer for them was full, by subject.
 	Dropped *prometheus.CounterVec
+	// Refused counts worker reports ignored because they do not speak for
+	// their worker, by report (ReportResult, …) and outcome
+	// (RefusedUnbound, RefusedMismatch, RefusedForeign).
+	Refused *prometheus.CounterVec
 
 	offers    *prometheus.CounterVec
 	queueWait prometheus.Histogram
@@ -212,11 +242,20 @@ func New(reg prometheus.Registerer) *Scheduler {
 		Name: "sluice_scheduler_dropped_messages_total",
 		Help: "Heartbeats and progress reports dropped because the scheduler's buffer for them was full (a dropped heartbeat is answered by none: the worker sends the next one), by subject.",
 	}, []string{"subject"})
-	for _, subj := range []string{contracts.SubjectHeartbeat, contracts.SubjectProgress} {
+	for _, subj := range []string{contracts.HeartbeatSubjects, contracts.ProgressSubjects} {
 		m.Dropped.WithLabelValues(subj)
 	}
+	m.Refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_scheduler_refused_reports_total",
+		Help: "Worker reports ignored because they do not speak for the worker that holds the job, by report (result, heartbeat, progress, requeue) and outcome (unbound: the subject names no worker, e.g. a result on the shared subject of an earlier release; mismatch: the message names another worker than its subject; foreign: the job at that claim is another worker's). A heartbeat for another worker's lease is answered lost and counted in sluice_scheduler_heartbeat_leases_total.",
+	}, []string{"report", "outcome"})
+	for _, r := range []string{ReportResult, ReportHeartbeat, ReportProgress, ReportRequeue} {
+		for _, o := range []string{RefusedUnbound, RefusedMismatch, RefusedForeign} {
+			m.Refused.WithLabelValues(r, o)
+		}
+	}
 	if reg != nil {
-		reg.MustRegister(m.Progress, m.ScaleRequests, m.Dropped)
+		reg.MustRegister(m.Progress, m.ScaleRequests, m.Dropped, m.Refused)
 		reg.MustRegister(m.offers, m.Evictions, m.Dispatches, m.Claims, m.CapacityFailures,
 			m.queueWait, m.runTime, m.Results, m.requeues, m.Heartbeats)
 	}

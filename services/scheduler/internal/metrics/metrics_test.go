@@ -64,6 +64,13 @@ func TestRequeueSeriesExistFromTheStart(t *testing.T) {
 	require.Zero(t, testutil.ToFloat64(m.requeues.WithLabelValues(string(contracts.ReasonStale), RequeueFailed)))
 }
 
+func TestRefusedSeriesExistFromTheStart(t *testing.T) {
+	t.Parallel()
+	m := New(prometheus.NewRegistry())
+	require.Equal(t, 12, testutil.CollectAndCount(m.Refused), "four reports by three outcomes")
+	require.Zero(t, testutil.ToFloat64(m.Refused.WithLabelValues(ReportResult, RefusedForeign)))
+}
+
 func TestNamesFollowTheConventions(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
