@@ -323,9 +323,14 @@ func (s *Sandbox) watch(b *Box, change func(*wardenMsg)) {
 			return
 		}
 		s.w = w
+		// A new warden learns of every open run again, each with its
+		// uid's lock.
 		for _, o := range s.boxes {
-			if o.watched && o != b {
-				_ = w.send(o.watch, o.lock)
+			if o.watched {
+				o.watched = w.send(o.watch, o.lock) == nil
+				if o == b {
+					return
+				}
 			}
 		}
 	}

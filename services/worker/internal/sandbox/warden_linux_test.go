@@ -130,3 +130,28 @@ func TestPathsAsTheRunSeesThem(t *testing.T) {
 	require.Equal(t, "/x", nilBox.Path("/x"))
 	require.Zero(t, nilBox.UID())
 }
+
+// TestANewWardenLearnsEveryRun: a warden that died (killed) is started
+// again at the next renewal and told of every open run: the lease of a
+// run it learned of that way still ends the run.
+func TestANewWardenLearnsEveryRun(t *testing.T) {
+	t.Parallel()
+	sb := New(Options{})
+	defer func() { require.NoError(t, sb.Close()) }()
+	box, err := sb.Open("again", Dirs{})
+	require.NoError(t, err)
+	defer box.Close()
+	box.Renew(time.Hour)
+	cmd := started(t, box)
+	sb.mu.Lock()
+	old := sb.w
+	sb.mu.Unlock()
+	require.NoError(t, old.cmd.Process.Kill())
+	require.Eventually(t, func() bool { return !old.alive() }, 10*time.Second, time.Millisecond)
+	box.Renew(300 * time.Millisecond)
+	sb.mu.Lock()
+	require.NotSame(t, old, sb.w, "a new warden")
+	sb.mu.Unlock()
+	_, ok := waited(cmd, 20*time.Second)
+	require.True(t, ok, "the program outlived its lease under the new warden")
+}
