@@ -35,7 +35,9 @@ func DecodeBatch(data []byte) (BatchRequest, error) {
 	if trimmed == "" || trimmed[0] != '{' {
 		return r, &DecodeError{Reason: `the body must be a JSON object {"jobs":[…]}`}
 	}
-	if err := decodeStrict(data, &r); err != nil {
+	// Each job is decoded strictly on its own later (DecodeSubmit), its
+	// duplicate keys then refused for it alone.
+	if err := decodeStrictSkip(data, &r, true); err != nil {
 		return r, err
 	}
 	switch {

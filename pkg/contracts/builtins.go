@@ -143,11 +143,19 @@ func ValidateBuiltinPayload(kind string, payload []byte) error {
 // of a submit body ("payload", or a fan-out's "items[3]").
 func validateBuiltinAt(kind, field string, payload []byte) error {
 	err := ValidateBuiltinPayload(kind, payload)
-	var fe *FieldError
-	if field == payloadField || !errors.As(err, &fe) {
+	var (
+		fe *FieldError
+		de *DecodeError
+	)
+	switch {
+	case field == payloadField:
 		return err
+	case errors.As(err, &fe):
+		return &FieldError{field + strings.TrimPrefix(fe.Field, payloadField), fe.Reason}
+	case errors.As(err, &de):
+		return &DecodeError{Path: field + strings.TrimPrefix(de.Path, payloadField), Reason: de.Reason, dup: de.dup}
 	}
-	return &FieldError{field + strings.TrimPrefix(fe.Field, payloadField), fe.Reason}
+	return err
 }
 
 // payloadAbsent reports whether a payload was not given: empty or null.
@@ -157,14 +165,15 @@ func payloadAbsent(data []byte) bool {
 }
 
 // decodePayload strictly decodes a payload object into v; its errors are
-// *FieldError at the field they are about.
+// *FieldError at the field they are about, but for a duplicate key: a
+// *DecodeError (HTTP 400, as anywhere else in a body).
 func decodePayload(data []byte, v any) error {
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
 		return &FieldError{payloadField, "must be a JSON object"}
 	}
 	err := DecodeWithin(payloadField, data, v)
 	var de *DecodeError
-	if errors.As(err, &de) {
+	if errors.As(err, &de) && !de.dup {
 		return &FieldError{cmp.Or(de.Path, payloadField), de.Reason}
 	}
 	return err

@@ -42,14 +42,18 @@ const (
 	WireClaimNext = "claim"
 )
 
-// strictInto decodes one JSON value into v, rejecting unknown fields: the
-// strictness of decodeStrict, for UnmarshalJSON methods (the outer
-// decoder's DisallowUnknownFields does not reach them).
+// strictInto decodes one JSON value into v, rejecting unknown fields and
+// duplicate keys: the strictness of decodeStrict, for UnmarshalJSON
+// methods (the outer decoder's DisallowUnknownFields does not reach them,
+// and the outer check of duplicate keys does not know their fields).
 func strictInto(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return newInnerDecodeError(data, explainDecode(data, reflect.TypeOf(v), err))
+	}
+	if de := checkDuplicateKeys(data, reflect.TypeOf(v), false); de != nil {
+		return newInnerDecodeError(data, de)
 	}
 	return nil
 }
@@ -100,7 +104,7 @@ func foldClaims[T any](path string, list []T, fold func(m *T) error) error {
 // starting there.
 func within(path string, err error) error {
 	if de, ok := err.(*DecodeError); ok {
-		return &DecodeError{Path: joinPath(path, de.Path), Reason: de.Reason}
+		return de.under(path)
 	}
 	return err
 }

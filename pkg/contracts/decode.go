@@ -32,6 +32,16 @@ import (
 type DecodeError struct {
 	Path   string
 	Reason string
+	// dup: the error is a duplicate key (errors.Is ErrDuplicateKey).
+	dup bool
+}
+
+// Is reports whether target is ErrDuplicateKey and e is a duplicate key.
+func (e *DecodeError) Is(target error) bool { return e.dup && target == ErrDuplicateKey }
+
+// under is e at path inside another document: its path starts there.
+func (e *DecodeError) under(path string) *DecodeError {
+	return &DecodeError{Path: joinPath(path, e.Path), Reason: e.Reason, dup: e.dup}
 }
 
 // Error implements error as "path: reason" (just the reason at the root).
@@ -43,8 +53,16 @@ func (e *DecodeError) Error() string {
 }
 
 // decodeStrict decodes exactly one JSON value into v, rejecting unknown
-// fields and trailing data. Its errors are *DecodeError.
+// fields, trailing data and duplicate keys (dupkeys.go). Its errors are
+// *DecodeError.
 func decodeStrict(data []byte, v any) error {
+	return decodeStrictSkip(data, v, false)
+}
+
+// decodeStrictSkip is decodeStrict; with skipRaw, the values it keeps as
+// json.RawMessage are not looked into for duplicate keys: the caller
+// decodes each of them with decodeStrict.
+func decodeStrictSkip(data []byte, v any, skipRaw bool) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -55,6 +73,9 @@ func decodeStrict(data []byte, v any) error {
 	// syntax error, which used to read as "nothing follows".)
 	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return &DecodeError{Reason: "trailing data after the JSON value"}
+	}
+	if de := checkDuplicateKeys(data, reflect.TypeOf(v), skipRaw); de != nil {
+		return de
 	}
 	return nil
 }
@@ -67,7 +88,7 @@ func DecodeWithin(path string, data []byte, v any) error {
 	if path == "" || !errors.As(err, &de) {
 		return err
 	}
-	return &DecodeError{Path: joinPath(path, de.Path), Reason: de.Reason}
+	return de.under(path)
 }
 
 // innerDecodeError is a decode error inside a value that decodes itself
@@ -109,7 +130,7 @@ func explainDecode(data []byte, t reflect.Type, err error) error {
 		if i := bytes.Index(data, inner.raw); i > 0 {
 			at, _ = pathAtOffset(data, int64(i)+1)
 		}
-		return &DecodeError{Path: joinPath(at, inner.err.Path), Reason: inner.err.Reason}
+		return inner.err.under(at)
 	case errors.As(err, &te):
 		path, ok := pathAtOffset(data, te.Offset)
 		if !ok {

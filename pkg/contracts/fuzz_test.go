@@ -469,6 +469,9 @@ func FuzzDecodeSubmit(f *testing.F) {
 		`{"kind":"sleep","payload":{"ms":-1}}`,
 		`{"kind":"exec","payload":{"argv":["echo",{"x":1}],"env":{"A":"b"}}}`,
 		`{"kind":"sleep","items":[{"ms":1},{"ms":"2"}]}`,
+		`{"kind":"exec","payload":{"argv":["a"],"argv":["b"]}}`,
+		`{"kind":"exec","payload":{"argv":["a"],"ARGV":["b"]}}`,
+		`{"kind":"x","Kind":"y"}`,
 	)
 	limits := []Limits{testLimits, {}, {MaxDispatchDeadline: time.Minute, DefaultMaxAttempts: 7}}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -480,6 +483,9 @@ func FuzzDecodeSubmit(f *testing.F) {
 		acceptedIsOneValue(t, data)
 		if !bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{")) {
 			t.Fatalf("accepted %q, which is not an object", data)
+		}
+		if path, dup := firstDuplicateByTokens(data); dup {
+			t.Fatalf("accepted %q, which names %s twice", data, path)
 		}
 		checkRoundTrip(t, r, DecodeSubmit, sameSubmit)
 		for _, lim := range limits {
@@ -502,14 +508,15 @@ func checkDecodeError(t *testing.T, err error) {
 	}
 }
 
-// checkValidate wants Validate to fail with a *FieldError or to return a
-// submission within every bound.
+// checkValidate wants Validate to fail with a *FieldError (or a
+// *DecodeError of a duplicate key) or to return a submission within every
+// bound.
 func checkValidate(t *testing.T, r SubmitRequest, lim Limits) {
 	t.Helper()
 	s, err := r.Validate(testNow, lim)
 	if err != nil {
 		var fe *FieldError
-		if !errors.As(err, &fe) {
+		if !errors.As(err, &fe) && !errors.Is(err, ErrDuplicateKey) {
 			t.Fatalf("Validate error %v is a %T, want *FieldError", err, err)
 		}
 		return

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Due says a job should be offered to workers now.
@@ -209,8 +210,11 @@ const announceSeq = `,"seq":`
 // but for Seq, so that a worker's announcements that differ only in their
 // seq share one rest. It splits only a seq written as the encoder writes
 // it (a JSON integer without sign, exponent or leading zero that fits in
-// a uint64, then the closing brace) after another member; for anything
-// else ok is false and rest is dst untouched.
+// a uint64, then the closing brace) after another member, and only when
+// no key before it could name Seq too (a second "seq", in any case or
+// escaped, makes b a duplicate key that DecodeAnnounce refuses, where its
+// rest would decode); for anything else ok is false and rest is dst
+// untouched.
 func SplitAnnounce(dst, b []byte) (rest []byte, seq uint64, ok bool) {
 	if len(b) == 0 || b[len(b)-1] != '}' {
 		return dst, 0, false
@@ -224,6 +228,9 @@ func SplitAnnounce(dst, b []byte) (rest []byte, seq uint64, ok bool) {
 	if before := bytes.TrimRight(b[:i], " \t\r\n"); len(before) == 0 || before[len(before)-1] == '{' {
 		return dst, 0, false
 	}
+	if mayNameSeq(b[:i]) {
+		return dst, 0, false
+	}
 	// ParseUint in base 10 takes digits only (no sign, no underscore) but
 	// also leading zeros, which JSON does not.
 	digits := b[i+len(announceSeq) : len(b)-1]
@@ -235,6 +242,21 @@ func SplitAnnounce(dst, b []byte) (rest []byte, seq uint64, ok bool) {
 		return dst, 0, false
 	}
 	return append(append(dst, b[:i]...), '}'), seq, true
+}
+
+// mayNameSeq reports whether the text b might hold a key that names the
+// field seq: "seq" in any case, or text whose escapes or non-ASCII
+// letters (encoding/json folds 'ſ' to 's') this quick look does not read.
+func mayNameSeq(b []byte) bool {
+	for i, c := range b {
+		switch {
+		case c == '\\' || c >= utf8.RuneSelf:
+			return true
+		case i+3 <= len(b) && bytes.EqualFold(b[i:i+3], []byte("seq")):
+			return true
+		}
+	}
+	return false
 }
 
 // ScaleRequest asks for one more worker of Kind: Ready jobs of it found no

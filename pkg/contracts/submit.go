@@ -142,7 +142,10 @@ func DecodeSubmit(data []byte) (SubmitRequest, error) {
 }
 
 // Validate checks a decoded request against the limits at time now and
-// fills defaults. Its errors are *FieldError (HTTP 422).
+// fills defaults. Its errors are *FieldError (HTTP 422), or a *DecodeError
+// (HTTP 400) for a duplicate key found where a member is decoded further
+// (a built-in kind's payload, resources: "payload.ARGV: duplicate key
+// (the same field as argv)").
 func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 	s := Submission{Kind: r.Kind, Key: r.Key, Priority: r.Priority, MaxAttempts: r.MaxAttempts}
 	if r.Kind == "" {
@@ -242,7 +245,7 @@ func (r SubmitRequest) Validate(now time.Time, lim Limits) (Submission, error) {
 
 // decodeResources reads a submit's resources member: nil when absent or
 // null, else a valid declaration; its errors are *FieldError naming the
-// member ("resources.memory").
+// member ("resources.memory"), but for a duplicate key: a *DecodeError.
 func decodeResources(raw json.RawMessage) (*Resources, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -250,6 +253,9 @@ func decodeResources(raw json.RawMessage) (*Resources, error) {
 	var r Resources
 	if err := DecodeWithin("resources", raw, &r); err != nil {
 		var de *DecodeError
+		if errors.As(err, &de) && de.dup {
+			return nil, de
+		}
 		if errors.As(err, &de) {
 			return nil, &FieldError{Field: de.Path, Reason: de.Reason}
 		}

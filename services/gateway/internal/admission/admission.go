@@ -208,9 +208,15 @@ func (a *Admitter) prepare(ctx context.Context, tenant string, body []byte, now 
 	}
 	sub, err := req.Validate(now, a.set.Limits)
 	if err != nil {
-		var fe *contracts.FieldError
-		if errors.As(err, &fe) {
+		var (
+			fe *contracts.FieldError
+			de *contracts.DecodeError
+		)
+		switch {
+		case errors.As(err, &fe):
 			return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, fe.Error()))
+		case errors.As(err, &de): // a duplicate key inside a member
+			return fail(Fail(http.StatusBadRequest, contracts.CodeInvalidJSON, de.Error()))
 		}
 		return fail(Fail(http.StatusUnprocessableEntity, contracts.CodeValidation, err.Error()))
 	}
