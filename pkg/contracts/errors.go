@@ -86,6 +86,7 @@ const (
 	CodeValidation       = "validation_failed"
 	CodeUnknownKind      = "unknown_kind"
 	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeConflict         = "conflict"

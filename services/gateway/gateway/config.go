@@ -50,6 +50,10 @@ type Config struct {
 	// sees only its own. Empty: no token sees other tenants (open mode
 	// shows everything anyway).
 	OperatorTenants []string `env:"SLUICE_GATEWAY_OPERATOR_TENANTS" envOld:"SLUICE_OPERATOR_TENANTS" envSeparator:"," doc:"Tenants of SLUICE_API_TOKENS whose tokens see the whole system in GET /v1/stats (every tenant, the workers, every rejection and scale request); any other tenant sees only its own."`
+	// MetricsAuth makes GET /metrics, in token mode, need the token of an
+	// operator (OperatorTenants): the metrics show every tenant's
+	// activity. Open mode serves /metrics to anyone whatever it says.
+	MetricsAuth bool `env:"SLUICE_GATEWAY_METRICS_AUTH" envDefault:"true" doc:"In token mode, GET /metrics needs the token of a tenant of SLUICE_GATEWAY_OPERATOR_TENANTS (401 without a valid token, 403 with another tenant's): the metrics show every tenant's activity. false serves it to anyone. Open mode serves it to anyone."`
 	// DispatchDeadline is the longest a job may wait for a worker, and the
 	// deadline of a job that asks for none.
 	DispatchDeadline time.Duration `env:"SLUICE_DISPATCH_DEADLINE" envDefault:"10m" doc:"The longest a job may wait for a worker, and the dispatch deadline of a job that asks for none."`

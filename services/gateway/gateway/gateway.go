@@ -261,6 +261,7 @@ func New(cfg Config, deps Deps) (*Gateway, error) {
 
 			TenantReadLimit:  readLimit,
 			Operators:        ops,
+			MetricsAuth:      cfg.MetricsAuth,
 			MaxStreams:       cfg.MaxStreams,
 			TenantMaxStreams: cfg.TenantMaxStreams,
 		}),

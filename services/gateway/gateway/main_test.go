@@ -42,13 +42,19 @@ const (
 	tenantB = "globex"
 	tokenA  = "tok-acme-0123456789"
 	tokenB  = "tok-globex-9876543210"
+	// opsTenant is the bundles' operator (SLUICE_GATEWAY_OPERATOR_TENANTS),
+	// whose token reads /metrics.
+	opsTenant = "ops"
+	opsToken  = "tok-ops-5555555555"
 )
 
 // option changes a bundle's configuration before its gateways are built.
 type option func(*gateway.Config)
 
 // openMode runs the API without tokens.
-func openMode() option { return func(c *gateway.Config) { c.APITokens = "" } }
+func openMode() option {
+	return func(c *gateway.Config) { c.APITokens, c.OperatorTenants = "", nil }
+}
 
 // caps sets the global and per-tenant caps.
 func caps(global, tenant int) option {
@@ -81,9 +87,9 @@ func readRateLimit(perSecond float64, burst int) option {
 	return func(c *gateway.Config) { c.RateLimitTenantRead, c.RateLimitTenantReadBurst = perSecond, burst }
 }
 
-// operatorTenants sets SLUICE_GATEWAY_OPERATOR_TENANTS.
+// operatorTenants adds tenants to SLUICE_GATEWAY_OPERATOR_TENANTS.
 func operatorTenants(tenants ...string) option {
-	return func(c *gateway.Config) { c.OperatorTenants = tenants }
+	return func(c *gateway.Config) { c.OperatorTenants = append(c.OperatorTenants, tenants...) }
 }
 
 // hooks adjust how a bundle's gateways are built.
@@ -135,7 +141,8 @@ func setupWith(tb testing.TB, h hooks, opts ...option) *bundle {
 	cfg := gateway.DefaultConfig()
 	cfg.Store.DataDir = dir
 	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.APITokens = tenantA + ":" + tokenA + "," + tenantB + ":" + tokenB
+	cfg.APITokens = tenantA + ":" + tokenA + "," + tenantB + ":" + tokenB + "," + opsTenant + ":" + opsToken
+	cfg.OperatorTenants = []string{opsTenant}
 	cfg.RetryAfter = 1500 * time.Millisecond
 	cfg.ShutdownTimeout = 5 * time.Second
 	for _, o := range opts {
@@ -299,6 +306,24 @@ func (b *bundle) doOn(base string, r req) response {
 func (b *bundle) submit(token, body string) response {
 	b.tb.Helper()
 	return b.do(req{method: http.MethodPost, path: "/v1/jobs", token: token, body: body})
+}
+
+// metricsText scrapes the first gateway's /metrics, with the operator's
+// token in token mode, and wants 200.
+func (b *bundle) metricsText() string {
+	b.tb.Helper()
+	r := b.do(req{method: http.MethodGet, path: "/metrics", token: b.metricsToken()})
+	require.Equal(b.tb, http.StatusOK, r.status, string(r.body))
+	return string(r.body)
+}
+
+// metricsToken is the token that reads /metrics: the operator's in token
+// mode, none in open mode.
+func (b *bundle) metricsToken() string {
+	if b.cfg.APITokens == "" {
+		return ""
+	}
+	return opsToken
 }
 
 // job decodes a job answer.

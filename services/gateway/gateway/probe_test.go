@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/gateway/gateway"
 )
 
 func TestHealthAndReadiness(t *testing.T) {
@@ -56,7 +57,7 @@ func TestMetrics(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, b.submit(tokenA, `{"kind":"m"}`).status)
 	require.Equal(t, http.StatusTooManyRequests, b.submit(tokenA, `{"kind":"m"}`).status)
 
-	r := b.do(req{method: http.MethodGet, path: "/metrics"})
+	r := b.do(req{method: http.MethodGet, path: "/metrics", token: opsToken})
 	require.Equal(t, http.StatusOK, r.status)
 	require.True(t, strings.HasPrefix(r.header.Get("Content-Type"), "text/plain"), r.header.Get("Content-Type"))
 	text := string(r.body)
@@ -77,4 +78,28 @@ func TestMetrics(t *testing.T) {
 		require.Contains(t, text, want)
 	}
 	require.NotContains(t, text, tokenA)
+}
+
+// TestMetricsNeedAnOperatorInTokenMode: in token mode /metrics (every
+// tenant's activity) answers only an operator's token: 401 without a valid
+// token, 403 with another tenant's, unless SLUICE_GATEWAY_METRICS_AUTH is
+// false; open mode serves it to anyone. (Before, it answered anyone.)
+func TestMetricsNeedAnOperatorInTokenMode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.do(req{method: http.MethodGet, path: "/metrics"}).requireError(t, http.StatusUnauthorized, contracts.CodeUnauthorized)
+	require.NotContains(t, e.Message, "sluice_")
+	b.do(req{method: http.MethodGet, path: "/metrics", token: "not-a-token"}).requireError(t, http.StatusUnauthorized, contracts.CodeUnauthorized)
+	e = b.do(req{method: http.MethodGet, path: "/metrics", token: tokenA}).requireError(t, http.StatusForbidden, contracts.CodeForbidden)
+	require.Contains(t, e.Message, "SLUICE_GATEWAY_OPERATOR_TENANTS")
+	r := b.do(req{method: http.MethodGet, path: "/metrics", token: opsToken})
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, string(r.body), "sluice_gateway_http_requests_total")
+	require.Contains(t, string(r.body), `sluice_gateway_http_requests_total{code="403",method="GET",route="/metrics"} 1`)
+
+	off := setup(t, func(c *gateway.Config) { c.MetricsAuth = false })
+	require.Equal(t, http.StatusOK, off.do(req{method: http.MethodGet, path: "/metrics"}).status)
+
+	open := setup(t, openMode())
+	require.Equal(t, http.StatusOK, open.do(req{method: http.MethodGet, path: "/metrics"}).status)
 }

@@ -32,6 +32,16 @@ func serveFrom(h http.Handler, remoteAddr, method, path, token, body string) *ht
 	return rec
 }
 
+// tokenFor is the token a request to path needs to be answered 200 by
+// no one in particular: the operator's for /metrics in token mode, none
+// for the other unauthenticated routes.
+func tokenFor(b *bundle, path string) string {
+	if path == "/metrics" {
+		return b.metricsToken()
+	}
+	return ""
+}
+
 // recResponse turns a recorder into a response for the shared checks.
 func recResponse(rec *httptest.ResponseRecorder) response {
 	return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
@@ -81,7 +91,7 @@ func TestRateLimitTenantBurst(t *testing.T) {
 	b.submit("wrong", `{"kind":"x"}`).requireError(t, http.StatusUnauthorized, contracts.CodeUnauthorized)
 
 	// The refused submit is a rejected admission; the refused cancel is not.
-	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	text := b.metricsText()
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="http"} 2`)
 	require.Contains(t, text, `sluice_gateway_admissions_total{limit="tenant_rate",outcome="rejected"} 1`)
 	require.Contains(t, text, `sluice_gateway_admissions_total{limit="none",outcome="admitted"} 3`)
@@ -160,7 +170,7 @@ func TestRateLimitNeverOnHealthReadyMetricsOrReads(t *testing.T) {
 		requireRateLimited(t, b.doOn(base, req{method: http.MethodPost, path: "/v1/jobs", token: tokenB, body: `{"kind":"x"}`}), "ip_rate", 1000)
 		for range 20 {
 			for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
-				r := b.doOn(base, req{method: http.MethodGet, path: p})
+				r := b.doOn(base, req{method: http.MethodGet, path: p, token: tokenFor(b, p)})
 				require.Equal(t, http.StatusOK, r.status, "%s: %s", p, r.body)
 			}
 			for _, p := range []string{"/v1/stats", "/v1/jobs", "/v1/jobs/" + id} {
@@ -173,11 +183,11 @@ func TestRateLimitNeverOnHealthReadyMetricsOrReads(t *testing.T) {
 	h := b.gws[0].gw.Handler()
 	requireRateLimited(t, recResponse(serveFrom(h, "192.0.2.99:1", http.MethodPost, "/v1/jobs", tokenA, `{"kind":"x"}`)), "tenant_rate", 1000)
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
-		require.Equal(t, http.StatusOK, serveFrom(h, "192.0.2.99:1", http.MethodGet, p, "", "").Code, p)
+		require.Equal(t, http.StatusOK, serveFrom(h, "192.0.2.99:1", http.MethodGet, p, tokenFor(b, p), "").Code, p)
 	}
 	require.Equal(t, http.StatusOK, serveFrom(h, "192.0.2.99:1", http.MethodGet, "/v1/jobs/"+id, tokenA, "").Code)
 
-	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	text := b.metricsText()
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="ip_rate",transport="http"} 2`)
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="http"} 1`)
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="nats"} 0`)
@@ -246,7 +256,7 @@ func TestRateLimitNATSSubmit(t *testing.T) {
 	// Authentication still comes first.
 	require.Equal(t, http.StatusUnauthorized, b.natsSubmit(map[string]string{contracts.HeaderToken: "nope"}, `{"kind":"n"}`).Status)
 
-	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	text := b.metricsText()
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="nats"} 1`)
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_rate",transport="http"} 1`)
 	require.Contains(t, text, `sluice_gateway_admissions_total{limit="tenant_rate",outcome="rejected"} 2`)

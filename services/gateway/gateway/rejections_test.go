@@ -152,7 +152,7 @@ func TestLimitNamesAgree(t *testing.T) {
 			require.Len(t, recent, 1)
 			require.Equal(t, tc.limit, recent[0].Limit, "/v1/stats")
 
-			text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+			text := b.metricsText()
 			require.Contains(t, text, `sluice_gateway_admissions_total{limit="`+tc.limit+`",outcome="rejected"} 1`)
 			if tc.limit == contracts.LimitTenantRate || tc.limit == contracts.LimitIPRate {
 				require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="`+tc.limit+`",transport="`+transport+`"} 1`)

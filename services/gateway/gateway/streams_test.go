@@ -87,7 +87,7 @@ func TestTenantStreamShare(t *testing.T) {
 		return status == http.StatusOK
 	})
 
-	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	text := b.metricsText()
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_streams",transport="http"}`)
 }
 
@@ -135,10 +135,10 @@ func TestReadRateLimit(t *testing.T) {
 
 	for range 20 {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics", "/", "/openapi.json"} {
-			require.Equal(t, http.StatusOK, b.do(req{method: http.MethodGet, path: p}).status, p)
+			require.Equal(t, http.StatusOK, b.do(req{method: http.MethodGet, path: p, token: tokenFor(b, p)}).status, p)
 		}
 	}
-	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	text := b.metricsText()
 	require.Contains(t, text, `sluice_gateway_rate_limited_total{limit="tenant_read_rate",transport="http"} 6`)
 }
 

@@ -137,3 +137,16 @@ func (a *api) authed(h tenantHandler) http.Handler {
 		h(w, r, tenant)
 	})
 }
+
+// operatorOnly lets through a request of an operator tenant (Operators)
+// and answers any other tenant 403.
+func (a *api) operatorOnly(next http.Handler) tenantHandler {
+	return func(w http.ResponseWriter, r *http.Request, tenant string) {
+		if !a.Operators[tenant] {
+			writeError(w, http.StatusForbidden, contracts.CodeForbidden,
+				"this route needs an operator's token (SLUICE_GATEWAY_OPERATOR_TENANTS)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	}
+}

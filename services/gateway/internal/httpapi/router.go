@@ -9,8 +9,9 @@
 // tenant_rate); the authenticated read routes per tenant, in a bucket of
 // their own (limit tenant_read_rate); each tenant holds at most its share
 // of the open event streams (429, limit tenant_streams). Health,
-// readiness, metrics, the OpenAPI document and the dashboard's page are
-// never rate limited and need no token.
+// readiness, the OpenAPI document and the dashboard's page are never rate
+// limited and need no token; in token mode /metrics needs an operator's
+// token (unless MetricsAuth is off).
 package httpapi
 
 import (
@@ -76,6 +77,9 @@ type Deps struct {
 	// (every tenant's counts, the workers, every rejection and scale
 	// request); any other tenant sees its own in token mode.
 	Operators map[string]bool
+	// MetricsAuth makes /metrics, in token mode, answer only an
+	// operator's token (401 without a valid token, 403 with another's).
+	MetricsAuth bool
 	// IPLimit rate-limits submits and cancels per client IP (nil = off).
 	IPLimit *ratelimit.Limiter
 	// TrustedProxies may name the client in X-Forwarded-For (nil = none:
@@ -156,7 +160,12 @@ func New(d Deps) *Handler {
 		d.Probe.Register(mux)
 	}
 	if d.Gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{}))
+		var metrics http.Handler = promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{})
+		if d.MetricsAuth && !d.Auth.Open() {
+			// Every tenant's activity: for operators only.
+			metrics = a.authed(a.operatorOnly(metrics))
+		}
+		mux.Handle("GET /metrics", metrics)
 	}
 	return &Handler{Handler: a.instrument(router{mux: mux.ServeMux}), routes: mux.patterns}
 }
