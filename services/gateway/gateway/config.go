@@ -114,11 +114,12 @@ type Config struct {
 	RateLimitTenantRead float64 `env:"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ" envOld:"SLUICE_RATE_LIMIT_TENANT_READ" envDefault:"200" doc:"The HTTP read routes (GET /v1/jobs, /v1/jobs/{id}, the event streams, /v1/stats) per tenant, in requests per second. Health, readiness, metrics and the dashboard's page are never limited. 0 = off."`
 	// RateLimitTenantReadBurst is the per-tenant read bucket size.
 	RateLimitTenantReadBurst int `env:"SLUICE_GATEWAY_RATE_LIMIT_TENANT_READ_BURST" envOld:"SLUICE_RATE_LIMIT_TENANT_READ_BURST" envDefault:"400" doc:"The per-tenant read bucket size."`
-	// RateLimitIP is the token-bucket rate of HTTP submits and cancels per
-	// client IP (the connection's address, or X-Forwarded-For when the
-	// connection comes from TrustedProxies; an IPv6 client counts by its
-	// /64), in requests per second; 0 = off.
-	RateLimitIP float64 `env:"SLUICE_GATEWAY_RATE_LIMIT_IP" envOld:"SLUICE_RATE_LIMIT_IP" envDefault:"100" doc:"HTTP submits and cancels per client IP (X-Forwarded-For from SLUICE_GATEWAY_TRUSTED_PROXIES only; an IPv6 client counts by its /64), in requests per second. 0 = off."`
+	// RateLimitIP is the token-bucket rate of HTTP submits and cancels,
+	// and of the other requests that fail authentication (reads,
+	// /metrics), per client IP (the connection's address, or
+	// X-Forwarded-For when the connection comes from TrustedProxies; an
+	// IPv6 client counts by its /64), in requests per second; 0 = off.
+	RateLimitIP float64 `env:"SLUICE_GATEWAY_RATE_LIMIT_IP" envOld:"SLUICE_RATE_LIMIT_IP" envDefault:"100" doc:"HTTP submits and cancels, and any other request that fails authentication (reads, /metrics), per client IP (X-Forwarded-For from SLUICE_GATEWAY_TRUSTED_PROXIES only; an IPv6 client counts by its /64), in requests per second. 0 = off."`
 	// RateLimitIPBurst is the per-IP bucket size.
 	RateLimitIPBurst int `env:"SLUICE_GATEWAY_RATE_LIMIT_IP_BURST" envOld:"SLUICE_RATE_LIMIT_IP_BURST" envDefault:"200" doc:"The per-IP bucket size."`
 	// RateLimitShare is how often a gateway tells the others what its rate

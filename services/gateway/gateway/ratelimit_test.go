@@ -372,3 +372,32 @@ func TestRateLimitConfig(t *testing.T) {
 		require.Contains(t, err.Error(), tc.variable, "%s=%s", tc.variable, tc.value)
 	}
 }
+
+// TestUnauthenticatedReadsCountPerIP: a GET that fails authentication (no
+// token, an unknown one), on the read routes and /metrics, counts against
+// the client's per-IP limit (429 ip_rate past it), while authenticated
+// reads do not. (Before, reads with bad tokens were never limited per IP:
+// token guessing went unbounded through them.)
+func TestUnauthenticatedReadsCountPerIP(t *testing.T) {
+	t.Parallel()
+	b := setup(t, rateLimits(0, 0, 0.001, 3))
+	h := b.gws[0].gw.Handler()
+	const guesser = "198.51.100.7:1"
+	guesses := []struct{ path, token string }{
+		{"/v1/jobs", ""}, {"/v1/stats", "guess-1"}, {"/metrics", "guess-2"},
+	}
+	for _, g := range guesses {
+		r := recResponse(serveFrom(h, guesser, http.MethodGet, g.path, g.token, ""))
+		r.requireError(t, http.StatusUnauthorized, contracts.CodeUnauthorized)
+	}
+	for _, g := range append(guesses, struct{ path, token string }{"/v1/jobs/x1", "guess-3"}) {
+		requireRateLimited(t, recResponse(serveFrom(h, guesser, http.MethodGet, g.path, g.token, "")), "ip_rate", 1000)
+	}
+	// A guess that happens to be right still goes through: the bucket
+	// counts failures, not the tenants' reads.
+	for range 5 {
+		require.Equal(t, http.StatusOK, serveFrom(h, guesser, http.MethodGet, "/v1/jobs", tokenA, "").Code)
+	}
+	// Another client has its own bucket.
+	require.Equal(t, http.StatusUnauthorized, serveFrom(h, "198.51.100.8:1", http.MethodGet, "/v1/jobs", "guess-4", "").Code)
+}

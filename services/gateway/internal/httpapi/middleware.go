@@ -116,8 +116,16 @@ func (a *api) instrument(next http.Handler) http.Handler {
 type tenantHandler func(w http.ResponseWriter, r *http.Request, tenant string)
 
 // authed resolves the request's tenant from its bearer token (or the
-// default tenant in open mode) and answers 401 when it cannot.
-func (a *api) authed(h tenantHandler) http.Handler {
+// default tenant in open mode) and answers 401 when it cannot. A request
+// it cannot authenticate counts against its client's per-IP rate limit
+// (429 ip_rate past it), so token guessing through the read routes and
+// /metrics is limited as through the writing ones.
+func (a *api) authed(h tenantHandler) http.Handler { return a.authedCharging(h, true) }
+
+// authedCharging is authed; chargeIP false leaves out the per-IP charge
+// of a failed authentication, for routes that charged every request
+// before (ipLimited).
+func (a *api) authedCharging(h tenantHandler, chargeIP bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		values := r.Header.Values("Authorization")
 		var header string
@@ -129,6 +137,12 @@ func (a *api) authed(h tenantHandler) http.Handler {
 			err = auth.ErrUnauthorized // two credentials: trust neither
 		}
 		if err != nil {
+			if chargeIP && a.IPLimit != nil {
+				if ok, wait := a.IPLimit.Allow(a.clientKey(r)); !ok {
+					a.rateLimited(w, "", metrics.LimitIPRate, wait)
+					return
+				}
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 			writeError(w, http.StatusUnauthorized, contracts.CodeUnauthorized, msgUnauthorized)
 			return

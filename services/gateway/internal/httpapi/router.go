@@ -138,9 +138,11 @@ func New(d Deps) *Handler {
 	// The reading /v1 routes are rate limited per tenant in a bucket of
 	// their own, so reads (a dashboard, pollers, event streams) never use
 	// up a tenant's submits, and a read flood never stalls the store for
-	// the other tenants. Health, readiness, metrics, the OpenAPI document
-	// and the dashboard's page are never rate limited.
-	write := func(h tenantHandler) http.Handler { return a.ipLimited(a.authed(a.tenantLimited(h))) }
+	// the other tenants. A read that fails authentication counts against
+	// the per-IP limit (authed), so nobody guesses tokens through the
+	// reads either. Health, readiness, an operator's metrics, the OpenAPI
+	// document and the dashboard's page are never rate limited.
+	write := func(h tenantHandler) http.Handler { return a.ipLimited(a.authedCharging(a.tenantLimited(h), false)) }
 	read := func(h tenantHandler) http.Handler { return a.authed(a.tenantReadLimited(h)) }
 	mux.Handle(patternSubmit, write(a.submit))
 	mux.Handle(patternSubmitBatch, write(a.submitBatch))
