@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -375,18 +376,69 @@ func TestHostileNATSReplySubjects(t *testing.T) {
 		tok("internal result subject", tokenA, contracts.ResultSubject("w1")),
 		tok("a worker's offer subject", tokenA, contracts.WorkerOfferSubject("w-1")),
 		tok("the JetStream API", tokenA, "$JS.API.STREAM.PURGE."+contracts.StreamName),
-		tok("another tenant's inbox", tokenA, contracts.TenantInboxPrefix(tenantB)+".r1"),
 		tok("another tenant's event subject", tokenA, contracts.EventSubject(tenantB, "j1")),
 		tok("a service's inbox", tokenA, contracts.ServiceInboxPrefix(bus.InternalUser, "n1")+".r1"),
 		tok("the default inbox in token mode", tokenA, contracts.DefaultInboxPrefix+".r1"),
 		tok("the own prefix alone", tokenA, contracts.TenantInboxPrefix(tenantA)),
-		tok("the own prefix inside a longer token", tokenA, contracts.TenantInboxPrefix(tenantA)+"x.r1"),
 		tok("no reply subject", tokenA, ""),
 		tok("no token, internal subject", "", contracts.SubjectRequeue),
 		tok("wrong token, internal subject", "tok-acme-0123456788", contracts.SubjectRequeue),
 		tok("wrong token, a service's inbox", "tok-acme-0123456788", contracts.ServiceInboxPrefix(bus.InternalUser, "n1")+".r2"),
 	}
 	requireRepliesRefused(t, b, map[string]string{contracts.HeaderToken: tokenA}, rows)
+}
+
+// TestNATSTokenOfAnotherTenantIsUnknown: over NATS, a valid token of
+// another tenant than the caller's (its reply subject in the caller's
+// inbox) gets the very answer an unknown token or no token gets: the same
+// subject, body and headers, and nothing admitted. (Before, it got
+// silence where an unknown token got a 401: a token oracle.)
+func TestNATSTokenOfAnotherTenantIsUnknown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bodies := map[string]string{
+		contracts.SubjectSubmit:      `{"kind":"x"}`,
+		contracts.SubjectSubmitBatch: `{"jobs":[{"kind":"x"}]}`,
+	}
+	// ask sends a request with token from a client whose inbox is
+	// inbox's, and returns the answer (nil after a second of silence).
+	ask := func(subject, token, inbox string) *nats.Msg {
+		reply := inbox + "." + nats.NewInbox()[len(nats.InboxPrefix):]
+		sub, err := b.nc.SubscribeSync(reply)
+		require.NoError(t, err)
+		defer func() { _ = sub.Unsubscribe() }()
+		m := &nats.Msg{Subject: subject, Reply: reply, Data: []byte(bodies[subject]), Header: nats.Header{}}
+		if token != "" {
+			m.Header.Set(contracts.HeaderToken, token)
+		}
+		require.NoError(t, b.nc.PublishMsg(m))
+		got, err := sub.NextMsg(time.Second)
+		if err != nil {
+			return nil
+		}
+		require.Equal(t, reply, got.Subject)
+		return got
+	}
+	before := b.snap()
+	for _, subject := range []string{contracts.SubjectSubmit, contracts.SubjectSubmitBatch} {
+		// acmex: a tenant whose name starts with another's.
+		for _, inbox := range []string{contracts.TenantInboxPrefix(tenantA), contracts.TenantInboxPrefix(tenantB), contracts.TenantInboxPrefix(tenantA) + "x"} {
+			unknown := ask(subject, "tok-not-a-token-000", inbox)
+			require.NotNil(t, unknown, "%s: an unknown token is answered", subject)
+			require.Contains(t, string(unknown.Data), `"status":401`)
+			for _, token := range []string{"", tokenA, tokenB} {
+				if inbox == contracts.TenantInboxPrefix(tenantA) && token == tokenA ||
+					inbox == contracts.TenantInboxPrefix(tenantB) && token == tokenB {
+					continue // the caller's own token
+				}
+				got := ask(subject, token, inbox)
+				require.NotNil(t, got, "%s: token %q from %s got no answer", subject, token, inbox)
+				require.Equal(t, string(unknown.Data), string(got.Data), "%s: token %q from %s", subject, token, inbox)
+				require.Equal(t, unknown.Header, got.Header, "%s: token %q from %s", subject, token, inbox)
+			}
+		}
+	}
+	require.Equal(t, before, b.snap(), "a refused request admitted something")
 }
 
 // TestHostileNATSReplySubjectsOpenMode: without tokens, a request naming

@@ -93,7 +93,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"transport", "limit"}),
 		repliesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_nats_replies_refused_total",
-			Help: "NATS API requests refused because their reply subject is outside the caller's inbox (neither admitted nor answered), by API subject.",
+			Help: "NATS API requests refused because their reply subject is outside the caller's inbox, by API subject: neither admitted nor answered, or (a tenant's token from another tenant's inbox) answered 401 as an unknown token is.",
 		}, []string{"subject"}),
 	}
 	for _, c := range []prometheus.Collector{m.admissions, m.httpRequests, m.httpDuration, m.publishFailures, m.rateLimited, m.repliesRefused} {

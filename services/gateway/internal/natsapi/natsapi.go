@@ -115,8 +115,8 @@ func (a *API) Serve(ctx context.Context) error {
 func (a *API) handle(ctx context.Context, req micro.Request) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	tenant, refused := a.identify(req)
-	if !a.replyAllowed(req, contracts.SubjectSubmit, tenant) {
+	tenant, refused, ok := a.answerable(req, contracts.SubjectSubmit)
+	if !ok {
 		return
 	}
 	if refused == nil {
@@ -157,13 +157,20 @@ func (a *API) identify(req micro.Request) (string, *admission.Outcome) {
 	tenant, err := a.auth.NATSTenant(token, h.Get(contracts.HeaderTenant))
 	switch {
 	case errors.Is(err, auth.ErrUnauthorized):
-		return refuse(admission.Fail(http.StatusUnauthorized, contracts.CodeUnauthorized,
-			"a valid API token is required in the "+contracts.HeaderToken+" header"))
+		return refuse(unauthorized())
 	case err != nil:
 		return refuse(admission.Fail(http.StatusBadRequest, contracts.CodeBadRequest,
 			"the "+contracts.HeaderTenant+" header must be 1-64 letters, digits, '_', '.' or '-'"))
 	}
 	return tenant, nil
+}
+
+// unauthorized is the answer to a request without a valid token, and to
+// one whose token's tenant is not the caller's (answerable): one answer
+// for both, so that neither tells a token of another tenant from no token.
+func unauthorized() admission.Outcome {
+	return admission.Fail(http.StatusUnauthorized, contracts.CodeUnauthorized,
+		"a valid API token is required in the "+contracts.HeaderToken+" header")
 }
 
 // limit applies tenant's rate limit and checks the request's size; a
@@ -190,8 +197,8 @@ func (a *API) limit(req micro.Request, tenant string) *admission.Outcome {
 func (a *API) handleBatch(ctx context.Context, req micro.Request) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	tenant, refused := a.identify(req)
-	if !a.replyAllowed(req, contracts.SubjectSubmitBatch, tenant) {
+	tenant, refused, ok := a.answerable(req, contracts.SubjectSubmitBatch)
+	if !ok {
 		return
 	}
 	if refused == nil {
