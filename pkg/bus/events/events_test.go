@@ -194,3 +194,20 @@ func sameBucket(t *testing.T, tenant, id string) string {
 	t.Fatal("no job id shares the bucket")
 	return ""
 }
+
+// TestLastJobSeq: the newest event on a job's subject, whatever other
+// tenants published after it; 0 for a subject with none.
+func TestLastJobSeq(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	seq, err := events.LastJobSeq(t.Context(), b.js, "acme", "j1")
+	require.NoError(t, err)
+	require.Zero(t, seq)
+	b.pub.Publish(stateEvent("acme", "j1", contracts.StatePending, 0))
+	b.pub.Publish(stateEvent("other", "j1", contracts.StatePending, 0))
+	b.pub.Publish(stateEvent("other", "j2", contracts.StatePending, 0))
+	waitSeq(t, b, 3)
+	seq, err = events.LastJobSeq(t.Context(), b.js, "acme", "j1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), seq)
+}

@@ -150,6 +150,26 @@ func LastSeq(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
+// LastJobSeq returns the sequence of the newest event on the subject of
+// job jobID (of tenant, contracts.EventSubject), 0 when the stream holds
+// none. The subject is shared by some of the tenant's jobs and by no
+// other tenant's, so, unlike LastSeq, the answer says nothing of other
+// tenants' events: it is what an event id given to the tenant may carry.
+func LastJobSeq(ctx context.Context, js jetstream.JetStream, tenant, jobID string) (uint64, error) {
+	s, err := EnsureStream(ctx, js)
+	if err != nil {
+		return 0, err
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, contracts.EventSubject(tenant, jobID))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("events: last event of job %s: %w", jobID, err)
+	}
+	return msg.Sequence, nil
+}
+
 // maxScan bounds the stream reads of one JobEventAfter: past it the
 // answer is "yes", which costs the caller one more snapshot, never a
 // missed event.

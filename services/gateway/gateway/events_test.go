@@ -15,6 +15,9 @@ import (
 	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/client/sse"
 	"github.com/sluicehq/sluice/pkg/contracts"
+	"github.com/sluicehq/sluice/services/gateway/internal/auth"
+	"github.com/sluicehq/sluice/services/gateway/internal/eventid"
+	"github.com/sluicehq/sluice/services/gateway/internal/httpapi"
 )
 
 // readEvents GETs an event stream with token and the given headers and
@@ -46,6 +49,14 @@ func (b *bundle) readEvents(path, token string, header map[string]string) (int, 
 		require.NoError(b.tb, err, "the stream of a final job ends by itself")
 		out = append(out, ev)
 	}
+}
+
+// eventIDs is the codec of the bundle's event ids.
+func (b *bundle) eventIDs() *eventid.Codec {
+	b.tb.Helper()
+	au, err := auth.Parse(b.cfg.APITokens)
+	require.NoError(b.tb, err)
+	return httpapi.EventIDs(au)
 }
 
 // publishState publishes job's state event as the scheduler would and
@@ -83,6 +94,11 @@ func TestEventsOfAFinishedJob(t *testing.T) {
 	after := b.publishState(b.start(other.ID, "w-1"))
 	path := "/v1/jobs/" + job.ID + "/events"
 
+	ids := b.eventIDs()
+	newest, err := events.LastJobSeq(t.Context(), b.js, tenantA, job.ID)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, newest, final)
+
 	status, evs := b.readEvents(path, tokenA, nil)
 	require.Equal(t, http.StatusOK, status)
 	require.Len(t, evs, 1, "one snapshot, then the end")
@@ -91,29 +107,76 @@ func TestEventsOfAFinishedJob(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(evs[0].Data), &snap))
 	require.Equal(t, job.ID, snap.ID)
 	require.Equal(t, contracts.StateSucceeded, snap.State)
-	require.Equal(t, strconv.FormatUint(after, 10), evs[0].ID, "the snapshot carries the newest event id")
+	require.Equal(t, ids.ID(tenantA, newest), evs[0].ID, "the snapshot carries the id of the job subject's newest event")
 
-	// A reconnect after the snapshot, or after the final event: 204.
-	for _, id := range []uint64{after, final} {
-		status, _ = b.readEvents(path, tokenA, map[string]string{"Last-Event-ID": strconv.FormatUint(id, 10)})
-		require.Equal(t, http.StatusNoContent, status, "Last-Event-ID %d", id)
+	// A reconnect after the snapshot, after the final event, or after a
+	// later event of the tenant: 204.
+	for _, seq := range []uint64{newest, final, after} {
+		status, _ = b.readEvents(path, tokenA, map[string]string{"Last-Event-ID": ids.ID(tenantA, seq)})
+		require.Equal(t, http.StatusNoContent, status, "Last-Event-ID of %d", seq)
 	}
-	status, _ = b.readEvents(path+"?since="+strconv.FormatUint(final, 10), tokenA, nil)
+	status, _ = b.readEvents(path+"?since="+ids.ID(tenantA, final), tokenA, nil)
 	require.Equal(t, http.StatusNoContent, status)
 
-	// A reconnect before the final event: the final snapshot, then the end.
+	// A reconnect before the final event, or with an id that is not the
+	// tenant's (from now on): the final snapshot, then the end.
 	for _, h := range []map[string]string{
-		{"Last-Event-ID": strconv.FormatUint(running, 10)},
+		{"Last-Event-ID": ids.ID(tenantA, running)},
 		{"Last-Event-ID": "0"},
+		{"Last-Event-ID": ids.ID(tenantB, final)},
 	} {
 		status, evs = b.readEvents(path, tokenA, h)
 		require.Equal(t, http.StatusOK, status, h)
 		require.Len(t, evs, 1, h)
 		require.Equal(t, contracts.EventSnapshot, evs[0].Type)
-		require.Equal(t, strconv.FormatUint(after, 10), evs[0].ID)
+		require.Equal(t, ids.ID(tenantA, newest), evs[0].ID)
+	}
+	// A since that is not the tenant's id: 400.
+	for _, since := range []string{strconv.FormatUint(final, 10), ids.ID(tenantB, final), "x"} {
+		status, _ = b.readEvents(path+"?since="+since, tokenA, nil)
+		require.Equal(t, http.StatusBadRequest, status, since)
 	}
 
 	// Another tenant still sees nothing of it.
 	status, _ = b.readEvents(path, tokenB, nil)
 	require.Equal(t, http.StatusNotFound, status)
+}
+
+// TestEventIDsTellNothingOfOtherTenants: what a tenant's event streams
+// answer does not change with other tenants' activity, and a bad ?since=
+// names no number. (Before, event ids were the stream's sequence, which
+// counts every tenant's events: a final job's snapshot carried the newest
+// sequence of the whole stream, and ?since= past it answered "the newest
+// is N".)
+func TestEventIDsTellNothingOfOtherTenants(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := events.EnsureStream(t.Context(), b.js)
+	require.NoError(t, err)
+	job := b.submit(tokenA, `{"kind":"watched"}`).job(t)
+	b.publishState(b.finish(job.ID))
+	path := "/v1/jobs/" + job.ID + "/events"
+	status, before := b.readEvents(path, tokenA, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Len(t, before, 1)
+	_, err = strconv.ParseUint(before[0].ID, 10, 64)
+	require.Error(t, err, "an event id is no sequence number: %q", before[0].ID)
+
+	// Another tenant works; the stream grows.
+	var last uint64
+	for range 5 {
+		other := b.submit(tokenB, `{"kind":"busy"}`).job(t)
+		last = b.publishState(b.start(other.ID, "w-1"))
+	}
+	status, after := b.readEvents(path, tokenA, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, before[0].ID, after[0].ID, "another tenant's events changed what acme sees")
+
+	// A since past the newest event, or made up: one 400, no number.
+	for _, since := range []string{"1", strconv.FormatUint(last, 10), strconv.FormatUint(last+1, 10), "999999", b.eventIDs().ID(tenantB, last)} {
+		for _, p := range []string{"/v1/events?since=" + since, path + "?since=" + since} {
+			e := b.do(req{method: http.MethodGet, path: p, token: tokenA}).requireError(t, http.StatusBadRequest, contracts.CodeBadRequest)
+			require.NotRegexp(t, `[0-9]`, e.Message, p)
+		}
+	}
 }

@@ -51,7 +51,7 @@ func TestRunUsage(t *testing.T) {
 		{name: "ls with --all and --cursor", args: []string{"ls", "--all", "--cursor", "x"}, code: ExitUsage, stderr: "do not go together"},
 		{name: "ls with an argument", args: []string{"ls", "pending"}, code: ExitUsage, stderr: "unexpected argument"},
 		{name: "watch --all with an id", args: []string{"watch", "--all", testID}, code: ExitUsage, stderr: "give no id"},
-		{name: "watch --since not a number", args: []string{"watch", "--since", "x"}, code: ExitUsage, stderr: "--since"},
+		{name: "watch --since not an event id", args: []string{"watch", "--since", "a b"}, code: ExitUsage, stderr: "--since"},
 		{name: "cancel without id", args: []string{"cancel"}, code: ExitUsage, stderr: "missing argument"},
 		{name: "stats with an argument", args: []string{"stats", "x"}, code: ExitUsage, stderr: "unexpected argument"},
 		{name: "bad URL", args: []string{"--url", "ftp://x", "stats"}, code: ExitUsage, stderr: "must start with http:// or https://"},

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/client/sse"
@@ -18,7 +17,7 @@ import (
 var cmdWatch = &command{
 	name:    "watch",
 	summary: "follow a job to its end, or every job of your tenant",
-	usage:   "watch <id> [--json] | watch [--all] [--since SEQ] [--json]",
+	usage:   "watch <id> [--json] | watch [--all] [--since EVENT-ID] [--json]",
 	help: `
 watch <id> follows one job until it ends: a live progress bar on a
 terminal (state changes as lines above it), one line per change otherwise.
@@ -28,7 +27,8 @@ them. The exit code is the job's outcome.
 
 watch (or watch --all) follows every job of your tenant, one line per
 change (with --json, one JSON event per line), until interrupted; it
-starts with new changes, or after event SEQ with --since.
+starts with new changes, or with --since after the event of EVENT-ID (an
+opaque id an event stream of your tenant sent, its "id:" field).
 
 If the event stream drops, watch reconnects where it left off; if the
 server has no event stream, watch <id> polls the job instead.
@@ -42,7 +42,7 @@ be reached. 2 usage.`,
 func runWatch(ctx context.Context, inv *invocation, args []string) (int, error) {
 	fs := inv.flagSet()
 	all := fs.Bool("all", false, "follow every job of your tenant (the default without an id)")
-	since := fs.String("since", "", "with --all: start after this event sequence number")
+	since := fs.String("since", "", "with --all: start after the event with this id")
 	pos, err := inv.parse(fs, args, 0, 1)
 	if err != nil {
 		return 0, err
@@ -56,10 +56,8 @@ func runWatch(ctx context.Context, inv *invocation, args []string) (int, error) 
 		}
 		return followJob(ctx, inv, pos[0], true)
 	}
-	if *since != "" {
-		if _, err := strconv.ParseUint(*since, 10, 64); err != nil {
-			return 0, &usageError{fmt.Sprintf("--since: %q is not an event sequence number", *since)}
-		}
+	if *since != "" && !eventIDText(*since) {
+		return 0, &usageError{fmt.Sprintf("--since: %q is not an event id", *since)}
 	}
 	c, err := inv.client()
 	if err != nil {
@@ -201,3 +199,17 @@ func (tw *tenantWatcher) read(ctx context.Context, body io.ReadCloser, lastID *s
 
 // eventsURL is the path of one job's event stream.
 func eventsURL(id string) string { return "/v1/jobs/" + url.PathEscape(id) + "/events" }
+
+// eventIDText reports whether s can be an event id: 1-128 visible ASCII
+// characters. The ids are opaque; the server says whether it sent one.
+func eventIDText(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}

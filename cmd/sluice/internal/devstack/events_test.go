@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ import (
 
 // sseEvent is one Server-Sent Event as a test reads it.
 type sseEvent struct {
-	ID   uint64
+	ID   string // opaque
 	Type string
 	Data string
 }
@@ -57,7 +56,7 @@ func (b *bundle) openSSE(ctx context.Context, path string, header http.Header) (
 				}
 				ev = sseEvent{}
 			case strings.HasPrefix(line, "id: "):
-				ev.ID, _ = strconv.ParseUint(strings.TrimPrefix(line, "id: "), 10, 64)
+				ev.ID = strings.TrimPrefix(line, "id: ")
 			case strings.HasPrefix(line, "event: "):
 				ev.Type = strings.TrimPrefix(line, "event: ")
 			case strings.HasPrefix(line, "data: "):
@@ -116,7 +115,8 @@ func TestJobEventsFromSnapshotToFinalState(t *testing.T) {
 	var lastClaim int64
 	lastID := got[0].ID
 	for _, ev := range got[1:] {
-		require.Greater(t, ev.ID, lastID, "event ids grow")
+		require.NotEmpty(t, ev.ID)
+		require.NotEqual(t, lastID, ev.ID, "each event has an id of its own")
 		lastID = ev.ID
 		e := decodeEvent(t, ev)
 		require.Equal(t, job.ID, e.JobID)
@@ -164,8 +164,8 @@ func TestJobEventsOfAFinishedJob(t *testing.T) {
 	last := got[len(got)-1]
 	require.Equal(t, contracts.StateSucceeded, decodeEvent(t, last).State)
 
-	reconnect := func(id uint64) *http.Response {
-		ch, resp := b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", http.Header{"Last-Event-Id": {strconv.FormatUint(id, 10)}})
+	reconnect := func(id string) *http.Response {
+		ch, resp := b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", http.Header{"Last-Event-Id": {id}})
 		require.Nil(t, ch)
 		return resp
 	}
@@ -189,21 +189,28 @@ func TestSinceMustNameAnIssuedEventID(t *testing.T) {
 	job := b.mustSubmit("sleep", map[string]int{"ms": 0})
 	b.waitFinal(job.ID, 20*time.Second)
 
-	for _, path := range []string{"/v1/events?since=999999", "/v1/jobs/" + job.ID + "/events?since=999999"} {
+	// Event ids are opaque: a number (such as a stream sequence) is none.
+	for _, path := range []string{"/v1/events?since=999999", "/v1/events?since=1", "/v1/jobs/" + job.ID + "/events?since=999999"} {
 		ch, resp := b.openSSE(t.Context(), path, nil)
 		require.Nil(t, ch, path)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, path)
 	}
-	// An id the stream issued resumes after it.
+	// An id the stream issued (the finished job's snapshot carries one)
+	// resumes after it: the next job's first event comes next.
+	ch, resp := b.openSSE(t.Context(), "/v1/jobs/"+job.ID+"/events", nil)
+	require.NotNil(t, ch, "status %d", resp.StatusCode)
+	got := readAll(t, ch, 20*time.Second)
+	require.Len(t, got, 1)
+	next := b.mustSubmit("sleep", map[string]int{"ms": 0})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ch, resp := b.openSSE(ctx, "/v1/events?since=1", nil)
+	ch, resp = b.openSSE(ctx, "/v1/events?since="+got[0].ID, nil)
 	require.NotNil(t, ch, "status %d", resp.StatusCode)
 	select {
 	case ev := <-ch:
-		require.Equal(t, uint64(2), ev.ID)
+		require.Equal(t, next.ID, decodeEvent(t, ev).JobID)
 	case <-time.After(10 * time.Second):
-		t.Fatal("no event after since=1")
+		t.Fatal("no event after the snapshot's id")
 	}
 }
 
@@ -213,7 +220,7 @@ func TestJobEventsOfUnknownJobIs404(t *testing.T) {
 	ch, resp := b.openSSE(t.Context(), "/v1/jobs/nosuchjob/events", nil)
 	require.Nil(t, ch)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
-	ch, resp = b.openSSE(t.Context(), "/v1/events", http.Header{"Last-Event-Id": {"minus-one"}})
+	ch, resp = b.openSSE(t.Context(), "/v1/events?since=minus-one", nil)
 	require.Nil(t, ch)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }
@@ -282,7 +289,7 @@ func TestTenantEventsFollowEveryJobAndResume(t *testing.T) {
 	// Resuming after the first event replays the rest, in the same order.
 	rctx, rcancel := context.WithCancel(t.Context())
 	defer rcancel()
-	rch, resp := b.openSSE(rctx, "/v1/events", http.Header{"Last-Event-Id": {strconv.FormatUint(all[0].ID, 10)}})
+	rch, resp := b.openSSE(rctx, "/v1/events", http.Header{"Last-Event-Id": {all[0].ID}})
 	require.NotNil(t, rch, "status %d", resp.StatusCode)
 	for i, want := range all[1:] {
 		select {

@@ -12,6 +12,8 @@
 package auth
 
 import (
+	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -140,6 +142,24 @@ func (a *Authenticator) Lookup(token string) (string, bool) {
 		return "", false
 	}
 	return a.entries[found].tenant, true
+}
+
+// Key derives a secret key for purpose from the configured tokens (HMAC-
+// SHA-256 keyed by their digests in sorted order): every gateway with the
+// same SLUICE_API_TOKENS, in any order, derives the same key, and nobody
+// who lacks one of the tokens can. In open mode it is a fixed key, as
+// open mode keeps nothing from anyone.
+func (a *Authenticator) Key(purpose string) [sha256.Size]byte {
+	var digests [][]byte
+	if a != nil {
+		for _, e := range a.entries {
+			digests = append(digests, e.digest[:])
+		}
+	}
+	slices.SortFunc(digests, bytes.Compare)
+	mac := hmac.New(sha256.New, bytes.Join(digests, nil))
+	mac.Write([]byte("sluice\x00" + purpose))
+	return [sha256.Size]byte(mac.Sum(nil))
 }
 
 // BearerToken extracts the token of an "Authorization: Bearer <token>"

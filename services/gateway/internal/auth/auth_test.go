@@ -118,3 +118,20 @@ func TestTenants(t *testing.T) {
 	_, err = open.NATSTenant("", "../x")
 	require.ErrorIs(t, err, ErrBadTenant)
 }
+
+// TestKey: the key depends on the set of tokens (not their order, not
+// the purpose's neighbours) and on the purpose.
+func TestKey(t *testing.T) {
+	t.Parallel()
+	parse := func(spec string) *Authenticator {
+		a, err := Parse(spec)
+		require.NoError(t, err)
+		return a
+	}
+	ab := parse("a:tok-a-1,b:tok-b-1")
+	require.Equal(t, ab.Key("x"), parse(" b:tok-b-1 , a:tok-a-1").Key("x"), "order does not matter")
+	require.NotEqual(t, ab.Key("x"), ab.Key("y"), "each purpose its own key")
+	require.NotEqual(t, ab.Key("x"), parse("a:tok-a-1,b:tok-b-2").Key("x"), "another token, another key")
+	require.NotEqual(t, ab.Key("x"), parse("a:tok-a-1").Key("x"))
+	require.Equal(t, parse("").Key("x"), (*Authenticator)(nil).Key("x"), "open mode: one fixed key")
+}

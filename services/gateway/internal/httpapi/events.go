@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/bus/events"
 	"github.com/sluicehq/sluice/pkg/client/sse"
 	"github.com/sluicehq/sluice/pkg/contracts"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/services/gateway/internal/eventid"
 )
 
 // Server-Sent Events timings.
@@ -34,20 +34,22 @@ const (
 	sseWriteTimeout = 10 * time.Second
 )
 
-// sseStream writes Server-Sent Events to one client.
+// sseStream writes Server-Sent Events to one client of tenant.
 type sseStream struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	ids    *eventid.Codec
+	tenant string
 }
 
 // startSSE answers 200 with the event-stream headers. The server's write
 // timeout would end a long stream, so each write gets its own deadline.
-func startSSE(w http.ResponseWriter) (*sseStream, error) {
+func (a *api) startSSE(w http.ResponseWriter, tenant string) (*sseStream, error) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	s := &sseStream{w: w, rc: http.NewResponseController(w)}
+	s := &sseStream{w: w, rc: http.NewResponseController(w), ids: a.eventIDs, tenant: tenant}
 	if err := s.deadline(); err != nil {
 		return nil, err
 	}
@@ -58,8 +60,9 @@ func startSSE(w http.ResponseWriter) (*sseStream, error) {
 	return s, s.flush()
 }
 
-// send writes one event: its id (a stream sequence), type and JSON data.
-func (s *sseStream) send(id uint64, event string, v any) error {
+// send writes one event: its id (the tenant's id of stream sequence
+// seq), type and JSON data.
+func (s *sseStream) send(seq uint64, event string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("sse: encode %s: %w", event, err)
@@ -68,7 +71,7 @@ func (s *sseStream) send(id uint64, event string, v any) error {
 		return err
 	}
 	// The encoding is the one pkg/client's reader decodes.
-	if err := sse.Write(s.w, sse.Event{ID: strconv.FormatUint(id, 10), Type: event, Data: string(data)}); err != nil {
+	if err := sse.Write(s.w, sse.Event{ID: s.ids.ID(s.tenant, seq), Type: event, Data: string(data)}); err != nil {
 		return err
 	}
 	return s.flush()
@@ -100,45 +103,31 @@ func (s *sseStream) flush() error {
 	return nil
 }
 
-// lastEventID reads where a client resumes: the Last-Event-ID header, or
-// the since query parameter; 0 means from now on. since reports whether
-// the id came from the query (which must name an id the stream issued).
-func lastEventID(r *http.Request) (id uint64, since bool, err error) {
-	v := r.Header.Get("Last-Event-ID")
-	if v == "" {
-		v = r.URL.Query().Get("since")
-		since = v != ""
+// msgBadSince is the answer to a ?since= that is not an event id.
+const msgBadSince = "since must be an event id this server sent to this tenant"
+
+// resumeAfter reads where tenant's client resumes: the stream sequence of
+// the event id in its Last-Event-ID header, or in the since query
+// parameter; 0 means from now on. resuming reports whether it named one.
+// Event ids are opaque (eventid): one that is not tenant's is a 400 in
+// ?since=, and from now on in Last-Event-ID, because a browser's
+// EventSource cannot recover from a 4xx answer to its reconnect (an id of
+// a stream that was recreated, or of an earlier release, is such a one).
+// Neither answer says anything of the stream's other events.
+func (a *api) resumeAfter(r *http.Request, tenant string) (seq uint64, resuming bool, err error) {
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		seq, _ = a.eventIDs.Seq(tenant, v)
+		return seq, true, nil
 	}
+	v := r.URL.Query().Get("since")
 	if v == "" {
 		return 0, false, nil
 	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, false, errors.New("Last-Event-ID (or since) must be a non-negative event id")
+	seq, ok := a.eventIDs.Seq(tenant, v)
+	if !ok {
+		return 0, false, errors.New(msgBadSince)
 	}
-	return n, since, nil
-}
-
-// checkSince answers 400 (and reports false) when ?since= names an event id
-// past the newest the event stream issued. A Last-Event-ID past it is
-// accepted (the stream was recreated and its numbers restarted; the client
-// resumes from now), because a browser's EventSource cannot recover from a
-// 4xx answer to its reconnect.
-func (a *api) checkSince(w http.ResponseWriter, r *http.Request, after uint64, since bool) bool {
-	if !since || after == 0 || a.JS == nil {
-		return true
-	}
-	last, err := events.LastSeq(r.Context(), a.JS)
-	if err != nil {
-		noteCause(r, err) // cannot tell: follow from now on
-		return true
-	}
-	if after > last {
-		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest,
-			fmt.Sprintf("since=%d: no such event id (the newest is %d)", after, last))
-		return false
-	}
-	return true
+	return seq, true, nil
 }
 
 // jobEvents is GET /v1/jobs/{id}/events: a snapshot of the job, then its
@@ -157,12 +146,9 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, msgBadID)
 		return
 	}
-	after, since, err := lastEventID(r)
+	after, resuming, err := a.resumeAfter(r, tenant)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, err.Error())
-		return
-	}
-	if !a.checkSince(w, r, after, since) {
 		return
 	}
 	ctx := r.Context()
@@ -177,7 +163,7 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 		return
 	}
 	if job.State.Final() {
-		a.finalStream(w, r, job, after)
+		a.finalStream(w, r, job, after, resuming)
 		return
 	}
 	if !a.takeStream(w, tenant) {
@@ -191,7 +177,19 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 		f, ferr := events.FollowJob(ctx, a.JS, job.Tenant, job.ID, after)
 		if ferr == nil {
 			defer f.Close()
-			follow, seq = f.C(), f.Start
+			follow = f.C()
+			if after > f.Start {
+				seq = 0 // from before the stream was recreated
+			}
+			// The snapshot's id: the newest event of the job's subject,
+			// read before the snapshot, which then shows all it says. Not
+			// the follower's start, the stream's newest event, which
+			// would tell how many events other tenants caused.
+			if last, err := events.LastJobSeq(ctx, a.JS, job.Tenant, job.ID); err == nil {
+				seq = max(seq, last)
+			} else {
+				noteCause(r, err)
+			}
 			if job, err = a.Store.Get(ctx, id); err != nil {
 				noteCause(r, err)
 				writeError(w, http.StatusServiceUnavailable, contracts.CodeUnavailable, msgUnavailable)
@@ -201,7 +199,7 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 			noteCause(r, ferr) // followed by polling the store alone
 		}
 	}
-	sse, err := startSSE(w)
+	sse, err := a.startSSE(w, tenant)
 	if err != nil {
 		return
 	}
@@ -265,16 +263,17 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 }
 
 // finalStream answers the event stream of a job already final: its
-// snapshot, then the end of the stream. A reconnect (Last-Event-ID or
-// since given) after which the job has no event left, the final one
-// included, is answered 204 No Content instead, so the client stops; so
-// is one when the event stream cannot tell, since the client had a stream
-// of the job before (GET /v1/jobs/{id} has the final job). The snapshot
-// carries the id of the newest event, so reconnecting after it ends with
+// snapshot, then the end of the stream. A reconnect (resuming: an event id
+// given) after which the job has no event left, the final one included,
+// is answered 204 No Content instead, so the client stops; so is one when
+// the event stream cannot tell, since the client had a stream of the job
+// before (GET /v1/jobs/{id} has the final job). The snapshot carries the
+// id of the newest event of the job's subject (never the stream's newest,
+// which counts other tenants' events), so reconnecting after it ends with
 // the 204.
-func (a *api) finalStream(w http.ResponseWriter, r *http.Request, job contracts.Job, after uint64) {
+func (a *api) finalStream(w http.ResponseWriter, r *http.Request, job contracts.Job, after uint64, resuming bool) {
 	ctx := r.Context()
-	if resuming(r) {
+	if resuming {
 		left := false
 		if a.JS != nil {
 			var err error
@@ -290,23 +289,17 @@ func (a *api) finalStream(w http.ResponseWriter, r *http.Request, job contracts.
 	}
 	seq := after
 	if a.JS != nil {
-		if last, err := events.LastSeq(ctx, a.JS); err == nil {
+		if last, err := events.LastJobSeq(ctx, a.JS, job.Tenant, job.ID); err == nil {
 			seq = max(seq, last)
 		} else {
 			noteCause(r, err)
 		}
 	}
-	sse, err := startSSE(w)
+	sse, err := a.startSSE(w, job.Tenant)
 	if err != nil {
 		return
 	}
 	_ = sse.send(seq, contracts.EventSnapshot, job)
-}
-
-// resuming reports whether r reconnects to a stream: it names the last
-// event it saw (Last-Event-ID, or the since query parameter).
-func resuming(r *http.Request) bool {
-	return r.Header.Get("Last-Event-ID") != "" || r.URL.Query().Get("since") != ""
 }
 
 // newer reports whether a state event says something the stream has not
@@ -334,12 +327,9 @@ func laterProgress(ev, last contracts.Event) bool {
 // the client goes away or the event stream fails (the client then
 // reconnects with the last id it saw).
 func (a *api) tenantEvents(w http.ResponseWriter, r *http.Request, tenant string) {
-	after, since, err := lastEventID(r)
+	after, _, err := a.resumeAfter(r, tenant)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, contracts.CodeBadRequest, err.Error())
-		return
-	}
-	if !a.checkSince(w, r, after, since) {
 		return
 	}
 	if a.JS == nil {
@@ -359,7 +349,7 @@ func (a *api) tenantEvents(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	defer f.Close()
-	sse, err := startSSE(w)
+	sse, err := a.startSSE(w, tenant)
 	if err != nil {
 		return
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/services/gateway/internal/auth"
 	"github.com/sluicehq/sluice/services/gateway/internal/cancel"
 	"github.com/sluicehq/sluice/services/gateway/internal/dashboard"
+	"github.com/sluicehq/sluice/services/gateway/internal/eventid"
 	"github.com/sluicehq/sluice/services/gateway/internal/metrics"
 	"github.com/sluicehq/sluice/services/gateway/internal/openapi"
 	"github.com/sluicehq/sluice/services/gateway/internal/ratelimit"
@@ -105,6 +106,16 @@ type api struct {
 	Deps
 	// streams counts the open event streams, per tenant too.
 	streams *ratelimit.Pool
+	// eventIDs makes the event ids of the streams, under a key every
+	// gateway with the same tokens derives alike.
+	eventIDs *eventid.Codec
+}
+
+// EventIDs is the codec of the event ids the API gives (eventid), under
+// a key derived from the tokens, so that every gateway with the same
+// SLUICE_API_TOKENS makes and reads the same ids.
+func EventIDs(au *auth.Authenticator) *eventid.Codec {
+	return eventid.New(au.Key("event ids"))
 }
 
 // Handler is the HTTP API: every route behind the shared middleware.
@@ -131,7 +142,8 @@ func (m *recordingMux) Handle(pattern string, h http.Handler) {
 
 // New returns the HTTP API as one handler.
 func New(d Deps) *Handler {
-	a := &api{Deps: d, streams: newStreamPool(d.MaxStreams, d.TenantMaxStreams)}
+	a := &api{Deps: d, streams: newStreamPool(d.MaxStreams, d.TenantMaxStreams),
+		eventIDs: EventIDs(d.Auth)}
 	mux := &recordingMux{ServeMux: http.NewServeMux()}
 	// The writing /v1 routes are rate limited per client IP (before
 	// authentication, so token guessing is limited too), then per tenant.
