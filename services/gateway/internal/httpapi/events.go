@@ -174,21 +174,24 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request, tenant string) {
 	var follow <-chan events.Received
 	seq := after
 	if a.JS != nil {
-		f, ferr := events.FollowJob(ctx, a.JS, job.Tenant, job.ID, after)
+		// A new stream follows from the newest event of the job's subject,
+		// read before the snapshot (which then shows all it says), and
+		// the snapshot carries its id: not the stream's newest event, the
+		// follower's start otherwise, whose id would change with every
+		// event of every tenant.
+		if after == 0 {
+			if last, err := events.LastJobSeq(ctx, a.JS, job.Tenant, job.ID); err == nil {
+				seq = last
+			} else {
+				noteCause(r, err)
+			}
+		}
+		f, ferr := events.FollowJob(ctx, a.JS, job.Tenant, job.ID, seq)
 		if ferr == nil {
 			defer f.Close()
 			follow = f.C()
-			if after > f.Start {
+			if seq > f.Start {
 				seq = 0 // from before the stream was recreated
-			}
-			// The snapshot's id: the newest event of the job's subject,
-			// read before the snapshot, which then shows all it says. Not
-			// the follower's start, the stream's newest event, which
-			// would tell how many events other tenants caused.
-			if last, err := events.LastJobSeq(ctx, a.JS, job.Tenant, job.ID); err == nil {
-				seq = max(seq, last)
-			} else {
-				noteCause(r, err)
 			}
 			if job, err = a.Store.Get(ctx, id); err != nil {
 				noteCause(r, err)
