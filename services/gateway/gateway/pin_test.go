@@ -269,7 +269,7 @@ func TestPinTenantShareOverHTTPAndNATS(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, got.status, "another tenant's pin goes through: %s", got.body)
 
 	require.Equal(t, []string{contracts.LimitTenantPins, contracts.LimitTenantPins}, limits(b.stats(tokenA).RecentRejections))
-	text := string(b.do(req{method: http.MethodGet, path: "/metrics"}).body)
+	text := b.metricsText()
 	require.Contains(t, text, `sluice_gateway_admissions_total{limit="tenant_pins",outcome="rejected"} 2`)
 
 	cancel()
