@@ -295,6 +295,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		g.log.Warn().Msg("SLUICE_API_TOKENS is empty: the API is open and every request acts as tenant \"default\"")
 	} else {
 		g.log.Info().Strs("tenants", g.auth.Tenants()).Msg("API tokens configured")
+		if g.cfg.MetricsAuth && len(g.cfg.OperatorTenants) == 0 {
+			g.log.Warn().Msg("no SLUICE_GATEWAY_OPERATOR_TENANTS: no token can read /metrics (SLUICE_GATEWAY_METRICS_AUTH)")
+		}
 	}
 	g.ensureStream(ctx)
 	eg, ctx := errgroup.WithContext(ctx)
