@@ -3,6 +3,7 @@ package contracts
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strconv"
 	"strings"
@@ -34,13 +35,7 @@ import (
 
 // ErrDuplicateKey is matched (errors.Is) by the *DecodeError of a
 // document that names a key twice in one object.
-var ErrDuplicateKey = errorString("duplicate key")
-
-// errorString is a constant error.
-type errorString string
-
-// Error implements error.
-func (e errorString) Error() string { return string(e) }
+var ErrDuplicateKey = errors.New("duplicate key")
 
 // reasonDuplicate is the Reason of a duplicate key's DecodeError.
 const reasonDuplicate = "duplicate key"
@@ -72,6 +67,9 @@ func checkDuplicateKeys(data []byte, t reflect.Type, skipRaw bool) *DecodeError 
 	s.pos = s.space(0)
 	de := s.value(shapeOf(t), 0)
 	path := s.path
+	// Kept for the next document, holding nothing of this one.
+	clear(s.keys[:cap(s.keys)])
+	clear(s.fields[:cap(s.fields)])
 	s.data, s.keys, s.fields, s.path = nil, s.keys[:0], s.fields[:0], nil
 	scanners.Put(s)
 	if de == nil {
