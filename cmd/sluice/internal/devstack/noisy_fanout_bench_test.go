@@ -62,27 +62,8 @@ func BenchmarkNoisyFanout(b *testing.B) {
 		"SLUICE_GATEWAY_MAX_BATCH_BYTES":         fmt.Sprint(8 << 20),
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT_BURST": fmt.Sprint(total),
 	})
-	single := []byte(`{"kind":"sleep"}`)
-	// quiet submits one single job, waits 10 ms, and again until stop is
-	// closed; it returns the latencies and the answers.
 	quiet := func(stop <-chan struct{}) ([]time.Duration, map[int]int) {
-		var lat []time.Duration
-		codes := map[int]int{}
-		for {
-			select {
-			case <-stop:
-				return lat, codes
-			default:
-			}
-			start := time.Now()
-			code, err := tokenPost(base, "/v1/jobs", quietToken, single)
-			if err != nil {
-				code = 0
-			}
-			lat = append(lat, time.Since(start))
-			codes[code]++
-			time.Sleep(10 * time.Millisecond)
-		}
+		return quietSubmits(base, 10*time.Millisecond, stop)
 	}
 	stop := make(chan struct{})
 	time.AfterFunc(2*time.Second, func() { close(stop) })
@@ -150,4 +131,28 @@ func BenchmarkNoisyFanout(b *testing.B) {
 		"while the noisy tenant admitted %d fan-out children in one batch of %d fan-outs (%d bytes) in %s\n",
 		r(p50), r(p99), r(mx), len(lat), codes, r(a50), r(a99),
 		noisyFanoutParents*noisyFanoutItems, noisyFanoutParents, len(body), took.Round(time.Millisecond))
+}
+
+// quietSubmits is the quiet tenant of the noisy benchmarks: it submits one
+// single job, waits gap, and again until stop is closed, and returns the
+// latencies and the answers.
+func quietSubmits(base string, gap time.Duration, stop <-chan struct{}) ([]time.Duration, map[int]int) {
+	single := []byte(`{"kind":"sleep"}`)
+	var lat []time.Duration
+	codes := map[int]int{}
+	for {
+		select {
+		case <-stop:
+			return lat, codes
+		default:
+		}
+		start := time.Now()
+		code, err := tokenPost(base, "/v1/jobs", quietToken, single)
+		if err != nil {
+			code = 0
+		}
+		lat = append(lat, time.Since(start))
+		codes[code]++
+		time.Sleep(gap)
+	}
 }

@@ -87,25 +87,8 @@ func noisyPins(b *testing.B, root string, files []string, change bool) {
 		"SLUICE_MAX_ACTIVE":                "0",
 		"SLUICE_GATEWAY_RATE_LIMIT_TENANT": fmt.Sprint(gateway.DefaultConfig().RateLimitTenant),
 	})
-	single := []byte(`{"kind":"sleep"}`)
 	quiet := func(stop <-chan struct{}) ([]time.Duration, map[int]int) {
-		var lat []time.Duration
-		codes := map[int]int{}
-		for {
-			select {
-			case <-stop:
-				return lat, codes
-			default:
-			}
-			start := time.Now()
-			code, err := tokenPost(base, "/v1/jobs", quietToken, single)
-			if err != nil {
-				code = 0
-			}
-			lat = append(lat, time.Since(start))
-			codes[code]++
-			time.Sleep(20 * time.Millisecond)
-		}
+		return quietSubmits(base, 20*time.Millisecond, stop)
 	}
 	stop := make(chan struct{})
 	time.AfterFunc(3*time.Second, func() { close(stop) })
