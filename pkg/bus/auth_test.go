@@ -161,11 +161,7 @@ func TestTenantPermissions(t *testing.T) {
 	srv := bustest.StartWith(t, bus.EmbeddedOptions{Listen: "127.0.0.1:0", Auth: &bus.EmbeddedAuth{InternalPassword: pw, Tenant: permTokens}})
 	service := contracts.ServiceInboxPrefix(bus.InternalUser, "n1")
 
-	type check struct {
-		subject string
-		pub     bool // publishing allowed
-		sub     bool // subscribing allowed
-	}
+	type check = permCheck
 	for tenant, table := range map[string]struct {
 		token  string
 		checks []check
@@ -230,31 +226,46 @@ func TestTenantPermissions(t *testing.T) {
 				nats.CustomInboxPrefix(contracts.TenantInboxPrefix(tenant)))
 			require.NoError(t, err)
 			defer nc.Close()
-			var want []string
-			for _, c := range table.checks {
-				if !strings.ContainsAny(c.subject, "*>") {
-					require.NoError(t, nc.Publish(c.subject, nil))
-					if !c.pub {
-						want = append(want, fmt.Sprintf("Publish to %q", c.subject))
-					}
-				}
-				_, err := nc.SubscribeSync(c.subject)
-				require.NoError(t, err)
-				if !c.sub {
-					want = append(want, fmt.Sprintf("Subscription to %q", c.subject))
-				}
-			}
-			// The server answers in order: once the sentinel's violation
-			// is in, every earlier one is.
-			const sentinel = "sluice.test.sentinel"
-			require.NoError(t, nc.Publish(sentinel, nil))
-			want = append(want, fmt.Sprintf("Publish to %q", sentinel))
-			require.NoError(t, nc.Flush())
-			require.Eventually(t, func() bool { return slices.Contains(e.violations(), want[len(want)-1]) },
-				5*time.Second, 10*time.Millisecond)
-			require.ElementsMatch(t, want, e.violations())
+			checkPermissions(t, nc, &e, table.checks)
 		})
 	}
+}
+
+// permCheck is one subject of a permission test and what the connection
+// may do with it.
+type permCheck struct {
+	subject  string
+	pub, sub bool // publishing, subscribing allowed
+}
+
+// checkPermissions publishes to and subscribes on every subject of checks
+// (publishes only to literal subjects) and compares the permission
+// violations the server reports to e with what checks forbid.
+func checkPermissions(t *testing.T, nc *nats.Conn, e *errs, checks []permCheck) {
+	t.Helper()
+	var want []string
+	for _, c := range checks {
+		if !strings.ContainsAny(c.subject, "*>") {
+			require.NoError(t, nc.Publish(c.subject, nil))
+			if !c.pub {
+				want = append(want, fmt.Sprintf("Publish to %q", c.subject))
+			}
+		}
+		_, err := nc.SubscribeSync(c.subject)
+		require.NoError(t, err)
+		if !c.sub {
+			want = append(want, fmt.Sprintf("Subscription to %q", c.subject))
+		}
+	}
+	// The server answers in order: once the sentinel's violation is in,
+	// every earlier one is.
+	const sentinel = "sluice.test.sentinel"
+	require.NoError(t, nc.Publish(sentinel, nil))
+	want = append(want, fmt.Sprintf("Publish to %q", sentinel))
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool { return slices.Contains(e.violations(), want[len(want)-1]) },
+		5*time.Second, 10*time.Millisecond)
+	require.ElementsMatch(t, want, e.violations())
 }
 
 // TestPermissionsOfOneTenant checks TenantPermissions as the server takes

@@ -79,26 +79,31 @@ type tenantClient struct {
 	violations []string
 }
 
+// keepViolation is the client's error handler: it keeps each permission
+// violation the server reports, as "Publish to \"subject\"" or
+// "Subscription to \"subject\"".
+func (c *tenantClient) keepViolation(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return
+	}
+	v := err.Error()
+	if _, after, ok := strings.Cut(v, "Permissions Violation for "); ok {
+		v = after
+	}
+	if i := strings.Index(v, `" `); i >= 0 {
+		v = v[:i+1]
+	}
+	c.mu.Lock()
+	c.violations = append(c.violations, v)
+	c.mu.Unlock()
+}
+
 func connectTenant(t *testing.T, url, tenant, token string) *tenantClient {
 	t.Helper()
 	c := &tenantClient{tenant: tenant, token: token}
 	nc, err := nats.Connect(url, nats.UserInfo(tenant, token),
 		nats.CustomInboxPrefix(contracts.TenantInboxPrefix(tenant)),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if !errors.Is(err, nats.ErrPermissionViolation) {
-				return
-			}
-			v := err.Error()
-			if _, after, ok := strings.Cut(v, "Permissions Violation for "); ok {
-				v = after
-			}
-			if i := strings.Index(v, `" `); i >= 0 {
-				v = v[:i+1]
-			}
-			c.mu.Lock()
-			c.violations = append(c.violations, v)
-			c.mu.Unlock()
-		}))
+		nats.ErrorHandler(c.keepViolation))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	c.nc = nc
@@ -235,21 +240,7 @@ func connectAsWorker(t *testing.T, b *bundle, id string) *thiefClient {
 	c := &tenantClient{tenant: user}
 	nc, err := nats.Connect(b.stack.NATSURL, nats.UserInfo(user, password),
 		nats.CustomInboxPrefix(bus.ServiceInboxPrefix(user, "")),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if !errors.Is(err, nats.ErrPermissionViolation) {
-				return
-			}
-			v := err.Error()
-			if _, after, ok := strings.Cut(v, "Permissions Violation for "); ok {
-				v = after
-			}
-			if i := strings.Index(v, `" `); i >= 0 {
-				v = v[:i+1]
-			}
-			c.mu.Lock()
-			c.violations = append(c.violations, v)
-			c.mu.Unlock()
-		}))
+		nats.ErrorHandler(c.keepViolation))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	c.nc = nc

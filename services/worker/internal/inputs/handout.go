@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/sluicehq/sluice/pkg/confine"
 )
 
 // Handing out. A run never gets the cached file itself: a run that chmods
@@ -43,12 +45,19 @@ var (
 )
 
 // stamp is what a file's metadata said when the cache last knew its bytes
-// were right.
+// were right: confine's stamp of the file (device, inode, size, mtime,
+// ctime), and its mode, which the cache keeps read-only.
 type stamp struct {
-	dev, ino     uint64
-	size         int64
-	mode         fs.FileMode
-	mtime, ctime int64
+	confine.Stamp
+	mode fs.FileMode
+}
+
+// stampOf is what info says of a file's identity and last change (its
+// ctime moves on every write, chmod, truncate or link; where the platform
+// has none, the mode and mtime are what is left to compare).
+func stampOf(info os.FileInfo) stamp {
+	s, _ := confine.StampOf(info)
+	return stamp{Stamp: s, mode: info.Mode()}
 }
 
 // handout is how one copy was made.

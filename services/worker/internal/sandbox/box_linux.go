@@ -54,31 +54,9 @@ func (s *Sandbox) Open(name string, dirs Dirs) (*Box, error) {
 			return nil, err
 		}
 		b.uid, b.lock = uid, lock
-		for _, d := range []struct {
-			path string
-			mode os.FileMode
-		}{{dirs.Scratch, 0o700}, {dirs.Inputs, 0o500}} {
-			if d.path == "" {
-				continue
-			}
-			if err := own(d.path, uid, d.mode); err != nil {
-				_ = lock.Close()
-				return nil, err
-			}
-		}
-		if dirs.Inputs != "" {
-			// The copies are the run's own too (read-only until it
-			// chmods one: what it writes reaches no other run).
-			entries, err := os.ReadDir(dirs.Inputs)
-			for _, e := range entries {
-				if err == nil {
-					err = os.Lchown(filepath.Join(dirs.Inputs, e.Name()), int(uid), int(uid))
-				}
-			}
-			if err != nil {
-				_ = lock.Close()
-				return nil, fmt.Errorf("sandbox: give the input copies to the run: %w", err)
-			}
+		if err := dirs.own(uid); err != nil {
+			b.free()
+			return nil, err
 		}
 	}
 	if s.iso == contracts.IsolationNamespace {
@@ -105,14 +83,40 @@ func (s *Sandbox) Open(name string, dirs Dirs) (*Box, error) {
 	return b, nil
 }
 
-// own makes path the run uid's with mode (what the worker put in it stays
-// the worker's: the input copies are read-only to the run).
-func own(path string, uid uint32, mode os.FileMode) error {
-	if err := os.Chown(path, int(uid), int(uid)); err != nil {
-		return fmt.Errorf("sandbox: give %s to the run: %w", path, err)
+// own gives the directories to uid: the scratch directory (0700) and the
+// inputs directory (0500) with the copies in it, which stay read-only
+// until the run chmods one (what it then writes reaches no other run).
+func (d Dirs) own(uid uint32) error {
+	give := func(path string, mode os.FileMode) error {
+		if err := os.Lchown(path, int(uid), int(uid)); err != nil {
+			return fmt.Errorf("sandbox: give %s to the run: %w", path, err)
+		}
+		if mode != 0 {
+			if err := os.Chmod(path, mode); err != nil {
+				return fmt.Errorf("sandbox: give %s to the run: %w", path, err)
+			}
+		}
+		return nil
 	}
-	if err := os.Chmod(path, mode); err != nil {
-		return fmt.Errorf("sandbox: give %s to the run: %w", path, err)
+	if d.Scratch != "" {
+		if err := give(d.Scratch, 0o700); err != nil {
+			return err
+		}
+	}
+	if d.Inputs == "" {
+		return nil
+	}
+	if err := give(d.Inputs, 0o500); err != nil {
+		return err
+	}
+	copies, err := os.ReadDir(d.Inputs)
+	if err != nil {
+		return fmt.Errorf("sandbox: give the input copies to the run: %w", err)
+	}
+	for _, c := range copies {
+		if err := give(filepath.Join(d.Inputs, c.Name()), 0); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -204,9 +208,7 @@ func newLaunch(cmd *exec.Cmd, spec enterSpec, ns bool) (*Launch, error) {
 }
 
 // Abort releases what Launch made when cmd did not start.
-func (l *Launch) Abort() { l.abort() }
-
-func (l *Launch) abort() {
+func (l *Launch) Abort() {
 	for _, f := range []*os.File{l.specW, l.statusR, l.specR, l.statusW} {
 		_ = f.Close()
 	}
@@ -228,13 +230,12 @@ func (l *Launch) Begin(target limit.Target, rlimits []limit.Rlimit, pidsHeld boo
 		}
 	}
 	l.spec.Rlimits = rlimits
-	return l.begin(l.spec.Rlimits)
+	return l.begin()
 }
 
 // begin writes the spec and reads the launcher's status.
-func (l *Launch) begin(rlimits []limit.Rlimit) error {
+func (l *Launch) begin() error {
 	_, _ = l.specR.Close(), l.statusW.Close()
-	l.spec.Rlimits = rlimits
 	data, err := json.Marshal(l.spec)
 	if err == nil {
 		_, err = l.specW.Write(data)
@@ -279,11 +280,9 @@ func (b *Box) Renew(left time.Duration) {
 func (b *Box) Close() {
 	s := b.sb
 	s.mu.Lock()
-	held := len(b.watch.Target.Dirs) > 0
+	target := b.watch.Target
 	s.mu.Unlock()
-	if b.uid != 0 && !held {
-		killUID(b.uid)
-	}
+	sweep(b.uid, target)
 	s.mu.Lock()
 	delete(s.boxes, b.name)
 	if b.watched && s.w != nil && s.w.alive() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,10 +159,10 @@ func probe(p *pool, ns bool) error {
 		return err
 	}
 	if err := cmd.Start(); err != nil {
-		l.abort()
+		l.Abort()
 		return fmt.Errorf("start: %w", err)
 	}
-	err = l.begin(nil)
+	err = l.begin()
 	if werr := cmd.Wait(); err == nil && werr != nil {
 		err = werr
 	}
@@ -171,19 +172,21 @@ func probe(p *pool, ns bool) error {
 // reachable says why a process of another uid could not reach dir by its
 // path (an ancestor it may not pass through), or nil.
 func reachable(dir string) error {
-	for d := dir; ; {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	for d := abs; ; d = filepath.Dir(d) {
 		info, err := os.Stat(d)
 		if err != nil {
 			return fmt.Errorf("%s: %w", d, err)
 		}
 		if info.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("%s (mode %#o) does not let other uids through to %s", d, info.Mode().Perm(), dir)
+			return fmt.Errorf("%s (mode %#o) does not let other uids through to %s", d, info.Mode().Perm(), abs)
 		}
-		parent := d[:max(strings.LastIndex(d, "/"), 1)]
-		if parent == d {
+		if d == filepath.Dir(d) {
 			return nil
 		}
-		d = parent
 	}
 }
 

@@ -50,6 +50,9 @@ const (
 	opExpired = "expired"
 )
 
+// wardenSocketFD is the warden's end of its socket to the worker.
+const wardenSocketFD = 3
+
 // maxWardenMsg bounds one message.
 const maxWardenMsg = 64 << 10
 
@@ -74,7 +77,7 @@ type watched struct {
 
 // wardenMain is the warden's main.
 func wardenMain() int {
-	f := os.NewFile(enterSpecFD, "worker")
+	f := os.NewFile(wardenSocketFD, "worker")
 	if f == nil {
 		return 2
 	}
@@ -99,7 +102,7 @@ func wardenMain() int {
 				}
 				return 0
 			}
-			apply(runs, m, worker)
+			apply(runs, m)
 		case <-timer.C:
 		}
 		now := bootNow()
@@ -114,12 +117,6 @@ func wardenMain() int {
 				_, _, _ = conn.WriteMsgUnix(data, nil, nil)
 			default:
 				next = min(next, w.Until)
-			}
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
 			}
 		}
 		timer.Reset(time.Duration(max(next-now, int64(time.Millisecond))))
@@ -173,7 +170,7 @@ func receivedFile(oob []byte) *os.File {
 }
 
 // apply applies one message of the worker to runs.
-func apply(runs map[string]*watched, m watched, worker int) {
+func apply(runs map[string]*watched, m watched) {
 	w := runs[m.Run]
 	switch m.Op {
 	case opWatch:
@@ -192,7 +189,7 @@ func apply(runs map[string]*watched, m watched, worker int) {
 		runs[m.Run] = &m
 	case opDone:
 		if w != nil {
-			w.sweep()
+			sweep(w.UID, w.Target)
 			w.release()
 			delete(runs, m.Run)
 		}
@@ -207,17 +204,18 @@ func apply(runs map[string]*watched, m watched, worker int) {
 // run's cgroups while it starts one) is spared.
 func (w *watched) kill(worker int) {
 	w.Target.Kill(worker)
-	w.sweep()
+	sweep(w.UID, w.Target)
 	if w.PGID > 0 {
 		_ = syscall.Kill(-w.PGID, syscall.SIGKILL)
 	}
 }
 
-// sweep kills what is left of the run's uid, when no cgroup held it (a
-// run's uid cannot leave its cgroups, which kill took).
-func (w *watched) sweep() {
-	if w.UID != 0 && len(w.Target.Dirs) == 0 {
-		killUID(w.UID)
+// sweep kills what is left of a run of uid (0: the worker's, nothing to
+// sweep) when no cgroup held it: a run's uid cannot leave its cgroups,
+// whose kill took everything.
+func sweep(uid uint32, held limit.Target) {
+	if uid != 0 && len(held.Dirs) == 0 {
+		killUID(uid)
 	}
 }
 
